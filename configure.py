@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""configure.py - probe the toolchain and write build.ninja (and build/config.h).
+
+    ./configure.py [--debug] [--asan] [--tsan] [--cc CC] [--prefix DIR] [--install-deps]
+
+Run-time features (userfaultfd modes, io_uring, RDMA devices) are probed at run
+time by the library, never here.
+"""
+import argparse, os, shlex, shutil, subprocess, sys, tempfile
+
+SRC = os.path.dirname(os.path.abspath(__file__))
+os.chdir(SRC)
+B = 'build'
+DEBIAN = ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev',
+          'rdma-core', 'ibverbs-providers', 'libmnl-dev', 'util-linux', 'procps',
+          'qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs']
+
+p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+p.add_argument('--debug', action='store_true', help='-O0 -g, assertions')
+p.add_argument('--asan', action='store_true', help='AddressSanitizer + UBSan')
+p.add_argument('--tsan', action='store_true', help='ThreadSanitizer')
+p.add_argument('--cc', default=os.environ.get('CC', 'cc'))
+p.add_argument('--prefix', default='/usr/local')
+p.add_argument('--install-deps', action='store_true',
+               help='apt-get install the Debian packages odpx needs')
+args = p.parse_args()
+if args.asan and args.tsan:
+    sys.exit('configure.py: --asan and --tsan cannot be combined')
+
+
+def missing_packages():
+    out = subprocess.run(['dpkg-query', '-W', '-f', '${Package} ${db:Status-Status}\\n'] + DEBIAN,
+                         capture_output=True, text=True).stdout
+    have = {l.split()[0] for l in out.splitlines() if l.endswith(' installed')}
+    return [d for d in DEBIAN if d not in have]
+
+
+if shutil.which('dpkg-query'):
+    miss = missing_packages()
+    line = 'apt-get install -y --no-install-recommends ' + ' '.join(miss)
+    if miss and args.install_deps:
+        env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+        subprocess.run(['apt-get', 'update', '-q'], check=True, env=env)
+        subprocess.run(shlex.split(line) + ['-q', '-o', 'DPkg::Lock::Timeout=600'],
+                       check=True, env=env)
+    elif miss:
+        print('configure.py: missing Debian packages; run:\n  ' + line)
+
+
+def pkg(name, required):
+    r = subprocess.run(['pkg-config', '--cflags', '--libs', name], capture_output=True, text=True)
+    if r.returncode:
+        msg = f'configure.py: {name} not found by pkg-config (Debian: ./configure.py --install-deps)'
+        if required:
+            sys.exit(msg)
+        print(msg + '; building without it')
+        return None
+    return r.stdout.split()
+
+
+uring = pkg('liburing', True)
+verbs = pkg('libibverbs', False)
+ucx = pkg('ucx', False) if shutil.which('pkg-config') else None
+
+cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-D_GNU_SOURCE', '-fPIC',
+          '-fvisibility=hidden', '-g', '-Ilib', '-I' + B]
+ldflags = []
+if args.debug:
+    cflags += ['-O0']
+else:
+    cflags += ['-O2']
+if args.asan:
+    cflags += ['-fsanitize=address,undefined', '-fno-omit-frame-pointer', '-fno-sanitize-recover=undefined']
+    ldflags += ['-fsanitize=address,undefined']
+if args.tsan:
+    cflags += ['-fsanitize=thread', '-O1']
+    ldflags += ['-fsanitize=thread']
+
+
+def probe(code, extra=()):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, 'p.c')
+        open(src, 'w').write(code)
+        return subprocess.run([args.cc, '-c', src, '-o', os.path.join(d, 'p.o')] + list(extra),
+                              capture_output=True).returncode == 0
+
+
+if not probe('int main(void) { return 0; }'):
+    sys.exit(f'configure.py: the C compiler {args.cc!r} does not work')
+os.makedirs(B, exist_ok=True)
+config = {
+    'ODPX_HAVE_VERBS': verbs is not None,
+    'HAVE_UFFD_WP_ASYNC': probe('#include <linux/userfaultfd.h>\nint x = UFFD_FEATURE_WP_ASYNC;'),
+    'HAVE_PROCMAP_QUERY': probe('#include <linux/fs.h>\nint x = PROCMAP_QUERY;'),
+}
+with open(f'{B}/config.h.tmp', 'w') as f:
+    f.write('/* written by configure.py */\n')
+    for k, v in config.items():
+        f.write(f'#define {k} 1\n' if v else f'/* #undef {k} */\n')
+os.replace(f'{B}/config.h.tmp', f'{B}/config.h')
+
+
+class Writer:
+    """The smallest ninja writer that will do."""
+    def __init__(self):
+        self.lines = []
+
+    def var(self, k, v):
+        self.lines.append(f'{k} = {v}')
+
+    def rule(self, name, command, **kw):
+        self.lines.append(f'rule {name}\n  command = {command}')
+        self.lines += [f'  {k} = {v}' for k, v in kw.items()]
+
+    def build(self, outs, rule, ins=(), implicit=(), order=(), **kw):
+        outs = [outs] if isinstance(outs, str) else outs
+        ins = [ins] if isinstance(ins, str) else ins
+        line = f'build {" ".join(outs)}: {rule} {" ".join(ins)}'
+        if implicit:
+            line += ' | ' + ' '.join(implicit)
+        if order:
+            line += ' || ' + ' '.join(order)
+        self.lines.append(line)
+        self.lines += [f'  {k} = {v}' for k, v in kw.items()]
+        return outs
+
+
+def srcs(d):
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith('.c'))
+
+
+n = Writer()
+n.var('ninja_required_version', '1.8')
+n.var('cc', args.cc)
+n.var('cflags', ' '.join(cflags))
+n.var('ldflags', ' '.join(ldflags))
+n.var('libs', ' '.join(uring + (verbs or []) + ['-lpthread']))
+n.rule('cc', '$cc -MMD -MF $out.d $cflags $extra -c $in -o $out', depfile='$out.d', deps='gcc',
+       description='CC $out')
+n.rule('ar', 'rm -f $out && ar crs $out $in', description='AR $out')
+n.rule('so', '$cc -shared -Wl,--version-script=lib/odpx.map -Wl,-soname,libodpx.so.0 $ldflags '
+       '-o $out $in $libs', description='SO $out')
+n.rule('link', '$cc $ldflags -o $out $in $libs $extralibs', description='LINK $out')
+n.rule('configure', f'{sys.executable} configure.py {" ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--install-deps")}',
+       generator='1', description='CONFIGURE')
+n.rule('run', '$cmd', pool='console', description='$desc')
+n.rule('pc', 'sed -e s,@PREFIX@,$prefix, $in > $out', description='PC $out')
+
+lib_srcs = srcs('lib') + srcs('uffd') + (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else [])
+lib_srcs = [s for s in lib_srcs if not os.path.basename(s).startswith('main-')]
+if verbs is None:
+    lib_srcs = [s for s in lib_srcs if 'verbs' not in os.path.basename(s)]
+objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0] for s in lib_srcs]
+n.build(f'{B}/config.h', 'phony')
+n.build(f'{B}/libodpx.a', 'ar', objs)
+n.build(f'{B}/libodpx.so', 'so', objs, implicit=['lib/odpx.map'])
+n.build(f'{B}/odpx.pc', 'pc', 'lib/odpx.pc.in', prefix=args.prefix)
+
+tests, dev_tests, benches = [], [], []
+for s in srcs('tests'):
+    name = os.path.basename(s)[:-2]
+    if name.startswith('dev-') and verbs is None:
+        continue
+    o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
+    t = n.build(f'{B}/tests/{name}', 'link', o + [f'{B}/libodpx.a'])[0]
+    (dev_tests if name.startswith('dev-') else tests).append(t)
+scripts = sorted(f'tests/{f}' for f in os.listdir('tests') if f.endswith('.sh') and f != 'run-tests.sh')
+for s in srcs('bench'):
+    name = os.path.basename(s)[:-2]
+    extra = {}
+    if name.startswith('ucx-'):
+        if ucx is None:
+            continue
+        extra = dict(extralibs=' '.join(ucx + ['-lucs']))
+    o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
+    benches.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'], **extra)[0])
+tools = []
+for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
+    if os.path.basename(s).startswith('main-'):
+        name = os.path.basename(s)[5:-2]
+        o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
+        tools.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'])[0])
+
+everything = [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tests + dev_tests + benches + tools
+n.build('all', 'phony', everything)
+n.build('bench', 'phony', benches)
+n.build('test', 'run', tests + dev_tests + scripts, cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts),
+        desc='TEST host suite')
+n.build('test-vm', 'run', dev_tests + tests,
+        cmd='tests/vm/odpx-vm test ' + ' '.join(dev_tests), desc='TEST device tier (Soft-RoCE guest)')
+n.build('install', 'run', [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tools,
+        cmd=f'install -D -m644 lib/odpx.h {args.prefix}/include/odpx.h && '
+            f'install -D -m644 {B}/libodpx.a {args.prefix}/lib/libodpx.a && '
+            f'install -D -m755 {B}/libodpx.so {args.prefix}/lib/libodpx.so.0 && '
+            f'ln -sf libodpx.so.0 {args.prefix}/lib/libodpx.so && '
+            f'install -D -m644 {B}/odpx.pc {args.prefix}/lib/pkgconfig/odpx.pc' +
+            ''.join(f' && install -D -m755 {t} {args.prefix}/bin/{os.path.basename(t)}' for t in tools),
+        desc='INSTALL to ' + args.prefix)
+n.build('build.ninja', 'configure', implicit=['configure.py'])
+n.lines.append('default all')
+with open('build.ninja.tmp', 'w') as f:
+    f.write('# generated by configure.py; edit that instead\n' + '\n'.join(n.lines) + '\n')
+os.replace('build.ninja.tmp', 'build.ninja')
+mode = 'asan+ubsan' if args.asan else 'tsan' if args.tsan else 'debug' if args.debug else 'release'
+print(f'configure.py: {mode} build, cc={args.cc}, verbs={"yes" if verbs else "no"}, '
+      f'ucx-bench={"yes" if ucx else "no"}; now run ninja')

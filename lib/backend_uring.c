@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/*
+ * backend_uring.c - pinning through io_uring fixed buffers.
+ *
+ * A sparse table of URING_SLOTS slots; entry i of the cache owns slot i.  A
+ * per-slot update pins (or, with an empty iovec, unpins) one registration
+ * with the same long-term pinning an RDMA MR uses, and READ_FIXED and
+ * WRITE_FIXED through the slot move bytes through those pinned pages, like a
+ * NIC's DMA.  A stale registration therefore corrupts data here exactly as on
+ * a NIC, which makes the cache's correctness testable on any Linux machine.
+ *
+ * Limits: one slot holds at most 1 GiB; larger registrations are refused
+ * with -E2BIG (max_entry_bytes cannot be set above it).  The kernel pins
+ * writable, so read-only memory and shared file mappings fail with -EFAULT.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "internal.h"
+
+struct uring_be {
+	struct io_uring ring;
+	pthread_mutex_t xfer_lock;	/* one submitter at a time */
+};
+
+static struct uring_be *be(struct odpx_ctx *ctx) { return ctx->be_priv; }
+
+static int update_slot(struct odpx_ctx *ctx, uint32_t idx, void *base, size_t len)
+{
+	struct iovec iov = { base, len };
+	__u64 tag = 0;
+	int r = io_uring_register_buffers_update_tag(&be(ctx)->ring, idx, &iov, &tag, 1);
+
+	return r < 0 ? r : 0;
+}
+
+static int uring_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
+		     uint32_t access, uint32_t *lkey, uint32_t *rkey)
+{
+	int r;
+
+	(void)access;	/* io_uring always pins writable */
+	if (len > URING_SLOT_MAX_BYTES)
+		return -E2BIG;
+	r = update_slot(ctx, idx, (void *)start, len);
+	if (r < 0)
+		return r;
+	*lkey = *rkey = idx;
+	return 0;
+}
+
+static void uring_unpin(struct odpx_ctx *ctx, uint32_t idx)
+{
+	update_slot(ctx, idx, NULL, 0);
+}
+
+static void uring_close(struct odpx_ctx *ctx)
+{
+	struct uring_be *b = be(ctx);
+
+	if (!b)
+		return;
+	io_uring_queue_exit(&b->ring);	/* unpins whatever is left */
+	pthread_mutex_destroy(&b->xfer_lock);
+	free(b);
+	ctx->be_priv = NULL;
+}
+
+int uring_backend_open(struct odpx_ctx *ctx)
+{
+	struct uring_be *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	r = io_uring_queue_init(8, &b->ring, 0);
+	if (r < 0)
+		goto out_free;
+	r = io_uring_register_buffers_sparse(&b->ring, URING_SLOTS);
+	if (r < 0)
+		goto out_ring;
+	pthread_mutex_init(&b->xfer_lock, NULL);
+	ctx->be_priv = b;
+	return 0;
+out_ring:
+	io_uring_queue_exit(&b->ring);
+out_free:
+	free(b);
+	return r;
+}
+
+ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
+		       void *addr, size_t len, int dir)
+{
+	struct uring_be *b = be(ctx);
+	size_t done = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&b->xfer_lock);
+	while (done < len) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
+		struct io_uring_cqe *cqe;
+		unsigned n = len - done > (1U << 30) ? 1U << 30 : (unsigned)(len - done);
+
+		if (!sqe) {
+			r = -EBUSY;
+			break;
+		}
+		if (dir == ODPX_XFER_FROM_FD)
+			io_uring_prep_read_fixed(sqe, fd, (char *)addr + done, n, off + done, idx);
+		else
+			io_uring_prep_write_fixed(sqe, fd, (char *)addr + done, n, off + done, idx);
+		r = io_uring_submit_and_wait(&b->ring, 1);
+		if (r < 0)
+			break;
+		r = io_uring_wait_cqe(&b->ring, &cqe);
+		if (r < 0)
+			break;
+		r = cqe->res;
+		io_uring_cqe_seen(&b->ring, cqe);
+		if (r <= 0)
+			break;
+		done += (size_t)r;
+	}
+	pthread_mutex_unlock(&b->xfer_lock);
+	if (r < 0 && !done)
+		return odpx_fail(r, "%s through slot %u: %s",
+				 dir == ODPX_XFER_FROM_FD ? "READ_FIXED" : "WRITE_FIXED", idx,
+				 strerror(-r));
+	return (ssize_t)done;
+}
+
+const struct backend_ops uring_ops = {
+	.name = "uring",
+	.id = ODPX_BACKEND_URING,
+	.pin = uring_pin,
+	.unpin = uring_unpin,
+	.close = uring_close,
+	.max_entries = URING_SLOTS,
+	.max_entry_bytes = URING_SLOT_MAX_BYTES,
+};

@@ -1,0 +1,912 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cache.c - the pin-down registration cache.
+ *
+ * Index: per access class, the alive entries never overlap.  Two structures
+ * share the entries' own memory: a hash by exact start page (the common hit:
+ * the same buffer again) and an AVL tree by start (interior hits, overlap and
+ * invalidation scans).  Both are written under mon.lock inside a ctx->seq
+ * write section and read without any lock: a reader loads ctx->seq, searches,
+ * takes a reference with a CAS on the entry's word (which fails if the entry
+ * was recycled, since that bumps its generation), and re-reads ctx->seq.  A
+ * changed or odd seq means retry; after a few retries it searches under
+ * mon.lock.  So a hit writes only to the entry it hits.
+ *
+ * Miss (the mmu_interval_read_begin/retry protocol of DESIGN.md):
+ *   watch the VMA (uffd) -> record mon.inval_count -> pin, no lock held ->
+ *   lock -> any invalidation of the range since the record?  unpin, retry
+ *   (bounded, then direct) : insert.
+ * An event that the monitor has not read yet when we insert is fine: the
+ * munmap() behind it cannot return before the monitor has read it, and the
+ * monitor marks the new entry dead in the same critical section.
+ *
+ * LRU: lazy and exact at the resolution of misses.  Entries sit in a list
+ * ordered by @link_stamp; a release stores ctx->clock (bumped at each miss)
+ * in @last_use without a lock.  The evictor takes the tail; an entry used
+ * since it was linked goes back to the head with its new stamp.  The first
+ * tail entry with last_use == link_stamp and no reference is the least
+ * recently released one.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+#include "../uffd/monitor.h"
+
+#define RLX memory_order_relaxed
+#define ACQ memory_order_acquire
+#define REL memory_order_release
+#define LD(p) atomic_load_explicit(&(p), RLX)
+#define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
+#define MISS_RETRIES 3
+#define FAST_TRIES 4
+#define MAX_STEPS 96		/* bound on any optimistic walk */
+
+static inline uintptr_t e_start(const struct entry *e) { return SPAN_START(LD(e->span)); }
+static inline uintptr_t e_end(const struct entry *e)
+{
+	uint64_t s = LD(e->span);
+	return SPAN_START(s) + SPAN_BYTES(s);
+}
+
+/* ---- seqcount (writers hold mon.lock) ---- */
+
+static void seq_begin(struct odpx_ctx *ctx)
+{
+	atomic_store_explicit(&ctx->seq, LD(ctx->seq) + 1, RLX);
+	atomic_thread_fence(REL);
+}
+
+static void seq_end(struct odpx_ctx *ctx)
+{
+	atomic_store_explicit(&ctx->seq, LD(ctx->seq) + 1, REL);
+}
+
+/* ---- exact-start hash ---- */
+
+static inline uint32_t bucket_of(const struct odpx_ctx *ctx, uintptr_t start, uint32_t acc)
+{
+	uint64_t k = ((uint64_t)(start >> PAGE_SHIFT) << 4) | acc;
+	return (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 40) & ctx->nbuckets_mask;
+}
+
+static void hash_insert(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uint32_t acc)
+{
+	struct entry *b = &ctx->ent[bucket_of(ctx, start, acc)];
+
+	ST(ctx->ent[idx].hnext, LD(b->bucket));
+	ST(b->bucket, idx);
+}
+
+static void hash_remove(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uint32_t acc)
+{
+	_Atomic uint32_t *pp = &ctx->ent[bucket_of(ctx, start, acc)].bucket;
+
+	for (uint32_t i = LD(*pp); i != NIL; pp = &ctx->ent[i].hnext, i = LD(*pp)) {
+		if (i == idx) {
+			ST(*pp, LD(ctx->ent[idx].hnext));
+			return;
+		}
+	}
+}
+
+/* ---- AVL tree by start (writers under mon.lock) ---- */
+
+static inline int height(struct odpx_ctx *ctx, uint32_t n)
+{
+	return n == NIL ? 0 : LD(ctx->ent[n].height);
+}
+
+static void fix_height(struct odpx_ctx *ctx, uint32_t n)
+{
+	int l = height(ctx, LD(ctx->ent[n].left)), r = height(ctx, LD(ctx->ent[n].right));
+	ST(ctx->ent[n].height, (uint8_t)((l > r ? l : r) + 1));
+}
+
+static uint32_t rot_right(struct odpx_ctx *ctx, uint32_t n)
+{
+	uint32_t l = LD(ctx->ent[n].left);
+
+	ST(ctx->ent[n].left, LD(ctx->ent[l].right));
+	ST(ctx->ent[l].right, n);
+	fix_height(ctx, n);
+	fix_height(ctx, l);
+	return l;
+}
+
+static uint32_t rot_left(struct odpx_ctx *ctx, uint32_t n)
+{
+	uint32_t r = LD(ctx->ent[n].right);
+
+	ST(ctx->ent[n].right, LD(ctx->ent[r].left));
+	ST(ctx->ent[r].left, n);
+	fix_height(ctx, n);
+	fix_height(ctx, r);
+	return r;
+}
+
+static uint32_t balance(struct odpx_ctx *ctx, uint32_t n)
+{
+	struct entry *e = &ctx->ent[n];
+	int bf;
+
+	fix_height(ctx, n);
+	bf = height(ctx, LD(e->left)) - height(ctx, LD(e->right));
+	if (bf > 1) {
+		uint32_t l = LD(e->left);
+		if (height(ctx, LD(ctx->ent[l].left)) < height(ctx, LD(ctx->ent[l].right)))
+			ST(e->left, rot_left(ctx, l));
+		return rot_right(ctx, n);
+	}
+	if (bf < -1) {
+		uint32_t r = LD(e->right);
+		if (height(ctx, LD(ctx->ent[r].right)) < height(ctx, LD(ctx->ent[r].left)))
+			ST(e->right, rot_right(ctx, r));
+		return rot_left(ctx, n);
+	}
+	return n;
+}
+
+static uint32_t avl_insert(struct odpx_ctx *ctx, uint32_t n, uint32_t x)
+{
+	if (n == NIL) {
+		ST(ctx->ent[x].left, NIL);
+		ST(ctx->ent[x].right, NIL);
+		ST(ctx->ent[x].height, 1);
+		return x;
+	}
+	if (e_start(&ctx->ent[x]) < e_start(&ctx->ent[n]))
+		ST(ctx->ent[n].left, avl_insert(ctx, LD(ctx->ent[n].left), x));
+	else
+		ST(ctx->ent[n].right, avl_insert(ctx, LD(ctx->ent[n].right), x));
+	return balance(ctx, n);
+}
+
+static uint32_t avl_pop_min(struct odpx_ctx *ctx, uint32_t n, uint32_t *min)
+{
+	uint32_t l = LD(ctx->ent[n].left);
+
+	if (l == NIL) {
+		*min = n;
+		return LD(ctx->ent[n].right);
+	}
+	ST(ctx->ent[n].left, avl_pop_min(ctx, l, min));
+	return balance(ctx, n);
+}
+
+static uint32_t avl_remove(struct odpx_ctx *ctx, uint32_t n, uintptr_t key)
+{
+	if (n == NIL)
+		return NIL;
+	uintptr_t s = e_start(&ctx->ent[n]);
+	if (key < s) {
+		ST(ctx->ent[n].left, avl_remove(ctx, LD(ctx->ent[n].left), key));
+	} else if (key > s) {
+		ST(ctx->ent[n].right, avl_remove(ctx, LD(ctx->ent[n].right), key));
+	} else {
+		uint32_t l = LD(ctx->ent[n].left), r = LD(ctx->ent[n].right), m;
+		if (r == NIL)
+			return l;
+		r = avl_pop_min(ctx, r, &m);
+		ST(ctx->ent[m].left, l);
+		ST(ctx->ent[m].right, r);
+		return balance(ctx, m);
+	}
+	return balance(ctx, n);
+}
+
+/* Largest start <= a; optimistic callers bound the walk. */
+static uint32_t avl_floor(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
+{
+	uint32_t best = NIL;
+
+	for (int steps = 0; n != NIL && n < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		if (e_start(&ctx->ent[n]) <= a) {
+			best = n;
+			n = LD(ctx->ent[n].right);
+		} else {
+			n = LD(ctx->ent[n].left);
+		}
+	}
+	return best < ctx->max_entries ? best : NIL;
+}
+
+/* Smallest start > a (locked). */
+static uint32_t avl_next(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
+{
+	uint32_t best = NIL;
+
+	while (n != NIL) {
+		if (e_start(&ctx->ent[n]) > a) {
+			best = n;
+			n = LD(ctx->ent[n].left);
+		} else {
+			n = LD(ctx->ent[n].right);
+		}
+	}
+	return best;
+}
+
+/* First indexed entry of class @acc overlapping [s, e), or NIL (locked). */
+static uint32_t first_overlap(struct odpx_ctx *ctx, uint32_t acc, uintptr_t s, uintptr_t e)
+{
+	uint32_t root = LD(ctx->root[acc]);
+	uint32_t x = avl_floor(ctx, root, s);
+
+	if (x == NIL || e_end(&ctx->ent[x]) <= s)
+		x = avl_next(ctx, root, s);
+	return x != NIL && e_start(&ctx->ent[x]) < e ? x : NIL;
+}
+
+static void index_insert(struct odpx_ctx *ctx, uint32_t idx, uint32_t acc)
+{
+	uintptr_t s = e_start(&ctx->ent[idx]);
+
+	hash_insert(ctx, idx, s, acc);
+	ST(ctx->root[acc], avl_insert(ctx, LD(ctx->root[acc]), idx));
+}
+
+static void index_remove(struct odpx_ctx *ctx, uint32_t idx, uint32_t acc)
+{
+	uintptr_t s = e_start(&ctx->ent[idx]);
+
+	hash_remove(ctx, idx, s, acc);
+	ST(ctx->root[acc], avl_remove(ctx, LD(ctx->root[acc]), s));
+}
+
+/* ---- lookups ---- */
+
+static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
+{
+	uintptr_t s = SPAN_START(span);
+	return s <= a && aend <= s + SPAN_BYTES(span);
+}
+
+/* Candidate entry for [a, aend) in class @acc: exact start first, then floor. */
+static uint32_t find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc)
+{
+	uintptr_t page = a & ~(PAGE_SIZE - 1);
+	uint32_t i = LD(ctx->ent[bucket_of(ctx, page, acc)].bucket);
+
+	for (int steps = 0; i != NIL && i < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		struct entry *e = &ctx->ent[i];
+		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc)
+			return covers(LD(e->span), a, aend) ? i : NIL;
+		i = LD(e->hnext);
+	}
+	i = avl_floor(ctx, LD(ctx->root[acc]), a);
+	return i != NIL && covers(LD(ctx->ent[i].span), a, aend) ? i : NIL;
+}
+
+enum { LK_HIT, LK_MISS, LK_RETRY };
+
+static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t aend,
+		   uint32_t acc, struct entry **out)
+{
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = atomic_load_explicit(&e->word, ACQ);
+
+	if (W_STATE(w) != ST_ALIVE || W_ACC(w) != acc || W_REF(w) == UINT32_MAX)
+		return LK_RETRY;
+	uint64_t span = LD(e->span);
+	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
+	if (!covers(span, a, aend))
+		return LK_RETRY;
+	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
+						     memory_order_acq_rel, RLX))
+		return LK_RETRY;
+	*out = e;
+	return LK_HIT;
+}
+
+static void put_ref(struct odpx_ctx *ctx, struct entry *e);
+
+static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
+		       struct entry **out)
+{
+	for (int t = 0; t < FAST_TRIES; t++) {
+		uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+		if (s & 1)
+			continue;
+		uint32_t idx = find(ctx, a, aend, acc);
+		if (idx == NIL) {
+			atomic_thread_fence(ACQ);
+			if (atomic_load_explicit(&ctx->seq, RLX) == s)
+				return LK_MISS;
+			continue;
+		}
+		if (try_get(ctx, idx, a, aend, acc, out) != LK_HIT)
+			continue;
+		atomic_thread_fence(ACQ);
+		if (atomic_load_explicit(&ctx->seq, RLX) == s)
+			return LK_HIT;
+		put_ref(ctx, *out);	/* an invalidation may have begun: redo */
+	}
+	return LK_RETRY;
+}
+
+/* Under mon.lock: nothing moves. */
+static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
+			 struct entry **out)
+{
+	uint32_t idx = find(ctx, a, aend, acc);
+
+	if (idx == NIL)
+		return LK_MISS;
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = atomic_fetch_add_explicit(&e->word, 1, memory_order_acq_rel);
+	if (W_STATE(w) != ST_ALIVE) {	/* cannot happen: DEAD leaves the index */
+		atomic_fetch_sub_explicit(&e->word, 1, RLX);
+		return LK_MISS;
+	}
+	*out = e;
+	return LK_HIT;
+}
+
+/* ---- entry life cycle ---- */
+
+static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
+{
+	uint32_t head = atomic_load_explicit(&ctx->dead_head, RLX);
+
+	do {
+		ST(ctx->ent[idx].dnext, head);
+	} while (!atomic_compare_exchange_weak_explicit(&ctx->dead_head, &head, idx, REL, RLX));
+}
+
+/*
+ * Mark an indexed entry DEAD and take it out of the index.  mon.lock held,
+ * inside a seq write section.  Returns true when the caller became the owner
+ * (no reference left): the entry must then be pushed or freed by it.
+ */
+static bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
+{
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = atomic_load_explicit(&e->word, RLX);
+
+	index_remove(ctx, idx, W_ACC(w));
+	monitor_watch_ref(e_start(e), -1);
+	e->reason = (uint8_t)reason;
+	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
+	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_acq_rel);
+	return W_REF(w) == 0;
+}
+
+/* Entry back to the free list (ctx->lock held). */
+static void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = LD(e->word);
+
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0), REL);
+	ctx->nentries--;
+	ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
+	ST(e->dnext, ctx->free_head);
+	ctx->free_head = idx;
+}
+
+static void lru_link_head(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct entry *e = &ctx->ent[idx];
+
+	e->link_stamp = LD(e->last_use);
+	e->lru_prev = NIL;
+	e->lru_next = ctx->lru_head;
+	if (ctx->lru_head != NIL)
+		ctx->ent[ctx->lru_head].lru_prev = idx;
+	else
+		ctx->lru_tail = idx;
+	ctx->lru_head = idx;
+}
+
+void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct entry *e = &ctx->ent[idx];
+
+	if (e->lru_prev != NIL)
+		ctx->ent[e->lru_prev].lru_next = e->lru_next;
+	else if (ctx->lru_head == idx)
+		ctx->lru_head = e->lru_next;
+	else
+		return;	/* not linked */
+	if (e->lru_next != NIL)
+		ctx->ent[e->lru_next].lru_prev = e->lru_prev;
+	else
+		ctx->lru_tail = e->lru_prev;
+	e->lru_prev = e->lru_next = NIL;
+}
+
+static void release_owned(struct odpx_ctx *ctx, uint32_t idx)
+{
+	ctx->be->unpin(ctx, idx);
+	STAT_INC(ctx, unpins);
+	pthread_mutex_lock(&ctx->lock);
+	cache_unlink_lru(ctx, idx);
+	entry_free_locked(ctx, idx);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Unpin every dead entry with no holder.  Never on the uffd reader. */
+void cache_reap_dead(struct odpx_ctx *ctx)
+{
+	uint32_t i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
+
+	while (i != NIL) {
+		uint32_t next = LD(ctx->ent[i].dnext);
+		release_owned(ctx, i);
+		STAT_INC(ctx, dead_unpinned);
+		i = next;
+	}
+}
+
+static void put_ref(struct odpx_ctx *ctx, struct entry *e)
+{
+	uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_acq_rel) - 1;
+
+	if (W_REF(w))
+		return;
+	if (W_STATE(w) == ST_DEAD) {
+		if (KIND(e) == KIND_DIRECT) {
+			release_owned(ctx, entry_idx(ctx, e));
+			return;
+		}
+		dead_push(ctx, entry_idx(ctx, e));
+		engine_kick(ctx);
+	} else {
+		ST(e->last_use, LD(ctx->clock));
+	}
+}
+
+/*
+ * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
+ * Victims are chained on *victims (through dnext) for the caller to unpin
+ * after unlocking.  Returns false when everything left is in use.
+ */
+static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
+		      uint64_t bytes, uint32_t *victims)
+{
+	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2;
+	uint32_t idx = ctx->lru_tail;
+
+	while (ctx->nentries + 1 > max_entries || ctx->pinned_bytes + bytes > max_bytes) {
+		if (idx == NIL || scanned++ > limit)
+			return false;
+		struct entry *e = &ctx->ent[idx];
+		uint32_t prev = e->lru_prev;
+		uint64_t w = atomic_load_explicit(&e->word, ACQ);
+		uint32_t used = LD(e->last_use);
+
+		if (W_STATE(w) != ST_ALIVE) {
+			idx = prev;	/* dead: the engine reaps it */
+			continue;
+		}
+		if (W_REF(w) || used != e->link_stamp) {
+			cache_unlink_lru(ctx, idx);	/* used since linked */
+			lru_link_head(ctx, idx);
+			idx = prev;
+			continue;
+		}
+		pthread_mutex_lock(&mon.lock);
+		w = atomic_load_explicit(&e->word, ACQ);
+		bool owned = false;
+		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0) {
+			seq_begin(ctx);
+			owned = kill_locked(ctx, idx, 0);	/* else a hit won: it pushes */
+			seq_end(ctx);
+		}
+		pthread_mutex_unlock(&mon.lock);
+		if (owned) {
+			cache_unlink_lru(ctx, idx);
+			/* account now so the loop sees the room; freed after unpin */
+			ctx->nentries--;
+			ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
+			ST(e->dnext, *victims);
+			*victims = idx;
+			STAT_INC(ctx, evictions);
+		}
+		idx = prev;
+	}
+	return true;
+}
+
+static void free_victims(struct odpx_ctx *ctx, uint32_t v)
+{
+	while (v != NIL) {
+		uint32_t next = LD(ctx->ent[v].dnext);
+		ctx->be->unpin(ctx, v);
+		STAT_INC(ctx, unpins);
+		pthread_mutex_lock(&ctx->lock);
+		ctx->nentries++;	/* entry_free_locked takes it off again */
+		ctx->pinned_bytes += SPAN_BYTES(LD(ctx->ent[v].span));
+		entry_free_locked(ctx, v);
+		pthread_mutex_unlock(&ctx->lock);
+		v = next;
+	}
+}
+
+/*
+ * Reserve an entry and @bytes within the limits, evicting if needed.
+ * Returns the entry index or -ENOMEM (everything in use).
+ */
+static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes)
+{
+	uint32_t victims = NIL, idx;
+	bool ok;
+
+	if (bytes > ctx->lim.max_pinned_bytes)
+		return odpx_fail(-ENOMEM, "%" PRIu64 " bytes exceed max_pinned_bytes", bytes);
+	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+		cache_reap_dead(ctx);
+	pthread_mutex_lock(&ctx->lock);
+	ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes, &victims) &&
+	     ctx->free_head != NIL;
+	if (ok) {
+		idx = ctx->free_head;
+		ctx->free_head = LD(ctx->ent[idx].dnext);
+		ctx->nentries++;
+		ctx->pinned_bytes += bytes;
+		ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	free_victims(ctx, victims);
+	if (!ok)
+		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
+				 " pinned bytes) and every entry is in use",
+				 ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+	return idx;
+}
+
+static void unreserve(struct odpx_ctx *ctx, uint32_t idx)
+{
+	pthread_mutex_lock(&ctx->lock);
+	entry_free_locked(ctx, idx);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Evict every unused entry (the backend said ENOMEM). */
+static void evict_all_unused(struct odpx_ctx *ctx)
+{
+	uint32_t victims = NIL;
+
+	pthread_mutex_lock(&ctx->lock);
+	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims);
+	pthread_mutex_unlock(&ctx->lock);
+	free_victims(ctx, victims);
+}
+
+/* Pin into a reserved entry, with one retry after evicting on ENOMEM. */
+static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len,
+		     uint32_t acc)
+{
+	struct entry *e = &ctx->ent[idx];
+	int r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
+
+	if (r == -ENOMEM) {
+		STAT_INC(ctx, enomem_retries);
+		evict_all_unused(ctx);
+		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
+	}
+	if (r < 0)
+		STAT_INC(ctx, pin_failures);
+	else
+		STAT_INC(ctx, pins);
+	return r;
+}
+
+static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
+		      struct entry **out)
+{
+	int64_t idx = reserve(ctx, end - s);
+	int r;
+
+	if (idx < 0)
+		return (int)idx;
+	r = pin_entry(ctx, (uint32_t)idx, s, end - s, acc);
+	if (r < 0) {
+		unreserve(ctx, (uint32_t)idx);
+		return r;
+	}
+	struct entry *e = &ctx->ent[idx];
+	e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
+	e->access = (uint8_t)acc;
+	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
+	/* not indexed: DEAD from birth, freed by its only dereg */
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_DEAD, 1), REL);
+	STAT_INC(ctx, direct_regs);
+	*out = e;
+	return 0;
+}
+
+static int attach_monitor(struct odpx_ctx *ctx)
+{
+	int r;
+
+	if (ctx->attached)
+		return 0;
+	if (atomic_load_explicit(&ctx->monitor_failed, RLX))
+		return -ENOTSUP;
+	r = monitor_attach(ctx);
+	if (r < 0) {
+		atomic_store(&ctx->monitor_failed, true);
+		snprintf(ctx->reason, sizeof(ctx->reason),
+			 "pin mode without invalidation is unsafe: %s; serving direct", mon.why);
+		return r;
+	}
+	return engine_start(ctx);
+}
+
+/*
+ * MISSING mode only: a user-mode-only uffd is not told of the pin's own
+ * (kernel) faults, which then fail with EFAULT; fault the pages in from user
+ * space first, where the reader maps the zero page for the missing ones.
+ */
+static void prefault(uintptr_t s, uintptr_t e)
+{
+	for (uintptr_t a = s; a < e; a += PAGE_SIZE)
+		(void)*(volatile const char *)a;
+}
+
+static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
+		struct entry **out)
+{
+	bool unsafe = ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR;
+	int r;
+
+	STAT_INC(ctx, misses);
+	if (!unsafe && attach_monitor(ctx) < 0) {
+		STAT_INC(ctx, direct_no_monitor);
+		return direct_reg(ctx, s, end, acc, out);
+	}
+	if (unsafe && !engine_running(ctx) && (r = engine_start(ctx)) < 0)
+		return r;
+	for (int attempt = 0; attempt < MISS_RETRIES; attempt++) {
+		uintptr_t us = s, ue = end;
+		uint64_t c0;
+
+		if (!unsafe) {
+			r = monitor_watch(s, end);
+			if (r == -EXDEV) {
+				STAT_INC(ctx, direct_shared);
+				return direct_reg(ctx, s, end, acc, out);
+			}
+			if (r == -EBUSY || r == -EINVAL || r == -EAGAIN) {
+				STAT_INC(ctx, direct_unwatchable);
+				return direct_reg(ctx, s, end, acc, out);
+			}
+			if (r == -ENOSPC) {
+				STAT_INC(ctx, direct_budget);
+				return direct_reg(ctx, s, end, acc, out);
+			}
+			if (r < 0)
+				return odpx_fail(r, "%#lx-%#lx is not mapped or not accessible",
+						 (unsigned long)s, (unsigned long)end);
+		}
+
+		pthread_mutex_lock(&mon.lock);
+		if (lookup_locked(ctx, s, end, acc, out) == LK_HIT) {
+			pthread_mutex_unlock(&mon.lock);
+			stats_hit(ctx, 1);
+			return 0;
+		}
+		/* merge with what it overlaps, unless that outgrows the cap */
+		for (uint32_t x = first_overlap(ctx, acc, s, end); x != NIL;
+		     x = avl_next(ctx, LD(ctx->root[acc]), e_start(&ctx->ent[x]))) {
+			if (e_start(&ctx->ent[x]) >= end)
+				break;
+			uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
+			uintptr_t ns = xs < us ? xs : us, ne = xe > ue ? xe : ue;
+			if (ne - ns <= ctx->lim.max_entry_bytes) {
+				us = ns;
+				ue = ne;
+			}
+		}
+		if (!unsafe && monitor_recently_invalidated(us, ue))
+			STAT_INC(ctx, repins);
+		c0 = mon.inval_count;
+		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
+		pthread_mutex_unlock(&mon.lock);
+		if (us != s || ue != end)
+			STAT_INC(ctx, merges);
+
+		int64_t idx = reserve(ctx, ue - us);
+		if (idx < 0)
+			return (int)idx;
+		if (!unsafe && mon.mode == UFFD_MODE_MISSING)
+			prefault(us, ue);
+		r = pin_entry(ctx, (uint32_t)idx, us, ue - us, acc);
+		if (r < 0) {
+			unreserve(ctx, (uint32_t)idx);
+			return odpx_fail(r, "pinning %#lx-%#lx failed: %s%s",
+					 (unsigned long)us, (unsigned long)ue, strerror(-r),
+					 r == -EFAULT ? " (read-only, PROT_NONE or unpinnable memory)" : "");
+		}
+
+		struct entry *e = &ctx->ent[idx];
+		pthread_mutex_lock(&ctx->lock);
+		pthread_mutex_lock(&mon.lock);
+		if (!unsafe && monitor_inval_since(c0, us, ue)) {
+			pthread_mutex_unlock(&mon.lock);
+			pthread_mutex_unlock(&ctx->lock);
+			ctx->be->unpin(ctx, (uint32_t)idx);
+			unreserve(ctx, (uint32_t)idx);
+			STAT_INC(ctx, miss_retries);
+			continue;
+		}
+		bool kick = false;
+		seq_begin(ctx);
+		for (uint32_t x; (x = first_overlap(ctx, acc, us, ue)) != NIL;) {
+			if (kill_locked(ctx, x, 1)) {
+				dead_push(ctx, x);
+				kick = true;
+			}
+			STAT_INC(ctx, superseded);
+		}
+		e->kind = KIND_CACHED | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
+		e->access = (uint8_t)acc;
+		ST(e->span, SPAN_MAKE(us, (ue - us) >> PAGE_SHIFT));
+		ST(e->last_use, LD(ctx->clock));
+		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_ALIVE, 1), REL);
+		index_insert(ctx, (uint32_t)idx, acc);
+		monitor_watch_ref(us, +1);
+		seq_end(ctx);
+		pthread_mutex_unlock(&mon.lock);
+		lru_link_head(ctx, (uint32_t)idx);
+		pthread_mutex_unlock(&ctx->lock);
+		if (kick)
+			engine_kick(ctx);
+		*out = e;
+		return 0;
+	}
+	STAT_INC(ctx, direct_unwatchable);
+	return direct_reg(ctx, s, end, acc, out);
+}
+
+int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
+	      struct entry **out)
+{
+	uintptr_t s = addr & ~(PAGE_SIZE - 1);
+	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+
+	acc &= ctx->acc_mask;
+	if (end - s > ctx->lim.max_entry_bytes)
+		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64,
+				 len, ctx->lim.max_entry_bytes);
+	if (!ctx->cache_enabled)
+		return direct_reg(ctx, s, end, acc, out);
+
+	int r = lookup_fast(ctx, addr, addr + len, acc, out);
+	if (likely(r == LK_HIT)) {
+		stats_hit(ctx, 0);
+		return 0;
+	}
+	if (r == LK_RETRY) {
+		pthread_mutex_lock(&mon.lock);
+		r = lookup_locked(ctx, addr, addr + len, acc, out);
+		pthread_mutex_unlock(&mon.lock);
+		if (r == LK_HIT) {
+			stats_hit(ctx, 1);
+			return 0;
+		}
+	}
+	return miss(ctx, s, end, acc, out);
+}
+
+int cache_dereg(struct odpx_ctx *ctx, struct entry *e)
+{
+	uint64_t w = atomic_load_explicit(&e->word, RLX);
+
+	/* a handle with no reference: released twice, or never handed out */
+	if (W_STATE(w) == ST_FREE || W_REF(w) == 0)
+		return odpx_fail(-EINVAL, "handle %p is not held (already released?)", (void *)e);
+	put_ref(ctx, e);
+	stats_dereg(ctx);
+	return 0;
+}
+
+/*
+ * The monitor's part, under mon.lock inside its seq write section: mark the
+ * entries overlapping [s, e) DEAD and take them out of the index.  No
+ * allocation, no unpin: an owned dead entry goes on the dead stack.
+ */
+unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e, int why)
+{
+	unsigned n = 0;
+
+	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
+		uint32_t x;
+		while (LD(ctx->root[acc]) != NIL && (x = first_overlap(ctx, acc, s, e)) != NIL) {
+			STAT_ADD(ctx, inval_bytes, SPAN_BYTES(LD(ctx->ent[x].span)));
+			if (kill_locked(ctx, x, 2 + why))
+				dead_push(ctx, x);
+			n++;
+		}
+	}
+	if (n)
+		STAT_ADD(ctx, inval_entries, n);
+	return n;
+}
+
+void cache_count_live(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e, uint64_t *n)
+{
+	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
+		uint32_t root = LD(ctx->root[acc]);
+		for (uint32_t x = avl_next(ctx, root, s - 1); x != NIL && e_start(&ctx->ent[x]) < e;
+		     x = avl_next(ctx, root, e_start(&ctx->ent[x])))
+			(*n)++;
+	}
+}
+
+/* Keep the unused (released) bytes under max_unused_bytes.  Engine tick. */
+void cache_trim(struct odpx_ctx *ctx)
+{
+	uint64_t unused = 0, over;
+	uint32_t victims = NIL;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->pinned_bytes <= ctx->lim.max_unused_bytes) {
+		pthread_mutex_unlock(&ctx->lock);
+		return;
+	}
+	for (uint32_t i = ctx->lru_head; i != NIL; i = ctx->ent[i].lru_next) {
+		uint64_t w = atomic_load_explicit(&ctx->ent[i].word, RLX);
+		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0)
+			unused += SPAN_BYTES(LD(ctx->ent[i].span));
+	}
+	if (unused > ctx->lim.max_unused_bytes) {
+		over = unused - ctx->lim.max_unused_bytes;
+		make_room(ctx, UINT64_MAX, ctx->pinned_bytes - over, 0, &victims);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	free_victims(ctx, victims);
+}
+
+int cache_init(struct odpx_ctx *ctx)
+{
+	size_t bytes = (size_t)ctx->max_entries * sizeof(struct entry);
+	uint32_t nb = 1;
+
+	ctx->ent = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (ctx->ent == MAP_FAILED) {
+		ctx->ent = NULL;
+		return -ENOMEM;
+	}
+	while (nb * 2 <= ctx->max_entries)
+		nb *= 2;
+	ctx->nbuckets_mask = nb - 1;
+	for (uint32_t i = 0; i < ctx->max_entries; i++) {
+		struct entry *e = &ctx->ent[i];
+		ST(e->bucket, NIL);
+		ST(e->hnext, NIL);
+		ST(e->left, NIL);
+		ST(e->right, NIL);
+		e->lru_prev = e->lru_next = NIL;
+		ST(e->dnext, i + 1 < ctx->max_entries ? i + 1 : NIL);
+	}
+	for (int a = 0; a < ACC_CLASSES; a++)
+		ST(ctx->root[a], NIL);
+	ctx->free_head = 0;
+	ctx->lru_head = ctx->lru_tail = NIL;
+	atomic_store(&ctx->dead_head, NIL);
+	return 0;
+}
+
+/* Close: every entry is unpinned, held or not.  The monitor is detached. */
+void cache_fini(struct odpx_ctx *ctx)
+{
+	if (!ctx->ent)
+		return;
+	for (uint32_t i = 0; i < ctx->max_entries; i++) {
+		uint64_t w = LD(ctx->ent[i].word);
+		if (W_STATE(w) != ST_FREE) {
+			ctx->be->unpin(ctx, i);
+			STAT_INC(ctx, unpins);
+		}
+	}
+	munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
+	ctx->ent = NULL;
+}

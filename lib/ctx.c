@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ctx.c - the public API: open, close, reg/dereg, accessors, transfer, mode.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "../uffd/monitor.h"
+
+_Atomic uint32_t odpx_fork_gen;
+static __thread char last_reason[192];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int odpx_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_reason, sizeof(last_reason), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+ODPX_EXPORT const char *odpx_last_reason(void)
+{
+	return last_reason[0] ? last_reason : "no error";
+}
+
+ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
+{
+	static const char *const names[] = { "auto", "implicit", "explicit", "pin", "direct" };
+
+	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
+}
+
+/* The child of a fork gets no registrations: its contexts are stale. */
+static void atfork_child(void)
+{
+	atomic_fetch_add(&odpx_fork_gen, 1);
+	monitor_atfork_child();
+	pthread_mutex_init(&ctx_list_lock, NULL);
+}
+
+static void init_once(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+static bool has_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return d[CAP_IPC_LOCK / 32].effective & (1U << (CAP_IPC_LOCK % 32));
+}
+
+static void default_limits(struct odpx_limits *l)
+{
+	struct rlimit rl;
+	uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+
+	if (!l->max_pinned_bytes) {
+		if (!has_ipc_lock() && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY)
+			l->max_pinned_bytes = rl.rlim_cur;
+		else
+			l->max_pinned_bytes = phys / 8;
+	}
+	if (!l->max_entries)
+		l->max_entries = 4096;
+	if (!l->max_unused_bytes)
+		l->max_unused_bytes = l->max_pinned_bytes / 2;
+	if (!l->max_entry_bytes)
+		l->max_entry_bytes = 1UL << 30;
+}
+
+static int parse_mode_env(enum odpx_mode *m)
+{
+	const char *s = getenv("ODPX_MODE");
+
+	if (!s || !*s || !strcmp(s, "auto"))
+		return 0;
+	for (int i = ODPX_MODE_IMPLICIT; i < ODPX_MODE_RESERVED; i++) {
+		if (!strcmp(s, odpx_mode_str(i))) {
+			*m = i;
+			return 0;
+		}
+	}
+	return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, direct", s);
+}
+
+int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
+		      struct odpx_ctx **out)
+{
+	struct odpx_attr a = { 0 };
+	struct odpx_ctx *ctx;
+	int r;
+
+	if (!out)
+		return odpx_fail(-EINVAL, "NULL ctx pointer");
+	*out = NULL;
+	if (attr)
+		a = *attr;
+	if (a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
+				 (unsigned long long)(a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if (!(a.comp_mask & ODPX_ATTR_MODE))
+		a.mode = ODPX_MODE_AUTO;
+	if (!(a.comp_mask & ODPX_ATTR_FLAGS))
+		a.flags = 0;
+	if (!(a.comp_mask & ODPX_ATTR_LIMITS))
+		memset(&a.limits, 0, sizeof(a.limits));
+	if (!(a.comp_mask & ODPX_ATTR_TICK) || !a.tick_ms)
+		a.tick_ms = 100;
+	if ((unsigned)a.mode >= ODPX_MODE_RESERVED)
+		return odpx_fail(-EINVAL, "mode %d out of range", a.mode);
+	if (a.flags & ~(uint32_t)(ODPX_OPEN_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown open flags %#x", a.flags);
+	if (a.mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a.mode)) < 0)
+		return r;
+	if (a.mode == ODPX_MODE_AUTO)
+		a.mode = ODPX_MODE_PIN;
+	if (a.mode == ODPX_MODE_IMPLICIT || a.mode == ODPX_MODE_EXPLICIT)
+		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
+				 ops->name, odpx_mode_str(a.mode));
+	default_limits(&a.limits);
+	if (ops->max_entries && a.limits.max_entries > ops->max_entries)
+		return odpx_fail(-EINVAL, "max_entries %llu above the %s backend's %u",
+				 (unsigned long long)a.limits.max_entries, ops->name, ops->max_entries);
+	if (a.limits.max_entries >= NIL)
+		return odpx_fail(-EINVAL, "max_entries too large");
+	if (a.limits.max_entry_bytes > SPAN_MAX_BYTES ||
+	    (ops->max_entry_bytes && a.limits.max_entry_bytes > ops->max_entry_bytes))
+		return odpx_fail(-EINVAL, "max_entry_bytes %llu above the backend's limit",
+				 (unsigned long long)a.limits.max_entry_bytes);
+
+	pthread_once(&once, init_once);
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->fork_gen = atomic_load(&odpx_fork_gen);
+	ctx->be = ops;
+	ctx->mode = a.mode;
+	ctx->flags = a.flags;
+	ctx->lim = a.limits;
+	ctx->tick_ms = a.tick_ms;
+	ctx->max_entries = (uint32_t)a.limits.max_entries;
+	ctx->cache_enabled = a.mode == ODPX_MODE_PIN;
+	/* io_uring pins are always writable: access does not split its index */
+	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->eng_lock, NULL);
+	ctx->shards = aligned_alloc(64, sizeof(struct stat_shard) * (STAT_SHARDS + 1));
+	ctx->pq = aligned_alloc(64, sizeof(struct prefetch_cell) * PREFETCH_QLEN);
+	if (!ctx->shards || !ctx->pq) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	memset(ctx->shards, 0, sizeof(struct stat_shard) * (STAT_SHARDS + 1));
+	for (uint64_t i = 0; i < PREFETCH_QLEN; i++)
+		atomic_init(&ctx->pq[i].seq, i);
+	if ((r = cache_init(ctx)) < 0)
+		goto out_free;
+	if (ops->id == ODPX_BACKEND_URING && (r = uring_backend_open(ctx)) < 0)
+		goto out_cache;
+	if (a.mode == ODPX_MODE_DIRECT)
+		snprintf(ctx->reason, sizeof(ctx->reason),
+			 "direct forced (%s): register and deregister per request",
+			 attr && (attr->comp_mask & ODPX_ATTR_MODE) ? "attributes" : "ODPX_MODE");
+	else if (a.flags & ODPX_OPEN_UNSAFE_NO_MONITOR)
+		snprintf(ctx->reason, sizeof(ctx->reason),
+			 "pin WITHOUT invalidation (ODPX_OPEN_UNSAFE_NO_MONITOR, test only)");
+	else
+		snprintf(ctx->reason, sizeof(ctx->reason),
+			 "%s backend has no on-demand paging: pin-down cache invalidated by userfaultfd",
+			 ops->name);
+	*out = ctx;
+	return 0;
+
+out_cache:
+	cache_fini(ctx);
+out_free:
+	free(ctx->shards);
+	free(ctx->pq);
+	free(ctx);
+	return odpx_fail(r, "odpx_open: %s", strerror(-r));
+}
+
+ODPX_EXPORT int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx)
+{
+	return odpx_open_backend(&uring_ops, attr, ctx);
+}
+
+#ifndef ODPX_HAVE_VERBS
+ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
+				struct odpx_ctx **ctx)
+{
+	(void)pd;
+	(void)attr;
+	if (ctx)
+		*ctx = NULL;
+	return odpx_fail(-EOPNOTSUPP, "odpx was built without libibverbs");
+}
+#endif
+
+static inline int check_ctx(struct odpx_ctx *ctx)
+{
+	if (unlikely(!ctx))
+		return odpx_fail(-EINVAL, "NULL context");
+	if (unlikely(ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed)))
+		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
+	return 0;
+}
+
+ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
+{
+	if (!ctx)
+		return odpx_fail(-EINVAL, "NULL context");
+	if (ctx->fork_gen != atomic_load(&odpx_fork_gen)) {
+		/* child: the parent's threads and pins are not ours to touch */
+		engine_forget(ctx);
+		ctx->be->close(ctx);	/* closes our copy of the fd; never unpins */
+		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
+		goto out_free;
+	}
+	monitor_detach(ctx);	/* first: the monitor may kick the engine */
+	engine_stop(ctx);
+	cache_reap_dead(ctx);
+	cache_fini(ctx);
+	ctx->be->close(ctx);
+out_free:
+	free(ctx->shards);
+	free(ctx->pq);
+	free(ctx);
+	return 0;
+}
+
+ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
+			 struct odpx_mr **mr)
+{
+	struct entry *e;
+	int r;
+
+	if (unlikely((r = check_ctx(ctx)) < 0))
+		return r;
+	if (unlikely(!mr))
+		return odpx_fail(-EINVAL, "NULL mr pointer");
+	if (unlikely(!addr))
+		return odpx_fail(-EFAULT, "NULL address");
+	if (unlikely(!len))
+		return odpx_fail(-EINVAL, "zero length");
+	if (unlikely((uintptr_t)addr + len < (uintptr_t)addr ||
+		     (uintptr_t)addr + len > UINTPTR_MAX - PAGE_SIZE))
+		return odpx_fail(-EINVAL, "address + length wraps");
+	if (unlikely(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1)))
+		return odpx_fail(-EINVAL, "unknown access bits %#x", access);
+	r = cache_reg(ctx, (uintptr_t)addr, len, access, &e);
+	if (r == 0)
+		*mr = (struct odpx_mr *)e;
+	return r;
+}
+
+/* A handle must point at an entry of this context's slab. */
+static struct entry *handle_entry(struct odpx_ctx *ctx, const struct odpx_mr *mr)
+{
+	uintptr_t p = (uintptr_t)mr, base = (uintptr_t)ctx->ent;
+
+	if (!mr || p < base || p >= base + (uintptr_t)ctx->max_entries * sizeof(struct entry) ||
+	    (p - base) % sizeof(struct entry))
+		return NULL;
+	return (struct entry *)mr;
+}
+
+ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
+{
+	struct entry *e;
+	int r;
+
+	if ((r = check_ctx(ctx)) < 0)
+		return r;
+	if (!(e = handle_entry(ctx, mr)))
+		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
+	return cache_dereg(ctx, e);
+}
+
+ODPX_EXPORT uint32_t odpx_mr_lkey(const struct odpx_mr *mr)
+{
+	return ((const struct entry *)mr)->lkey;
+}
+
+ODPX_EXPORT uint32_t odpx_mr_rkey(const struct odpx_mr *mr)
+{
+	return ((const struct entry *)mr)->rkey;
+}
+
+ODPX_EXPORT void *odpx_mr_addr(const struct odpx_mr *mr)
+{
+	return (void *)SPAN_START(atomic_load_explicit(&((const struct entry *)mr)->span,
+						       memory_order_relaxed));
+}
+
+ODPX_EXPORT size_t odpx_mr_length(const struct odpx_mr *mr)
+{
+	return SPAN_BYTES(atomic_load_explicit(&((const struct entry *)mr)->span,
+					       memory_order_relaxed));
+}
+
+ODPX_EXPORT int odpx_mr_buf_index(const struct odpx_mr *mr)
+{
+	const struct entry *e = (const struct entry *)mr;
+
+	return (e->kind & KIND_URING) ? (int)e->lkey : -EOPNOTSUPP;
+}
+
+ODPX_EXPORT ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd,
+				  off_t offset, void *addr, size_t len,
+				  enum odpx_xfer_dir dir)
+{
+	struct entry *e;
+	int r;
+
+	if ((r = check_ctx(ctx)) < 0)
+		return r;
+	if (!(e = handle_entry(ctx, mr)) || !W_REF(atomic_load(&e->word)))
+		return odpx_fail(-EINVAL, "handle %p is not a held registration of this context",
+				 (void *)mr);
+	if (ctx->be->id != ODPX_BACKEND_URING)
+		return odpx_fail(-EOPNOTSUPP, "transfer is the uring backend's DMA");
+	if (dir != ODPX_XFER_FROM_FD && dir != ODPX_XFER_TO_FD)
+		return odpx_fail(-EINVAL, "bad direction %d", dir);
+	uintptr_t s = (uintptr_t)odpx_mr_addr(mr), a = (uintptr_t)addr;
+	if (!len || a < s || a + len < a || a + len > s + odpx_mr_length(mr))
+		return odpx_fail(-EINVAL, "range outside the registration");
+	return uring_transfer(ctx, entry_idx(ctx, e), fd, offset, addr, len, dir);
+}
+
+ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags)
+{
+	int r;
+
+	if (unlikely((r = check_ctx(ctx)) < 0))
+		return r;
+	if (unlikely(!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr))
+		return odpx_fail(-EINVAL, "bad prefetch range");
+	if (unlikely(flags & ~(uint32_t)(ODPX_PREFETCH_RESERVED - 1)))
+		return odpx_fail(-EINVAL, "unknown prefetch flags %#x", flags);
+	return prefetch_enqueue(ctx, (uintptr_t)addr, len, flags);
+}
+
+ODPX_EXPORT int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode, const char **reason)
+{
+	int r;
+
+	if ((r = check_ctx(ctx)) < 0)
+		return r;
+	if (mode)
+		*mode = ctx->mode;
+	if (reason)
+		*reason = ctx->reason;
+	return 0;
+}

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/*
+ * engine.c - the context's background worker, driven by its own io_uring.
+ *
+ * One thread per context, started lazily (first cached entry or first
+ * prefetch), signals masked, stopped and joined by odpx_close().  It is never
+ * the userfaultfd reader: its unpins may free memory and trim a watched heap.
+ * Work: unpin dead entries (pushed by the monitor or by the last dereg),
+ * serve prefetch hints, trim unused entries on each tick.
+ *
+ * Doorbell protocol (pairs a seq_cst fence on each side):
+ *   engine:   sleeping = 1; fence; if (work) { sleeping = 0; loop } else wait
+ *   producer: publish work; fence; if (xchg(sleeping, 0)) write(eventfd)
+ * Either the engine sees the work before sleeping or the producer sees it
+ * asleep; only the producer that flips sleeping rings, so a busy engine costs
+ * producers no system call.  The eventfd is watched by a multishot poll.
+ *
+ * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
+ * after D. Vyukov); a full queue drops the hint and counts it.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define UD_DOORBELL 1
+#define UD_TICK 2
+#define BATCH 256
+#define RECENT 64
+#define RECENT_NS (50 * 1000000ULL)	/* a repeat within 50 ms is merged away */
+
+struct engine {
+	struct io_uring ring;
+	int efd;
+	pthread_t thr;
+	_Atomic bool stop;
+	_Atomic int sleeping;
+	struct __kernel_timespec tick;
+	struct pf_range recent[RECENT];
+	uint64_t recent_ns[RECENT];
+	unsigned recent_next;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+bool engine_running(struct odpx_ctx *ctx)
+{
+	return atomic_load_explicit((_Atomic(struct engine *) *)&ctx->eng,
+				    memory_order_acquire) != NULL;
+}
+
+static struct engine *eng_of(struct odpx_ctx *ctx)
+{
+	return atomic_load_explicit((_Atomic(struct engine *) *)&ctx->eng, memory_order_acquire);
+}
+
+void engine_kick(struct odpx_ctx *ctx)
+{
+	struct engine *e = eng_of(ctx);
+	uint64_t one = 1;
+
+	if (!e)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&e->sleeping, memory_order_relaxed) &&
+	    atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel)) {
+		if (write(e->efd, &one, sizeof(one)) < 0) {
+			/* EAGAIN: the counter is saturated, the engine is awake anyway */
+		}
+	}
+}
+
+/* ---- prefetch queue ---- */
+
+int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
+{
+	uint64_t pos = atomic_load_explicit(&ctx->pq_head, memory_order_relaxed);
+	struct prefetch_cell *c;
+
+	if (unlikely(!engine_running(ctx))) {
+		int r;
+		if (ctx->mode == ODPX_MODE_DIRECT) {
+			stats_prefetch(ctx);	/* counted, nothing to prefetch into */
+			return 0;
+		}
+		if ((r = engine_start(ctx)) < 0)
+			return r;
+	}
+	for (;;) {
+		c = &ctx->pq[pos & (PREFETCH_QLEN - 1)];
+		uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+		int64_t dif = (int64_t)(seq - pos);
+		if (dif == 0) {
+			if (atomic_compare_exchange_weak_explicit(&ctx->pq_head, &pos, pos + 1,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				break;
+		} else if (dif < 0) {
+			STAT_INC(ctx, prefetch_dropped);
+			return odpx_fail(-EAGAIN, "prefetch queue full");
+		} else {
+			pos = atomic_load_explicit(&ctx->pq_head, memory_order_relaxed);
+		}
+	}
+	c->addr = addr;
+	c->len = len;
+	c->flags = flags;
+	atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+	stats_prefetch(ctx);
+	engine_kick(ctx);
+	return 0;
+}
+
+static bool pq_pop(struct odpx_ctx *ctx, struct pf_range *r)
+{
+	uint64_t pos = atomic_load_explicit(&ctx->pq_tail, memory_order_relaxed);
+	struct prefetch_cell *c = &ctx->pq[pos & (PREFETCH_QLEN - 1)];
+
+	if (atomic_load_explicit(&c->seq, memory_order_acquire) != pos + 1)
+		return false;
+	r->start = c->addr & ~(PAGE_SIZE - 1);
+	r->end = (c->addr + c->len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+	r->flags = c->flags;
+	atomic_store_explicit(&c->seq, pos + PREFETCH_QLEN, memory_order_release);
+	atomic_store_explicit(&ctx->pq_tail, pos + 1, memory_order_relaxed);
+	return true;
+}
+
+static bool pq_empty(struct odpx_ctx *ctx)
+{
+	uint64_t pos = atomic_load_explicit(&ctx->pq_tail, memory_order_relaxed);
+
+	return atomic_load_explicit(&ctx->pq[pos & (PREFETCH_QLEN - 1)].seq,
+				    memory_order_acquire) != pos + 1;
+}
+
+/* Merged flags: write if either writes; no-fault only if both are. */
+static uint32_t merge_flags(uint32_t a, uint32_t b)
+{
+	return ((a | b) & ODPX_PREFETCH_WRITE) | (a & b & ODPX_PREFETCH_NO_FAULT);
+}
+
+size_t prefetch_coalesce(struct pf_range *r, size_t n)
+{
+	size_t out = 0;
+
+	for (size_t i = 1; i < n; i++) {	/* insertion sort: n is small */
+		struct pf_range x = r[i];
+		size_t j = i;
+		while (j > 0 && r[j - 1].start > x.start) {
+			r[j] = r[j - 1];
+			j--;
+		}
+		r[j] = x;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (out && r[i].start <= r[out - 1].end) {	/* overlapping or adjacent */
+			if (r[i].end > r[out - 1].end)
+				r[out - 1].end = r[i].end;
+			r[out - 1].flags = merge_flags(r[out - 1].flags, r[i].flags);
+		} else {
+			r[out++] = r[i];
+		}
+	}
+	return out;
+}
+
+static bool recently_done(struct engine *e, const struct pf_range *r, uint64_t now)
+{
+	for (unsigned i = 0; i < RECENT; i++) {
+		const struct pf_range *p = &e->recent[i];
+		if (now - e->recent_ns[i] < RECENT_NS && p->start <= r->start && r->end <= p->end &&
+		    merge_flags(p->flags, r->flags) == p->flags)
+			return true;
+	}
+	return false;
+}
+
+static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
+{
+	struct pf_range r[BATCH];
+	size_t n = 0, m;
+	uint64_t now;
+
+	while (n < BATCH && pq_pop(ctx, &r[n]))
+		n++;
+	if (!n)
+		return;
+	m = prefetch_coalesce(r, n);
+	STAT_ADD(ctx, prefetch_merged, n - m);
+	now = now_ns();
+	for (size_t i = 0; i < m; i++) {
+		if (recently_done(e, &r[i], now)) {
+			STAT_INC(ctx, prefetch_merged);
+			continue;
+		}
+		e->recent[e->recent_next] = r[i];
+		e->recent_ns[e->recent_next] = now;
+		e->recent_next = (e->recent_next + 1) % RECENT;
+		if (ctx->mode != ODPX_MODE_PIN)
+			continue;
+		/* pin mode: pre-pin into the cache, leave it as an unused entry */
+		struct entry *en;
+		int rc = cache_reg(ctx, r[i].start, r[i].end - r[i].start,
+				   ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask, &en);
+		if (rc == 0) {
+			cache_dereg(ctx, en);
+			STAT_INC(ctx, prefetch_issued);
+		} else {
+			STAT_INC(ctx, prefetch_failed);
+		}
+	}
+}
+
+static void arm(struct engine *e, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+
+	if (!sqe)
+		return;
+	if (ud == UD_DOORBELL)
+		io_uring_prep_poll_multishot(sqe, e->efd, POLLIN);
+	else
+		io_uring_prep_timeout(sqe, &e->tick, 0, 0);
+	io_uring_sqe_set_data64(sqe, ud);
+}
+
+static bool work_pending(struct odpx_ctx *ctx)
+{
+	return atomic_load_explicit(&ctx->dead_head, memory_order_relaxed) != NIL ||
+	       !pq_empty(ctx);
+}
+
+static void *engine_main(void *arg)
+{
+	struct odpx_ctx *ctx = arg;
+	struct engine *e = eng_of(ctx);
+
+	arm(e, UD_DOORBELL);
+	arm(e, UD_TICK);
+	io_uring_submit(&e->ring);
+	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		bool tick = false;
+
+		cache_reap_dead(ctx);
+		serve_prefetch(ctx, e);
+
+		atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (work_pending(ctx) || atomic_load(&e->stop)) {
+			atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+			continue;
+		}
+		io_uring_wait_cqe(&e->ring, &cqe);
+		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+		STAT_INC(ctx, engine_wakeups);
+		io_uring_for_each_cqe(&e->ring, head, cqe) {
+			uint64_t ud = io_uring_cqe_get_data64(cqe);
+			seen++;
+			if (ud == UD_DOORBELL) {
+				uint64_t v;
+				if (read(e->efd, &v, sizeof(v)) < 0) {
+					/* EAGAIN: another completion already drained it */
+				}
+				if (!(cqe->flags & IORING_CQE_F_MORE))
+					arm(e, UD_DOORBELL);
+			} else if (ud == UD_TICK) {
+				tick = true;
+				arm(e, UD_TICK);
+			}
+		}
+		io_uring_cq_advance(&e->ring, seen);
+		if (tick) {
+			STAT_INC(ctx, engine_ticks);
+			cache_trim(ctx);
+		}
+		io_uring_submit(&e->ring);
+	}
+	return NULL;
+}
+
+int engine_start(struct odpx_ctx *ctx)
+{
+	struct engine *e;
+	sigset_t all, old;
+	int r = 0;
+
+	if (engine_running(ctx))
+		return 0;
+	pthread_mutex_lock(&ctx->eng_lock);
+	if (ctx->eng)
+		goto out;
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		r = -ENOMEM;
+		goto out;
+	}
+	e->tick.tv_sec = ctx->tick_ms / 1000;
+	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
+	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (e->efd < 0) {
+		r = -errno;
+		goto out_free;
+	}
+	if ((r = io_uring_queue_init(16, &e->ring, 0)) < 0)
+		goto out_efd;
+	atomic_store_explicit((_Atomic(struct engine *) *)&ctx->eng, e, memory_order_release);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&e->thr, NULL, engine_main, ctx);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r == 0)
+		goto out;
+	atomic_store_explicit((_Atomic(struct engine *) *)&ctx->eng, NULL, memory_order_release);
+	io_uring_queue_exit(&e->ring);
+out_efd:
+	close(e->efd);
+out_free:
+	free(e);
+out:
+	pthread_mutex_unlock(&ctx->eng_lock);
+	return r < 0 ? odpx_fail(r, "engine start: %s", strerror(-r)) : 0;
+}
+
+void engine_stop(struct odpx_ctx *ctx)
+{
+	struct engine *e;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&ctx->eng_lock);
+	e = ctx->eng;
+	if (e) {
+		atomic_store_explicit(&e->stop, true, memory_order_release);
+		if (write(e->efd, &one, sizeof(one)) < 0) {
+			/* saturated: it is awake */
+		}
+		pthread_join(e->thr, NULL);
+		atomic_store_explicit((_Atomic(struct engine *) *)&ctx->eng, NULL,
+				      memory_order_release);
+		io_uring_queue_exit(&e->ring);
+		close(e->efd);
+		free(e);
+	}
+	pthread_mutex_unlock(&ctx->eng_lock);
+}
+
+/* Child after fork: the thread is gone; close what the context held. */
+void engine_forget(struct odpx_ctx *ctx)
+{
+	struct engine *e = ctx->eng;
+
+	if (!e)
+		return;
+	close(e->ring.ring_fd);
+	close(e->efd);
+	free(e);
+	ctx->eng = NULL;
+}

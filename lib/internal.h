@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/* internal.h - odpx's private types: context, cache entry, backend ops. */
+#ifndef ODPX_INTERNAL_H
+#define ODPX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "odpx.h"
+
+#define ODPX_EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define ALIGNED_LINE __attribute__((aligned(64)))
+
+#define PAGE_SHIFT 12
+#define PAGE_SIZE (1UL << PAGE_SHIFT)
+#define NIL UINT32_MAX		/* the null entry index */
+#define ACC_CLASSES 16		/* one index per access combination */
+#define URING_SLOTS 16384
+#define URING_SLOT_MAX_BYTES (1UL << 30)
+
+/*
+ * struct entry - one registration, 64 bytes, in a per-context slab that is
+ * never unmapped while the context lives (so optimistic readers can always
+ * dereference an index they loaded, whatever it has become).
+ *
+ * @word: gen:24 | access:4 | state:4 | ref:32.  States: FREE, ALIVE (in the index,
+ *   hits may take references), DEAD (out of the index: invalidated,
+ *   evicted or superseded; unpinned when ref reaches 0).
+ *   Writers: hits CAS ALIVE ref -> ref+1 (no lock); dereg CAS ref -> ref-1
+ *   (no lock); ALIVE -> DEAD only under mon.lock together with removal from
+ *   the index; DEAD/0 -> FREE (gen+1) by the owner of the dead entry (the
+ *   engine, an evictor, or dereg of a direct entry); FREE -> ALIVE by the
+ *   miss path after @span is written.  Exactly one party sees the
+ *   transition to "DEAD with ref 0" (both fields live in this one word) and
+ *   pushes the entry on the dead stack.  A reader's CAS from the word it
+ *   loaded fails if the entry was recycled since, because gen changed: that
+ *   is what makes reading @span before the CAS safe.
+ * @span: start page << 20 | pages; written only while the entry is FREE.
+ * @hnext, @bucket: exact-start hash chain; @bucket is the head of hash
+ *   bucket number (this entry's index), so the table costs no extra memory.
+ * @left, @right, @height: AVL tree of the entry's access class, by start.
+ * @lru_prev, @lru_next, @link_stamp: the lazy LRU (ctx->lock).
+ * @last_use: ctx->clock when the last reference was released (relaxed).
+ * @dnext: dead stack link.
+ * Index fields (@hnext, @bucket, @left, @right, @height) are written under
+ * mon.lock inside a ctx->seq write section and read optimistically.
+ */
+struct entry {
+	_Atomic uint64_t word;
+	_Atomic uint64_t span;
+	uint32_t lkey, rkey;
+	_Atomic uint32_t hnext, bucket;
+	_Atomic uint32_t left, right;
+	uint32_t lru_prev, lru_next;
+	_Atomic uint32_t last_use;
+	uint32_t link_stamp;
+	_Atomic uint32_t dnext;
+	_Atomic uint8_t height;
+	uint8_t access;
+	uint8_t kind;		/* enum entry_kind */
+	uint8_t reason;		/* why it died, for stats */
+} ALIGNED_LINE;
+
+enum entry_kind { KIND_CACHED = 0, KIND_DIRECT = 1, KIND_URING = 0x80 };
+#define KIND(e) ((e)->kind & 0x7f)
+
+#define W_REF_MASK 0xffffffffULL
+#define W_STATE_SHIFT 32
+#define W_ACC_SHIFT 36
+#define W_GEN_SHIFT 40
+#define W_STATE(w) (((w) >> W_STATE_SHIFT) & 0xf)
+#define W_ACC(w) ((uint32_t)(((w) >> W_ACC_SHIFT) & 0xf))
+#define W_REF(w) ((uint32_t)((w) & W_REF_MASK))
+#define W_GEN(w) ((w) >> W_GEN_SHIFT)
+enum { ST_FREE = 0, ST_ALIVE = 1, ST_DEAD = 2 };
+#define W_MAKE(gen, acc, st, ref) \
+	(((uint64_t)(gen) << W_GEN_SHIFT) | ((uint64_t)(acc) << W_ACC_SHIFT) | \
+	 ((uint64_t)(st) << W_STATE_SHIFT) | (ref))
+
+#define SPAN_PAGES_BITS 20
+#define SPAN_MAKE(start, pages) (((start) >> PAGE_SHIFT) << SPAN_PAGES_BITS | (pages))
+#define SPAN_START(s) (((s) >> SPAN_PAGES_BITS) << PAGE_SHIFT)
+#define SPAN_BYTES(s) (((s) & ((1UL << SPAN_PAGES_BITS) - 1)) << PAGE_SHIFT)
+#define SPAN_MAX_BYTES (((1UL << SPAN_PAGES_BITS) - 1) << PAGE_SHIFT)
+
+/* Backend operations: pin and unpin one entry; neither is called under a lock. */
+struct backend_ops {
+	const char *name;
+	enum odpx_backend id;
+	/* pin [start, start+len) into entry @idx, fill lkey/rkey; -errno */
+	int (*pin)(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start,
+		   size_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
+	void (*unpin)(struct odpx_ctx *ctx, uint32_t idx);
+	void (*close)(struct odpx_ctx *ctx);
+	uint32_t max_entries;	/* hard limit of the backend, 0: none */
+	uint64_t max_entry_bytes;
+};
+
+/* Counters bumped on the hit path: one line per thread (see stats.c). */
+#define STAT_SHARDS 32
+struct stat_shard {
+	uint64_t hits, hits_slow, deregs, prefetch_queued;
+} ALIGNED_LINE;
+
+/* Counters bumped elsewhere: relaxed atomics, rarely written. */
+struct cold_stats {
+	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
+		enomem_retries, merges, superseded, miss_retries, repins,
+		inval_unmap, inval_remove, inval_remap, inval_entries,
+		inval_bytes, dead_unpinned, direct_regs, direct_shared,
+		direct_unwatchable, direct_budget, direct_no_monitor,
+		prefetch_merged, prefetch_dropped, prefetch_issued,
+		prefetch_failed, engine_wakeups, engine_ticks;
+};
+#define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs.f, 1, memory_order_relaxed)
+#define STAT_ADD(ctx, f, n) atomic_fetch_add_explicit(&(ctx)->cs.f, (n), memory_order_relaxed)
+
+struct prefetch_cell {
+	_Atomic uint64_t seq;
+	uint64_t addr, len;
+	uint32_t flags;
+};
+#define PREFETCH_QLEN 1024
+
+struct engine;
+
+/*
+ * struct odpx_ctx
+ *
+ * @seq: seqcount over this context's index.  Written only under mon.lock
+ *   (odd while the index changes or while the monitor reads and applies
+ *   userfaultfd events); read by lock-free lookups, which retry or fall back
+ *   to mon.lock when it is odd or changed.  Pairs with the acquire loads in
+ *   cache.c:lookup_fast().
+ * @lock: protects the LRU, the free list and the pinned-byte accounting;
+ *   never held across a pin, an unpin or any call that can block on a
+ *   userfaultfd event.  Lock order: ctx->lock before mon.lock.
+ * @dead: stack of DEAD entries whose last reference is gone (monitor and
+ *   dereg push, engine pops all).
+ */
+struct odpx_ctx {
+	_Atomic uint32_t seq ALIGNED_LINE;
+	uint32_t fork_gen;
+	_Atomic uint32_t clock;		/* LRU epoch: bumped at each miss */
+	uint32_t nbuckets_mask;
+	struct entry *ent;		/* slab of max_entries */
+	uint32_t max_entries;
+	enum odpx_mode mode;
+	const struct backend_ops *be;
+	uint32_t flags;
+	bool cache_enabled;		/* pin mode */
+	uint32_t acc_mask;		/* access bits that split the index */
+
+	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, mon.lock */
+
+	pthread_mutex_t lock ALIGNED_LINE;
+	uint32_t free_head;		/* free list through dnext */
+	uint32_t lru_head, lru_tail;	/* head: most recent */
+	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
+	struct odpx_limits lim;
+	uint32_t tick_ms;
+
+	_Atomic uint32_t dead_head ALIGNED_LINE;
+
+	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
+	struct cold_stats cs;
+
+	/* monitor membership (mon.lock) */
+	struct odpx_ctx *mon_next;
+	bool attached;
+	_Atomic bool monitor_failed;
+
+	/* engine */
+	struct engine *eng;
+	pthread_mutex_t eng_lock;	/* start/stop of the engine */
+	struct prefetch_cell *pq;
+	_Atomic uint64_t pq_head ALIGNED_LINE;	/* producers */
+	_Atomic uint64_t pq_tail ALIGNED_LINE;	/* engine */
+
+	/* backend private */
+	void *be_priv;
+	char reason[192];
+};
+
+/* thread-local reason text (ctx.c) */
+int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern _Atomic uint32_t odpx_fork_gen;
+
+/* cache.c */
+int cache_init(struct odpx_ctx *ctx);
+void cache_fini(struct odpx_ctx *ctx);
+int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+	      struct entry **out);
+int cache_dereg(struct odpx_ctx *ctx, struct entry *e);
+void cache_reap_dead(struct odpx_ctx *ctx);
+void cache_trim(struct odpx_ctx *ctx);
+void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);
+/* under mon.lock, inside a seq write section (monitor) */
+unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t start,
+				 uintptr_t end, int why);
+void cache_count_live(struct odpx_ctx *ctx, uintptr_t start, uintptr_t end,
+		      uint64_t *n);
+static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry *e)
+{
+	return (uint32_t)(e - ctx->ent);
+}
+
+/* stats.c */
+void stats_hit(struct odpx_ctx *ctx, int slow);
+void stats_dereg(struct odpx_ctx *ctx);
+void stats_prefetch(struct odpx_ctx *ctx);
+
+/* engine.c */
+int engine_start(struct odpx_ctx *ctx);	/* idempotent */
+void engine_stop(struct odpx_ctx *ctx);
+void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
+bool engine_running(struct odpx_ctx *ctx);
+void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
+int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+
+/* prefetch coalescing, pure (engine.c): sort and merge, return the count */
+struct pf_range { uint64_t start, end; uint32_t flags; };
+size_t prefetch_coalesce(struct pf_range *r, size_t n);
+
+/* backend_uring.c */
+extern const struct backend_ops uring_ops;
+int uring_backend_open(struct odpx_ctx *ctx);
+ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
+		       void *addr, size_t len, int dir);
+
+/* backend_null.c: pins nothing; for benchmarks of the cache alone */
+extern const struct backend_ops null_ops;
+int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
+		      struct odpx_ctx **ctx);
+
+#endif

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * odpx.h - which memory registration covers this buffer?
+ *
+ * odpx answers that question for any buffer a process owns, with no memory
+ * hooks: nothing intercepts malloc, free, mmap or munmap.  Where the device
+ * pages on demand nothing is pinned; elsewhere a pin-down cache is kept
+ * coherent by userfaultfd events (see README.md, "Invalidation guarantee").
+ *
+ * Every function returns 0, a count, or a negative errno.  Handles are
+ * opaque.  All functions are thread-safe unless stated otherwise.
+ */
+#ifndef ODPX_H
+#define ODPX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct odpx_ctx;
+struct odpx_mr;
+struct ibv_pd;
+
+enum odpx_mode {
+	ODPX_MODE_AUTO = 0,	/* choose from the device's capabilities */
+	ODPX_MODE_IMPLICIT,	/* one ODP MR over the whole address space */
+	ODPX_MODE_EXPLICIT,	/* ODP MRs over aligned chunks, never invalidated */
+	ODPX_MODE_PIN,		/* pin-down cache, invalidated by userfaultfd */
+	ODPX_MODE_DIRECT,	/* pin per request, unpin on dereg */
+	ODPX_MODE_RESERVED,
+};
+
+enum odpx_backend {
+	ODPX_BACKEND_URING = 1,	/* io_uring fixed buffers: pins like an MR */
+	ODPX_BACKEND_VERBS,	/* libibverbs */
+	ODPX_BACKEND_RESERVED,
+};
+
+/* Access bits for odpx_reg(); values match enum ibv_access_flags. */
+enum {
+	ODPX_ACCESS_LOCAL_WRITE = 1 << 0,
+	ODPX_ACCESS_REMOTE_WRITE = 1 << 1,
+	ODPX_ACCESS_REMOTE_READ = 1 << 2,
+	ODPX_ACCESS_REMOTE_ATOMIC = 1 << 3,
+	ODPX_ACCESS_RESERVED = 1 << 4,
+};
+
+/*
+ * Limits of the pin cache.  A field left 0 takes its default.
+ *   max_pinned_bytes  pinned bytes of the context, cached and direct:
+ *                     RLIMIT_MEMLOCK when finite and the process lacks
+ *                     CAP_IPC_LOCK, else 1/8 of physical memory.
+ *   max_entries       registrations alive at once (cached + direct):
+ *                     4096, at most 16384 on the uring backend (its slots).
+ *   max_unused_bytes  bytes of released entries kept as victims: 1/2 of
+ *                     max_pinned_bytes.  Trimmed at each miss and on each
+ *                     engine tick.
+ *   max_entry_bytes   bytes of one entry; merging never grows an entry
+ *                     beyond it: 1 GiB (the uring slot size).
+ */
+struct odpx_limits {
+	uint64_t max_pinned_bytes;
+	uint64_t max_entries;
+	uint64_t max_unused_bytes;
+	uint64_t max_entry_bytes;
+};
+
+enum odpx_attr_mask {
+	ODPX_ATTR_MODE = 1 << 0,
+	ODPX_ATTR_LIMITS = 1 << 1,
+	ODPX_ATTR_FLAGS = 1 << 2,
+	ODPX_ATTR_TICK = 1 << 3,
+	ODPX_ATTR_RESERVED = 1 << 4,
+};
+
+enum odpx_open_flags {
+	/*
+	 * Test-only: cache without invalidation (no userfaultfd monitor).
+	 * Reproduces the stale-registration hazard that odpx exists to
+	 * prevent; counted in stats and shown by odpstat.
+	 */
+	ODPX_OPEN_UNSAFE_NO_MONITOR = 1 << 0,
+	ODPX_OPEN_RESERVED = 1 << 1,
+};
+
+struct odpx_attr {
+	uint64_t comp_mask;		/* enum odpx_attr_mask */
+	enum odpx_mode mode;		/* ODPX_ATTR_MODE; env ODPX_MODE overrides AUTO */
+	uint32_t flags;			/* ODPX_ATTR_FLAGS: enum odpx_open_flags */
+	struct odpx_limits limits;	/* ODPX_ATTR_LIMITS */
+	uint32_t tick_ms;		/* ODPX_ATTR_TICK: engine tick, default 100 */
+};
+
+/**
+ * odpx_open_uring - open a context on the io_uring backend
+ * @attr: may be NULL for defaults
+ * @ctx: out
+ *
+ * The backend pins pages into a sparse io_uring fixed-buffer table (16384
+ * slots of at most 1 GiB each); READ_FIXED/WRITE_FIXED through a slot move
+ * bytes through the pinned pages exactly as a NIC's DMA would.
+ * Return: 0, -EINVAL (bad attributes), -EOPNOTSUPP (mode impossible here),
+ * -ENOMEM, or the errno of io_uring setup.
+ */
+int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx);
+
+/**
+ * odpx_open_verbs - open a context on a protection domain (verbs backend)
+ *
+ * Return: -EOPNOTSUPP when built without libibverbs.
+ */
+int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
+		    struct odpx_ctx **ctx);
+
+/**
+ * odpx_close - release every registration and stop the context's threads
+ *
+ * Registrations still held by the caller are released too; their handles
+ * become invalid.  Return: 0 or -EINVAL.
+ */
+int odpx_close(struct odpx_ctx *ctx);
+
+/**
+ * odpx_reg - get a registration covering [@addr, @addr + @len)
+ * @access: ODPX_ACCESS_* bits
+ * @mr: out, a reference released with odpx_dereg()
+ *
+ * A hit takes no lock.  Return: 0, or -EINVAL (bad length, wrap, unknown
+ * access bits), -EFAULT (unmapped, PROT_NONE or unpinnable memory: read-only
+ * or shared file mappings on the uring backend), -ENOMEM (limits reached
+ * with every entry in use), -E2BIG (longer than max_entry_bytes),
+ * -EAGAIN (the range was invalidated during every retry).
+ */
+int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
+	     struct odpx_mr **mr);
+
+/**
+ * odpx_dereg - release a reference from odpx_reg()
+ *
+ * Return: 0, or -EINVAL for a handle that is not this context's or was
+ * already released (detected while the entry has no other holder).
+ */
+int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr);
+
+/* Accessors of a held registration (no checks: the handle must be held). */
+uint32_t odpx_mr_lkey(const struct odpx_mr *mr);
+uint32_t odpx_mr_rkey(const struct odpx_mr *mr);
+void *odpx_mr_addr(const struct odpx_mr *mr);	/* start of the whole registration */
+size_t odpx_mr_length(const struct odpx_mr *mr);
+/* uring backend: the fixed-buffer index, or -EOPNOTSUPP on other backends */
+int odpx_mr_buf_index(const struct odpx_mr *mr);
+
+enum odpx_xfer_dir {
+	ODPX_XFER_FROM_FD = 0,	/* device writes memory: READ_FIXED */
+	ODPX_XFER_TO_FD,	/* device reads memory: WRITE_FIXED */
+};
+
+/**
+ * odpx_transfer - move bytes between @fd and a registration's pinned pages
+ *
+ * The "DMA" of the uring backend: the bytes go through the pages pinned at
+ * registration time, whatever the address now maps.  [@addr, @addr + @len)
+ * must lie inside @mr.  Return: bytes moved, or -errno.
+ */
+ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd,
+		      off_t offset, void *addr, size_t len,
+		      enum odpx_xfer_dir dir);
+
+enum odpx_prefetch_flags {
+	ODPX_PREFETCH_WRITE = 1 << 0,	/* the device will write */
+	ODPX_PREFETCH_NO_FAULT = 1 << 1,	/* map only what is resident */
+	ODPX_PREFETCH_RESERVED = 1 << 2,
+};
+
+/**
+ * odpx_prefetch - hint that [@addr, @addr + @len) will be registered soon
+ *
+ * Queued without a system call (the engine is woken only when it sleeps);
+ * never blocks.  In pin mode the engine pre-pins the range into the cache.
+ * Return: 0 queued, -EAGAIN queue full (counted as dropped), -EINVAL.
+ */
+int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags);
+
+struct odpx_stats {
+	/* registration cache */
+	uint64_t hits, misses, hits_slow;	/* slow: taken under the lock */
+	uint64_t deregs;
+	uint64_t entries, pinned_bytes, unused_bytes;	/* gauges */
+	uint64_t pins, unpins, pin_failures;
+	uint64_t evictions, enomem_retries;
+	uint64_t merges, superseded;
+	uint64_t miss_retries;		/* invalidated while pinning */
+	uint64_t repins;		/* miss on a range invalidated recently */
+	/* invalidation (userfaultfd) */
+	uint64_t inval_unmap, inval_remove, inval_remap;	/* events seen */
+	uint64_t inval_entries, inval_bytes;	/* entries marked dead */
+	uint64_t dead_unpinned;		/* by the engine */
+	uint64_t watch_vmas, watch_regs;	/* gauge; registrations made */
+	/* direct-mode fallbacks, each counted */
+	uint64_t direct_regs;		/* every direct registration */
+	uint64_t direct_shared;		/* file-backed or shared: no events */
+	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY */
+	uint64_t direct_budget;		/* VMA budget exhausted */
+	uint64_t direct_no_monitor;	/* no userfaultfd at all */
+	/* prefetch */
+	uint64_t prefetch_queued, prefetch_merged, prefetch_dropped;
+	uint64_t prefetch_issued, prefetch_failed;
+	/* engine */
+	uint64_t engine_wakeups, engine_ticks;
+	uint64_t unsafe_no_monitor;	/* 1 when opened ODPX_OPEN_UNSAFE_NO_MONITOR */
+};
+
+/**
+ * odpx_stats_read - copy the context's counters
+ * @size: sizeof(struct odpx_stats) of the caller; older callers get a prefix
+ * Return: bytes written or -EINVAL.
+ */
+int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *st, size_t size);
+
+/**
+ * odpx_mode_get - the mode in force and why it was chosen
+ * @reason: out, may be NULL; a static or context-owned string
+ */
+int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode,
+		  const char **reason);
+
+const char *odpx_mode_str(enum odpx_mode mode);
+
+/*
+ * odpx_last_reason - the calling thread's text for the last error returned
+ * by odpx (for example why a range could not be pinned).  Never NULL.
+ */
+const char *odpx_last_reason(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ODPX_H */

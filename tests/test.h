@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/* test.h - helpers shared by odpx's host tests (header-only). */
+#ifndef ODPX_TEST_H
+#define ODPX_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "odpx.h"
+
+#define FAIL(...) do { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
+#define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
+#define CHECK_RC(expr, want) do { long _r = (long)(expr); if (_r != (long)(want)) \
+	FAIL("%s = %ld (%s), want %ld; reason: %s", #expr, _r, _r < 0 ? strerror((int)-_r) : "", \
+	     (long)(want), odpx_last_reason()); } while (0)
+#define SKIP(...) do { printf("SKIP: "); printf(__VA_ARGS__); printf("\n"); exit(77); } while (0)
+
+static inline double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static inline void *map_anon(void *at, size_t len)
+{
+	void *p = mmap(at, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
+	if (p == MAP_FAILED)
+		FAIL("mmap: %s", strerror(errno));
+	return p;
+}
+
+/* A memfd of @len bytes filled with a pattern derived from @seed. */
+static inline int pattern_fd(size_t len, unsigned seed)
+{
+	/* mmap, not malloc: tests that move the heap by hand call this */
+	int fd = memfd_create("odpx-test", MFD_CLOEXEC);
+	unsigned char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (fd < 0 || buf == MAP_FAILED)
+		FAIL("memfd_create: %s", strerror(errno));
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)(i * 131 + seed * 7 + (i >> 12));
+	if (pwrite(fd, buf, len, 0) != (ssize_t)len)
+		FAIL("pwrite: %s", strerror(errno));
+	munmap(buf, len);
+	return fd;
+}
+
+static inline int pattern_ok(const unsigned char *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (unsigned char)(i * 131 + seed * 7 + (i >> 12)))
+			return 0;
+	return 1;
+}
+
+static inline long vm_pinned_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static inline struct odpx_stats stats_of(struct odpx_ctx *ctx)
+{
+	struct odpx_stats st;
+	CHECK(odpx_stats_read(ctx, &st, sizeof(st)) == (int)sizeof(st), "stats_read");
+	return st;
+}
+
+/* Wait until @cond holds or @secs pass; a deadline, never a fixed sleep. */
+#define WAIT_FOR(cond, secs) ({ double _d = now_s() + (secs); int _ok;		\
+	while (!(_ok = !!(cond)) && now_s() < _d) { struct timespec _t = { 0, 1000000 }; \
+		nanosleep(&_t, NULL); } _ok; })
+
+/*
+ * The data check through the pinned pages of a registration of [p, p+len):
+ * 1. "device writes": READ_FIXED a pattern from a file into the registration;
+ *    the CPU must see it in the current mapping;
+ * 2. "device reads": the CPU writes another pattern; WRITE_FIXED it to a
+ *    file; the file must hold it.
+ * Returns 1 when both hold (the registration covers the current pages).
+ */
+static inline int data_check(struct odpx_ctx *ctx, struct odpx_mr *mr, void *p, size_t len,
+			     unsigned seed)
+{
+	int in = pattern_fd(len, seed), out = memfd_create("odpx-out", MFD_CLOEXEC);
+	unsigned char *back = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int ok = 1;
+
+	CHECK(out >= 0 && back != MAP_FAILED, "memfd/mmap");
+	memset(p, 0, len);
+	CHECK_RC(odpx_transfer(ctx, mr, in, 0, p, len, ODPX_XFER_FROM_FD), len);
+	if (!pattern_ok(p, len, seed))
+		ok = 0;
+	for (size_t i = 0; i < len; i++)
+		((unsigned char *)p)[i] = (unsigned char)(i * 131 + (seed + 1) * 7 + (i >> 12));
+	CHECK(ftruncate(out, len) == 0, "ftruncate");
+	CHECK_RC(odpx_transfer(ctx, mr, out, 0, p, len, ODPX_XFER_TO_FD), len);
+	CHECK(pread(out, back, len, 0) == (ssize_t)len, "pread");
+	if (!pattern_ok(back, len, seed + 1))
+		ok = 0;
+	close(in);
+	close(out);
+	munmap(back, len);
+	return ok;
+}
+
+static inline struct odpx_ctx *open_pin(uint32_t flags)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_FLAGS, .flags = flags };
+	struct odpx_ctx *ctx;
+	int r = odpx_open_uring(&a, &ctx);
+	if (r == -EPERM || r == -ENOSYS)
+		FAIL("io_uring unavailable here (%s): the suite needs it", strerror(-r));
+	CHECK_RC(r, 0);
+	return ctx;
+}
+
+#endif

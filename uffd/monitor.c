@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: MIT
+/*
+ * monitor.c - the userfaultfd monitor: mmu notifiers in user space.
+ *
+ * One userfaultfd per process watches the VMAs that hold cached
+ * registrations.  It is registered write-protect only (with WP_ASYNC where
+ * the kernel has it) and never write-protects anything, so no page fault
+ * ever reaches user space; it exists for its events: UNMAP (munmap, MAP_FIXED
+ * over, brk shrink, mremap shrink), REMOVE (MADV_DONTNEED/FREE/REMOVE) and
+ * REMAP (mremap move).  No EVENT_FORK: a child's VMAs are not registered, so
+ * a child never blocks on a monitor it does not have.
+ *
+ * The kernel keeps a munmap() caller blocked until its event has been
+ * read() from the uffd - dequeued, not handled.  So the reader polls outside
+ * the lock, then takes mon.lock, makes every context's seqcount odd, reads
+ * until the queue is empty, marks the affected entries DEAD, makes the
+ * seqcounts even and unlocks.  When munmap() returns, no lookup can return a
+ * registration of the old pages.
+ *
+ * The reader thread does nothing else: it never allocates, frees, munmaps,
+ * madvises or unpins (free() or an unpin may trim a watched heap and would
+ * wait for the reader itself).  Dead entries go on their context's dead
+ * stack; its engine unpins them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../lib/internal.h"
+#include "monitor.h"
+
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+
+struct monitor mon = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.uffd = -1,
+	.stopfd = -1,
+};
+
+const char *uffd_mode_str(enum uffd_mode m)
+{
+	switch (m) {
+	case UFFD_MODE_WP_ASYNC: return "wp-async";
+	case UFFD_MODE_WP: return "wp";
+	case UFFD_MODE_MISSING: return "missing";
+	default: return "none";
+	}
+}
+
+/* A new userfaultfd: the syscall in user-mode-only form, else /dev/userfaultfd. */
+static int uffd_new(void)
+{
+	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+	if (fd < 0 && errno == EINVAL)	/* kernel before 5.11 */
+		fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0)
+		return fd;
+	int err = errno;
+	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev >= 0) {
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		err = errno;
+		close(dev);
+		if (fd >= 0)
+			return fd;
+	}
+	return -err;
+}
+
+/*
+ * Open the uffd in the best mode the kernel offers, or the one ODPX_UFFD_MODE
+ * forces (wp-async, wp, missing): each fallback is tested on this kernel.
+ */
+static int uffd_open(void)
+{
+	const uint64_t ev = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
+			    UFFD_FEATURE_EVENT_REMAP;
+	struct uffdio_api api = { .api = UFFD_API };
+	const char *force = getenv("ODPX_UFFD_MODE");
+	enum uffd_mode want = UFFD_MODE_NONE;
+	int fd = uffd_new();
+
+	if (fd < 0) {
+		snprintf(mon.why, sizeof(mon.why), "userfaultfd: %s", strerror(-fd));
+		return fd;
+	}
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {	/* probe: features offered */
+		int err = -errno;
+		close(fd);
+		snprintf(mon.why, sizeof(mon.why), "UFFDIO_API: %s", strerror(-err));
+		return err;
+	}
+	close(fd);
+	uint64_t have = api.features;
+	if ((have & ev) != ev) {
+		snprintf(mon.why, sizeof(mon.why), "userfaultfd lacks UNMAP/REMOVE/REMAP events");
+		return -EOPNOTSUPP;
+	}
+	if (force && !strcmp(force, "wp-async"))
+		want = UFFD_MODE_WP_ASYNC;
+	else if (force && !strcmp(force, "wp"))
+		want = UFFD_MODE_WP;
+	else if (force && !strcmp(force, "missing"))
+		want = UFFD_MODE_MISSING;
+	else if ((have & UFFD_FEATURE_WP_ASYNC) && (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
+		want = UFFD_MODE_WP_ASYNC;
+	else if (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP)
+		want = UFFD_MODE_WP;
+	else
+		want = UFFD_MODE_MISSING;
+
+	api.api = UFFD_API;
+	api.features = ev;
+	if (want == UFFD_MODE_WP_ASYNC)
+		api.features |= UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	else if (want == UFFD_MODE_WP)
+		api.features |= UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	api.ioctls = 0;
+	fd = uffd_new();
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		int err = -errno;
+		close(fd);
+		snprintf(mon.why, sizeof(mon.why), "UFFDIO_API(%s): %s",
+			 uffd_mode_str(want), strerror(-err));
+		return err;
+	}
+	mon.mode = want;
+	mon.features = api.features;
+	return fd;
+}
+
+static void seq_all(void)
+{
+	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next) {
+		uint32_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+		atomic_store_explicit(&c->seq, s + 1, memory_order_relaxed);
+	}
+	/* odd before the read() that releases munmap; even after the marks */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+static void log_inval(uintptr_t s, uintptr_t e)
+{
+	mon.log[mon.inval_count % INVAL_LOG].start = s;
+	mon.log[mon.inval_count % INVAL_LOG].end = e;
+	mon.inval_count++;
+}
+
+/* ---- watched ranges (mon.lock; a fixed array: no allocation) ---- */
+
+static unsigned watch_lower(uintptr_t addr)	/* first with end > addr */
+{
+	unsigned lo = 0, hi = mon.nw;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (mon.w[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool watch_covers(uintptr_t s, uintptr_t e)
+{
+	for (unsigned i = watch_lower(s); i < mon.nw && s < e; i++) {
+		if (mon.w[i].start > s)
+			return false;
+		s = mon.w[i].end;
+	}
+	return s >= e;
+}
+
+static void recount(struct watch *w)
+{
+	uint64_t n = 0;
+
+	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+		cache_count_live(c, w->start, w->end, &n);
+	w->refs = (uint32_t)n;
+}
+
+/* Remove [s, e) from the table (the VMA is gone or moved). */
+static void watch_cut(uintptr_t s, uintptr_t e)
+{
+	unsigned i = watch_lower(s);
+
+	while (i < mon.nw && mon.w[i].start < e) {
+		struct watch *w = &mon.w[i];
+		if (w->start < s && w->end > e) {	/* split */
+			if (mon.nw < mon.budget) {
+				memmove(w + 1, w, (mon.nw - i) * sizeof(*w));
+				mon.nw++;
+				w[0].end = s;
+				w[1].start = e;
+				recount(&w[0]);
+				recount(&w[1]);
+			} else {	/* no slot: keep the left part only */
+				w->end = s;
+				recount(w);
+			}
+			return;
+		}
+		if (w->start < s) {
+			w->end = s;
+			recount(w);
+			i++;
+		} else if (w->end > e) {
+			w->start = e;
+			recount(w);
+			return;
+		} else {
+			memmove(w, w + 1, (mon.nw - i - 1) * sizeof(*w));
+			mon.nw--;
+		}
+	}
+}
+
+void monitor_watch_ref(uintptr_t start, int delta)
+{
+	unsigned i = watch_lower(start);
+
+	if (i < mon.nw && mon.w[i].start <= start)
+		mon.w[i].refs += delta;
+}
+
+/* Budget spent: give back one idle watched range (mon.lock). */
+static bool watch_reclaim_idle(void)
+{
+	for (unsigned i = 0; i < mon.nw; i++) {
+		if (mon.w[i].refs)
+			continue;
+		struct uffdio_range r = { mon.w[i].start, mon.w[i].end - mon.w[i].start };
+		ioctl(mon.uffd, UFFDIO_UNREGISTER, &r);	/* gone already is fine */
+		mon.unregs++;
+		memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
+		mon.nw--;
+		return true;
+	}
+	return false;
+}
+
+static void watch_insert(uintptr_t s, uintptr_t e)
+{
+	unsigned i;
+
+	watch_cut(s, e);	/* a stale record of an old VMA there */
+	i = watch_lower(s);
+	memmove(&mon.w[i + 1], &mon.w[i], (mon.nw - i) * sizeof(mon.w[0]));
+	mon.w[i] = (struct watch){ s, e, 0 };
+	recount(&mon.w[i]);
+	mon.nw++;
+}
+
+int monitor_watch(uintptr_t start, uintptr_t end)
+{
+	uintptr_t addr = start;
+	int r = 0;
+
+	pthread_mutex_lock(&mon.lock);
+	bool covered = watch_covers(start, end);
+	pthread_mutex_unlock(&mon.lock);
+	if (covered)
+		return 0;
+
+	for (int spins = 0; addr < end; spins++) {
+		struct vma_info v, v2;
+
+		if (spins > 64)
+			return -EAGAIN;	/* the mapping keeps changing under us */
+		r = vma_query(addr, &v);
+		if (r == -ENOENT || (r == 0 && v.start > addr))
+			return -EFAULT;
+		if (r)
+			return r;
+		if (!v.readable)
+			return -EFAULT;
+		if (v.shared || v.file)
+			return -EXDEV;
+
+		pthread_mutex_lock(&mon.lock);
+		if (watch_covers(addr, v.end)) {
+			pthread_mutex_unlock(&mon.lock);
+			addr = v.end;
+			continue;
+		}
+		if (mon.nw >= mon.budget && !watch_reclaim_idle()) {
+			pthread_mutex_unlock(&mon.lock);
+			return -ENOSPC;
+		}
+		struct uffdio_register reg = {
+			.range = { v.start, v.end - v.start },
+			.mode = mon.mode == UFFD_MODE_MISSING ? UFFDIO_REGISTER_MODE_MISSING
+							      : UFFDIO_REGISTER_MODE_WP,
+		};
+		if (ioctl(mon.uffd, UFFDIO_REGISTER, &reg) < 0) {
+			r = -errno;
+			pthread_mutex_unlock(&mon.lock);
+			if (r == -ENOMEM)	/* the VMA changed since the query */
+				continue;
+			return r == -EBUSY ? -EBUSY : -EINVAL;
+		}
+		mon.regs++;
+		/*
+		 * Re-query now that it is watched: a VMA replaced between the
+		 * query and the registration raised no event; from here on
+		 * every change does.
+		 */
+		r = vma_query(addr, &v2);
+		if (r || v2.start != v.start || v2.end != v.end || v2.shared || v2.file) {
+			pthread_mutex_unlock(&mon.lock);
+			continue;
+		}
+		watch_insert(v.start, v.end);
+		pthread_mutex_unlock(&mon.lock);
+		addr = v.end;
+	}
+	return 0;
+}
+
+bool monitor_inval_since(uint64_t c0, uintptr_t s, uintptr_t e)
+{
+	if (mon.inval_count - c0 > INVAL_LOG)
+		return true;	/* the ring wrapped: assume the worst */
+	for (uint64_t c = c0; c < mon.inval_count; c++) {
+		const typeof(mon.log[0]) *l = &mon.log[c % INVAL_LOG];
+		if (l->start < e && l->end > s)
+			return true;
+	}
+	return false;
+}
+
+bool monitor_recently_invalidated(uintptr_t s, uintptr_t e)
+{
+	uint64_t lo = mon.inval_count > 64 ? mon.inval_count - 64 : 0;
+
+	return mon.inval_count > lo && monitor_inval_since(lo, s, e);
+}
+
+static void apply(struct odpx_ctx *c, uintptr_t s, uintptr_t e, int ev)
+{
+	unsigned n = cache_invalidate_locked(c, s, e, ev);
+
+	switch (ev) {
+	case UFFD_EVENT_UNMAP: STAT_INC(c, inval_unmap); break;
+	case UFFD_EVENT_REMOVE: STAT_INC(c, inval_remove); break;
+	case UFFD_EVENT_REMAP: STAT_INC(c, inval_remap); break;
+	}
+	(void)n;
+}
+
+static void handle(const struct uffd_msg *m)
+{
+	uintptr_t s, e;
+
+	mon.events++;
+	switch (m->event) {
+	case UFFD_EVENT_UNMAP:
+	case UFFD_EVENT_REMOVE:
+		s = m->arg.remove.start;
+		e = m->arg.remove.end;
+		break;
+	case UFFD_EVENT_REMAP:
+		s = m->arg.remap.from;
+		e = s + m->arg.remap.len;
+		break;
+	case UFFD_EVENT_PAGEFAULT: {
+		/* MISSING mode only: map the zero page, the fault retries */
+		struct uffdio_zeropage z = {
+			.range = { m->arg.pagefault.address & ~(PAGE_SIZE - 1), PAGE_SIZE },
+		};
+		if (ioctl(mon.uffd, UFFDIO_ZEROPAGE, &z) < 0 && errno == EEXIST) {
+			struct uffdio_range w = z.range;
+			ioctl(mon.uffd, UFFDIO_WAKE, &w);
+		}
+		mon.faults_resolved++;
+		return;
+	}
+	default:
+		return;
+	}
+	log_inval(s, e);
+	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+		apply(c, s, e, m->event);
+	if (m->event != UFFD_EVENT_REMOVE)
+		watch_cut(s, e);	/* the VMA is gone (or moved away) */
+}
+
+static void *reader_main(void *arg)
+{
+	struct uffd_msg msgs[32];	/* on the stack: the reader never allocates */
+
+	(void)arg;
+	for (;;) {
+		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
+
+		if (poll(p, 2, -1) < 0)
+			continue;	/* EINTR cannot happen (signals masked) */
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
+			continue;
+
+		pthread_mutex_lock(&mon.lock);
+		seq_all();
+		for (;;) {
+			ssize_t n = read(mon.uffd, msgs, sizeof(msgs));
+			if (n <= 0)
+				break;	/* EAGAIN: drained */
+			for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++)
+				handle(&msgs[i]);
+		}
+		seq_all();
+		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+			if (atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
+				engine_kick(c);
+		pthread_mutex_unlock(&mon.lock);
+	}
+	return NULL;
+}
+
+static int reader_start(void)
+{
+	sigset_t all, old;
+	int r;
+
+	mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mon.stopfd < 0)
+		return -errno;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&mon.reader, NULL, reader_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		close(mon.stopfd);
+		mon.stopfd = -1;
+		return r;
+	}
+	mon.running = true;
+	return 0;
+}
+
+static unsigned default_budget(void)
+{
+	unsigned long max_map = 65530;
+	const char *env = getenv("ODPX_WATCH_MAX");
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &max_map) != 1)
+			max_map = 65530;
+		fclose(f);
+	}
+	if (env && atoi(env) > 0)
+		return (unsigned)atoi(env);
+	/* each watched VMA can cost one VMA that would have merged: stay far away */
+	return max_map / 16 < 1024 ? (unsigned)(max_map / 16) : 1024;
+}
+
+int monitor_attach(struct odpx_ctx *ctx)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&mon.lock);
+	if (mon.uffd < 0 && !mon.init_err) {
+		unsigned budget = default_budget();
+		struct watch *w = calloc(budget + 1, sizeof(*w));
+		int fd = w ? uffd_open() : -ENOMEM;
+		if (fd < 0) {
+			free(w);
+			mon.init_err = fd;
+		} else {
+			mon.uffd = fd;
+			mon.w = w;
+			mon.budget = budget;
+		}
+	}
+	if (mon.uffd < 0) {
+		r = mon.init_err;
+		goto out;
+	}
+	if (!mon.running && (r = reader_start()) < 0)
+		goto out;
+	ctx->mon_next = mon.ctxs;
+	mon.ctxs = ctx;
+	ctx->attached = true;
+	mon.users++;
+out:
+	pthread_mutex_unlock(&mon.lock);
+	return r;
+}
+
+/*
+ * The last context gone: stop the reader and close the uffd (which
+ * unregisters every range).  Called with the context's entries all unpinned.
+ */
+void monitor_detach(struct odpx_ctx *ctx)
+{
+	bool stop = false;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&mon.lock);
+	if (!ctx->attached) {
+		pthread_mutex_unlock(&mon.lock);
+		return;
+	}
+	for (struct odpx_ctx **p = &mon.ctxs; *p; p = &(*p)->mon_next) {
+		if (*p == ctx) {
+			*p = ctx->mon_next;
+			break;
+		}
+	}
+	ctx->attached = false;
+	stop = --mon.users == 0 && mon.running;
+	if (stop && write(mon.stopfd, &one, sizeof(one)) < 0)
+		stop = false;
+	pthread_mutex_unlock(&mon.lock);
+	if (!stop)
+		return;
+	pthread_join(mon.reader, NULL);
+	pthread_mutex_lock(&mon.lock);
+	if (mon.users == 0) {	/* nobody re-attached meanwhile */
+		close(mon.stopfd);
+		close(mon.uffd);
+		mon.stopfd = mon.uffd = -1;
+		mon.running = false;
+		free(mon.w);
+		mon.w = NULL;
+		mon.nw = 0;
+	} else {
+		close(mon.stopfd);
+		mon.running = false;
+		reader_start();
+	}
+	pthread_mutex_unlock(&mon.lock);
+}
+
+void monitor_atfork_child(void)
+{
+	/* the parent's threads do not exist here; its uffd is the parent's */
+	if (mon.uffd >= 0)
+		close(mon.uffd);
+	if (mon.stopfd >= 0)
+		close(mon.stopfd);
+	free(mon.w);
+	memset(&mon, 0, sizeof(mon));
+	pthread_mutex_init(&mon.lock, NULL);
+	mon.uffd = mon.stopfd = -1;
+	vma_atfork_child();
+}

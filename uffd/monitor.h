@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* monitor.h - the process-wide userfaultfd monitor (see monitor.c). */
+#ifndef ODPX_MONITOR_H
+#define ODPX_MONITOR_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct odpx_ctx;
+
+enum uffd_mode { UFFD_MODE_NONE = 0, UFFD_MODE_WP_ASYNC, UFFD_MODE_WP, UFFD_MODE_MISSING };
+
+/* A watched range: one VMA as it was when registered with the uffd. */
+struct watch {
+	uintptr_t start, end;
+	uint32_t refs;		/* live cached entries starting inside */
+};
+
+#define INVAL_LOG 256		/* recent invalidations, for the miss re-check */
+
+/*
+ * struct monitor - one per process.
+ *
+ * @lock: "the invalidation lock".  Held by the reader from before its first
+ *   read() of a batch until every event of the batch is applied (entries
+ *   marked DEAD and removed from their index), and by every writer of a
+ *   context index.  Nobody allocates, frees, munmaps, madvises, pins or
+ *   unpins while holding it: any of those can block on an event that only
+ *   the reader, which needs this lock, can dequeue.
+ * @inval_count, @log: a counter and ring of the ranges invalidated, written
+ *   under @lock; a miss records the counter before pinning and re-checks the
+ *   ring under @lock before inserting (mmu_interval_read_begin/retry).
+ * @w, @nw: watched ranges sorted by start (@lock); @budget bounds @nw.
+ * @users: contexts attached; the reader runs while it is non-zero.
+ */
+struct monitor {
+	pthread_mutex_t lock;
+	int uffd, stopfd;
+	enum uffd_mode mode;
+	uint64_t features;
+	pthread_t reader;
+	bool running;
+	int init_err;		/* why there is no uffd, once tried */
+	char why[96];
+	struct odpx_ctx *ctxs;
+	unsigned users;
+	uint64_t inval_count;
+	struct { uintptr_t start, end; } log[INVAL_LOG];
+	struct watch *w;
+	unsigned nw, budget;
+	uint64_t regs, unregs;
+	uint64_t events, faults_resolved;
+};
+
+extern struct monitor mon;
+
+/* Attach a pin-mode context (starts the reader on first use): 0 or -errno. */
+int monitor_attach(struct odpx_ctx *ctx);
+void monitor_detach(struct odpx_ctx *ctx);
+/*
+ * Make sure [start, end) is watched.  Not under any lock.  0 watched;
+ * -EXDEV shared or file-backed (no events for truncation); -EBUSY another
+ * userfaultfd owns it; -EINVAL the uffd cannot watch it; -ENOSPC the VMA
+ * budget is spent; -EFAULT unmapped or PROT_NONE.
+ */
+int monitor_watch(uintptr_t start, uintptr_t end);
+/* Under mon.lock. */
+bool monitor_inval_since(uint64_t c0, uintptr_t start, uintptr_t end);
+bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
+void monitor_watch_ref(uintptr_t start, int delta);
+/* Child side of fork: forget everything, close the inherited uffd. */
+void monitor_atfork_child(void);
+const char *uffd_mode_str(enum uffd_mode m);
+
+/* vma.c */
+struct vma_info {
+	uintptr_t start, end;
+	bool readable, writable, shared, file;
+};
+/* The VMA containing @addr: 0, -ENOENT (none), -errno. */
+int vma_query(uintptr_t addr, struct vma_info *v);
+void vma_atfork_child(void);
+extern int vma_force_maps;	/* tests: parse /proc/self/maps */
+
+#endif
