@@ -11,9 +11,9 @@ import argparse, os, shlex, shutil, subprocess, sys, tempfile
 SRC = os.path.dirname(os.path.abspath(__file__))
 os.chdir(SRC)
 B = 'build'
-DEBIAN = ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev',
+DEBIAN = ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev', 'libucx-dev',
           'rdma-core', 'ibverbs-providers', 'libmnl-dev', 'util-linux', 'procps',
-          'qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs']
+          'qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget']
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument('--debug', action='store_true', help='-O0 -g, assertions')
@@ -60,7 +60,8 @@ def pkg(name, required):
 
 uring = pkg('liburing', True)
 verbs = pkg('libibverbs', False)
-ucx = pkg('ucx', False) if shutil.which('pkg-config') else None
+mnl = pkg('libmnl', False)
+ucx = pkg('ucx-ucs', False)
 
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-D_GNU_SOURCE', '-fPIC',
           '-fvisibility=hidden', '-g', '-Ilib', '-I' + B]
@@ -90,6 +91,7 @@ if not probe('int main(void) { return 0; }'):
 os.makedirs(B, exist_ok=True)
 config = {
     'ODPX_HAVE_VERBS': verbs is not None,
+    'ODPX_HAVE_MNL': mnl is not None,
     'HAVE_UFFD_WP_ASYNC': probe('#include <linux/userfaultfd.h>\nint x = UFFD_FEATURE_WP_ASYNC;'),
     'HAVE_PROCMAP_QUERY': probe('#include <linux/fs.h>\nint x = PROCMAP_QUERY;'),
 }
@@ -134,7 +136,7 @@ n.var('ninja_required_version', '1.8')
 n.var('cc', args.cc)
 n.var('cflags', ' '.join(cflags))
 n.var('ldflags', ' '.join(ldflags))
-n.var('libs', ' '.join(uring + (verbs or []) + ['-lpthread']))
+n.var('libs', ' '.join(uring + (verbs or []) + (mnl or []) + ['-lpthread']))
 n.rule('cc', '$cc -MMD -MF $out.d $cflags $extra -c $in -o $out', depfile='$out.d', deps='gcc',
        description='CC $out')
 n.rule('ar', 'rm -f $out && ar crs $out $in', description='AR $out')
@@ -171,7 +173,7 @@ for s in srcs('bench'):
     if name.startswith('ucx-'):
         if ucx is None:
             continue
-        extra = dict(extralibs=' '.join(ucx + ['-lucs']))
+        extra = dict(extralibs=' '.join(ucx))
     o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
     benches.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'], **extra)[0])
 tools = []

@@ -369,7 +369,7 @@ static bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
 	uint64_t w = atomic_load_explicit(&e->word, RLX);
 
 	index_remove(ctx, idx, W_ACC(w));
-	monitor_watch_ref(e_start(e), -1);
+	monitor_watch_ref(e_start(e), e_end(e), -1);
 	e->reason = (uint8_t)reason;
 	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
 	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_acq_rel);
@@ -401,6 +401,33 @@ static void lru_link_head(struct odpx_ctx *ctx, uint32_t idx)
 	else
 		ctx->lru_tail = idx;
 	ctx->lru_head = idx;
+}
+
+/*
+ * Re-link an entry used since it was linked at its place by its new stamp:
+ * the list stays sorted by link_stamp (head: newest), so the first tail
+ * entry with last_use == link_stamp really is the least recently released.
+ */
+static void lru_link_sorted(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct entry *e = &ctx->ent[idx];
+	uint32_t stamp = LD(e->last_use), prev = NIL, next = ctx->lru_head;
+
+	while (next != NIL && (int32_t)(ctx->ent[next].link_stamp - stamp) > 0) {
+		prev = next;
+		next = ctx->ent[next].lru_next;
+	}
+	e->link_stamp = stamp;
+	e->lru_prev = prev;
+	e->lru_next = next;
+	if (prev != NIL)
+		ctx->ent[prev].lru_next = idx;
+	else
+		ctx->lru_head = idx;
+	if (next != NIL)
+		ctx->ent[next].lru_prev = idx;
+	else
+		ctx->lru_tail = idx;
 }
 
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx)
@@ -484,11 +511,16 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			idx = prev;	/* dead: the engine reaps it */
 			continue;
 		}
-		if (W_REF(w) || used != e->link_stamp) {
-			cache_unlink_lru(ctx, idx);	/* used since linked */
-			lru_link_head(ctx, idx);
+		if (W_REF(w)) {		/* in use: its release will stamp it */
 			idx = prev;
 			continue;
+		}
+		if (used != e->link_stamp) {	/* used since linked: to its place */
+			cache_unlink_lru(ctx, idx);
+			lru_link_sorted(ctx, idx);
+			if (e->lru_prev != prev)	/* moved toward the head: met again */
+				idx = prev;
+			continue;		/* else it is the oldest: look again */
 		}
 		pthread_mutex_lock(&mon.lock);
 		w = atomic_load_explicit(&e->word, ACQ);
@@ -541,18 +573,27 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes)
 		return odpx_fail(-ENOMEM, "%" PRIu64 " bytes exceed max_pinned_bytes", bytes);
 	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 		cache_reap_dead(ctx);
-	pthread_mutex_lock(&ctx->lock);
-	ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes, &victims) &&
-	     ctx->free_head != NIL;
-	if (ok) {
-		idx = ctx->free_head;
-		ctx->free_head = LD(ctx->ent[idx].dnext);
-		ctx->nentries++;
-		ctx->pinned_bytes += bytes;
-		ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
+	for (int tries = 0;; tries++) {
+		bool again;
+
+		pthread_mutex_lock(&ctx->lock);
+		ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes,
+			       &victims) && ctx->free_head != NIL;
+		if (ok) {
+			idx = ctx->free_head;
+			ctx->free_head = LD(ctx->ent[idx].dnext);
+			ctx->nentries++;
+			ctx->pinned_bytes += bytes;
+			ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
+		}
+		pthread_mutex_unlock(&ctx->lock);
+		/* the slab holds exactly max_entries: a victim frees the slot we need */
+		again = !ok && victims != NIL && tries < 3;
+		free_victims(ctx, victims);
+		victims = NIL;
+		if (!again)
+			break;
 	}
-	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims);
 	if (!ok)
 		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
 				 " pinned bytes) and every entry is in use",
@@ -590,10 +631,15 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 		evict_all_unused(ctx);
 		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
 	}
-	if (r < 0)
+	if (r < 0) {
 		STAT_INC(ctx, pin_failures);
-	else
-		STAT_INC(ctx, pins);
+		return odpx_fail(r, "pinning %#lx-%#lx failed: %s%s", (unsigned long)s,
+				 (unsigned long)(s + len), strerror(-r),
+				 r == -EFAULT ? " (read-only or PROT_NONE memory, or a shared file "
+						"mapping: io_uring pins writable anonymous or shmem memory only)"
+					      : "");
+	}
+	STAT_INC(ctx, pins);
 	return r;
 }
 
@@ -625,7 +671,7 @@ static int attach_monitor(struct odpx_ctx *ctx)
 {
 	int r;
 
-	if (ctx->attached)
+	if (atomic_load_explicit(&ctx->attached, ACQ))
 		return 0;
 	if (atomic_load_explicit(&ctx->monitor_failed, RLX))
 		return -ENOTSUP;
@@ -692,6 +738,16 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			stats_hit(ctx, 1);
 			return 0;
 		}
+		/*
+		 * Still watched, checked atomically with taking c0: a VMA replaced
+		 * after monitor_watch() had its record cut (and its UNMAP logged
+		 * before c0); pinning the new, unwatched VMA must not be cached.
+		 */
+		if (!unsafe && !monitor_covers(s, end)) {
+			pthread_mutex_unlock(&mon.lock);
+			STAT_INC(ctx, miss_retries);
+			continue;
+		}
 		/* merge with what it overlaps, unless that outgrows the cap */
 		for (uint32_t x = first_overlap(ctx, acc, s, end); x != NIL;
 		     x = avl_next(ctx, LD(ctx->root[acc]), e_start(&ctx->ent[x]))) {
@@ -699,7 +755,8 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 				break;
 			uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
 			uintptr_t ns = xs < us ? xs : us, ne = xe > ue ? xe : ue;
-			if (ne - ns <= ctx->lim.max_entry_bytes) {
+			if (ne - ns <= ctx->lim.max_entry_bytes &&
+			    (unsafe || monitor_covers(ns, ne))) {
 				us = ns;
 				ue = ne;
 			}
@@ -709,20 +766,23 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		c0 = mon.inval_count;
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
 		pthread_mutex_unlock(&mon.lock);
-		if (us != s || ue != end)
-			STAT_INC(ctx, merges);
-
 		int64_t idx = reserve(ctx, ue - us);
+		if (idx == -ENOMEM && (us != s || ue != end)) {
+			/* the merged range outgrew the limits: the request alone may fit */
+			us = s;
+			ue = end;
+			idx = reserve(ctx, ue - us);
+		}
 		if (idx < 0)
 			return (int)idx;
+		if (us != s || ue != end)
+			STAT_INC(ctx, merges);
 		if (!unsafe && mon.mode == UFFD_MODE_MISSING)
 			prefault(us, ue);
 		r = pin_entry(ctx, (uint32_t)idx, us, ue - us, acc);
 		if (r < 0) {
 			unreserve(ctx, (uint32_t)idx);
-			return odpx_fail(r, "pinning %#lx-%#lx failed: %s%s",
-					 (unsigned long)us, (unsigned long)ue, strerror(-r),
-					 r == -EFAULT ? " (read-only, PROT_NONE or unpinnable memory)" : "");
+			return r;
 		}
 
 		struct entry *e = &ctx->ent[idx];
@@ -735,6 +795,19 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			unreserve(ctx, (uint32_t)idx);
 			STAT_INC(ctx, miss_retries);
 			continue;
+		}
+		if (!unsafe && monitor_remove_recent(us, ue)) {
+			/* a DONTNEED of this range may not have zapped yet: don't cache */
+			pthread_mutex_unlock(&mon.lock);
+			pthread_mutex_unlock(&ctx->lock);
+			STAT_INC(ctx, direct_racing);
+			STAT_INC(ctx, direct_regs);
+			e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
+			e->access = (uint8_t)acc;
+			ST(e->span, SPAN_MAKE(us, (ue - us) >> PAGE_SHIFT));
+			atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_DEAD, 1), REL);
+			*out = e;
+			return 0;
 		}
 		bool kick = false;
 		seq_begin(ctx);
@@ -751,7 +824,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		ST(e->last_use, LD(ctx->clock));
 		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_ALIVE, 1), REL);
 		index_insert(ctx, (uint32_t)idx, acc);
-		monitor_watch_ref(us, +1);
+		monitor_watch_ref(us, ue, +1);
 		seq_end(ctx);
 		pthread_mutex_unlock(&mon.lock);
 		lru_link_head(ctx, (uint32_t)idx);
@@ -830,11 +903,12 @@ unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e,
 	return n;
 }
 
+/* Live entries overlapping [s, e), not only those starting there (monitor). */
 void cache_count_live(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e, uint64_t *n)
 {
 	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
 		uint32_t root = LD(ctx->root[acc]);
-		for (uint32_t x = avl_next(ctx, root, s - 1); x != NIL && e_start(&ctx->ent[x]) < e;
+		for (uint32_t x = first_overlap(ctx, acc, s, e); x != NIL && e_start(&ctx->ent[x]) < e;
 		     x = avl_next(ctx, root, e_start(&ctx->ent[x])))
 			(*n)++;
 	}

@@ -162,13 +162,13 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->eng_lock, NULL);
-	ctx->shards = aligned_alloc(64, sizeof(struct stat_shard) * (STAT_SHARDS + 1));
 	ctx->pq = aligned_alloc(64, sizeof(struct prefetch_cell) * PREFETCH_QLEN);
-	if (!ctx->shards || !ctx->pq) {
+	if (!ctx->pq) {
 		r = -ENOMEM;
 		goto out_free;
 	}
-	memset(ctx->shards, 0, sizeof(struct stat_shard) * (STAT_SHARDS + 1));
+	if ((r = stats_region_open(ctx)) < 0)
+		goto out_free;
 	for (uint64_t i = 0; i < PREFETCH_QLEN; i++)
 		atomic_init(&ctx->pq[i].seq, i);
 	if ((r = cache_init(ctx)) < 0)
@@ -178,7 +178,8 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if (a.mode == ODPX_MODE_DIRECT)
 		snprintf(ctx->reason, sizeof(ctx->reason),
 			 "direct forced (%s): register and deregister per request",
-			 attr && (attr->comp_mask & ODPX_ATTR_MODE) ? "attributes" : "ODPX_MODE");
+			 attr && (attr->comp_mask & ODPX_ATTR_MODE) && attr->mode != ODPX_MODE_AUTO
+				 ? "attributes" : "ODPX_MODE");
 	else if (a.flags & ODPX_OPEN_UNSAFE_NO_MONITOR)
 		snprintf(ctx->reason, sizeof(ctx->reason),
 			 "pin WITHOUT invalidation (ODPX_OPEN_UNSAFE_NO_MONITOR, test only)");
@@ -192,7 +193,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 out_cache:
 	cache_fini(ctx);
 out_free:
-	free(ctx->shards);
+	stats_region_close(ctx);
 	free(ctx->pq);
 	free(ctx);
 	return odpx_fail(r, "odpx_open: %s", strerror(-r));
@@ -241,7 +242,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	cache_fini(ctx);
 	ctx->be->close(ctx);
 out_free:
-	free(ctx->shards);
+	stats_region_close(ctx);
 	free(ctx->pq);
 	free(ctx);
 	return 0;
@@ -352,7 +353,8 @@ ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint
 
 	if (unlikely((r = check_ctx(ctx)) < 0))
 		return r;
-	if (unlikely(!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr))
+	if (unlikely(!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr ||
+		     (uintptr_t)addr + len > UINTPTR_MAX - PAGE_SIZE))
 		return odpx_fail(-EINVAL, "bad prefetch range");
 	if (unlikely(flags & ~(uint32_t)(ODPX_PREFETCH_RESERVED - 1)))
 		return odpx_fail(-EINVAL, "unknown prefetch flags %#x", flags);

@@ -45,6 +45,7 @@ struct engine {
 	struct __kernel_timespec tick;
 	struct pf_range recent[RECENT];
 	uint64_t recent_ns[RECENT];
+	uint32_t recent_seq[RECENT];	/* ctx->seq after the range was served */
 	unsigned recent_next;
 };
 
@@ -178,15 +179,32 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n)
 	return out;
 }
 
-static bool recently_done(struct engine *e, const struct pf_range *r, uint64_t now)
+/*
+ * A repeat of a range served within RECENT_NS, while the context's index has
+ * not changed since (an entry pre-pinned then may have been invalidated or
+ * evicted: the seqcount moves with every such change).
+ */
+static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r,
+			  uint64_t now)
 {
+	uint32_t seq = atomic_load_explicit(&ctx->seq, memory_order_acquire);
+
 	for (unsigned i = 0; i < RECENT; i++) {
 		const struct pf_range *p = &e->recent[i];
-		if (now - e->recent_ns[i] < RECENT_NS && p->start <= r->start && r->end <= p->end &&
+		if (e->recent_seq[i] == seq && !(seq & 1) && now - e->recent_ns[i] < RECENT_NS &&
+		    p->start <= r->start && r->end <= p->end &&
 		    merge_flags(p->flags, r->flags) == p->flags)
 			return true;
 	}
 	return false;
+}
+
+static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r, uint64_t now)
+{
+	e->recent[e->recent_next] = *r;
+	e->recent_ns[e->recent_next] = now;
+	e->recent_seq[e->recent_next] = atomic_load_explicit(&ctx->seq, memory_order_acquire);
+	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
 static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
@@ -203,15 +221,14 @@ static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	STAT_ADD(ctx, prefetch_merged, n - m);
 	now = now_ns();
 	for (size_t i = 0; i < m; i++) {
-		if (recently_done(e, &r[i], now)) {
+		if (recently_done(ctx, e, &r[i], now)) {
 			STAT_INC(ctx, prefetch_merged);
 			continue;
 		}
-		e->recent[e->recent_next] = r[i];
-		e->recent_ns[e->recent_next] = now;
-		e->recent_next = (e->recent_next + 1) % RECENT;
-		if (ctx->mode != ODPX_MODE_PIN)
+		if (ctx->mode != ODPX_MODE_PIN) {
+			remember(ctx, e, &r[i], now);
 			continue;
+		}
 		/* pin mode: pre-pin into the cache, leave it as an unused entry */
 		struct entry *en;
 		int rc = cache_reg(ctx, r[i].start, r[i].end - r[i].start,
@@ -219,6 +236,7 @@ static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 		if (rc == 0) {
 			cache_dereg(ctx, en);
 			STAT_INC(ctx, prefetch_issued);
+			remember(ctx, e, &r[i], now);	/* failures are not repeats */
 		} else {
 			STAT_INC(ctx, prefetch_failed);
 		}

@@ -113,12 +113,12 @@ struct cold_stats {
 		enomem_retries, merges, superseded, miss_retries, repins,
 		inval_unmap, inval_remove, inval_remap, inval_entries,
 		inval_bytes, dead_unpinned, direct_regs, direct_shared,
-		direct_unwatchable, direct_budget, direct_no_monitor,
+		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
 		prefetch_merged, prefetch_dropped, prefetch_issued,
 		prefetch_failed, engine_wakeups, engine_ticks;
 };
-#define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs.f, 1, memory_order_relaxed)
-#define STAT_ADD(ctx, f, n) atomic_fetch_add_explicit(&(ctx)->cs.f, (n), memory_order_relaxed)
+#define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
+#define STAT_ADD(ctx, f, n) atomic_fetch_add_explicit(&(ctx)->cs->f, (n), memory_order_relaxed)
 
 struct prefetch_cell {
 	_Atomic uint64_t seq;
@@ -168,11 +168,13 @@ struct odpx_ctx {
 	_Atomic uint32_t dead_head ALIGNED_LINE;
 
 	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
-	struct cold_stats cs;
+	struct cold_stats *cs;
+	void *stats_region;		/* holds shards and cs (stats.c) */
+	size_t stats_region_bytes;
 
 	/* monitor membership (mon.lock) */
 	struct odpx_ctx *mon_next;
-	bool attached;
+	_Atomic bool attached;		/* written under mon.lock */
 	_Atomic bool monitor_failed;
 
 	/* engine */
@@ -210,7 +212,10 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 	return (uint32_t)(e - ctx->ent);
 }
 
-/* stats.c */
+/* stats.c: the region that holds the counters, so it can be published */
+int stats_region_open(struct odpx_ctx *ctx);
+void stats_region_close(struct odpx_ctx *ctx);
+void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
 void stats_hit(struct odpx_ctx *ctx, int slow);
 void stats_dereg(struct odpx_ctx *ctx);
 void stats_prefetch(struct odpx_ctx *ctx);

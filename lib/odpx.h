@@ -57,8 +57,10 @@ enum {
  *   max_entries       registrations alive at once (cached + direct):
  *                     4096, at most 16384 on the uring backend (its slots).
  *   max_unused_bytes  bytes of released entries kept as victims: 1/2 of
- *                     max_pinned_bytes.  Trimmed at each miss and on each
- *                     engine tick.
+ *                     max_pinned_bytes.  Trimmed on each engine tick
+ *                     (ODPX_ATTR_TICK), least recently released first;
+ *                     between ticks it may be exceeded, never the two
+ *                     limits above, which every miss enforces.
  *   max_entry_bytes   bytes of one entry; merging never grows an entry
  *                     beyond it: 1 GiB (the uring slot size).
  */
@@ -206,6 +208,7 @@ struct odpx_stats {
 	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY */
 	uint64_t direct_budget;		/* VMA budget exhausted */
 	uint64_t direct_no_monitor;	/* no userfaultfd at all */
+	uint64_t direct_racing;		/* raced an madvise(DONTNEED) of the range */
 	/* prefetch */
 	uint64_t prefetch_queued, prefetch_merged, prefetch_dropped;
 	uint64_t prefetch_issued, prefetch_failed;

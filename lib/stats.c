@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "../uffd/monitor.h"
@@ -49,7 +50,40 @@ void stats_hit(struct odpx_ctx *ctx, int slow)
 void stats_dereg(struct odpx_ctx *ctx) { BUMP(ctx, deregs); }
 void stats_prefetch(struct odpx_ctx *ctx) { BUMP(ctx, prefetch_queued); }
 
-#define C(f) atomic_load_explicit(&ctx->cs.f, memory_order_relaxed)
+#define C(f) atomic_load_explicit(&ctx->cs->f, memory_order_relaxed)
+
+/*
+ * The counters of a context live in one region: the per-thread shards, then
+ * the cold counters.  Kept apart from struct odpx_ctx so that it can be a
+ * shared-memory segment another process (odpstat) reads live.
+ */
+int stats_region_open(struct odpx_ctx *ctx)
+{
+	size_t shards = sizeof(struct stat_shard) * (STAT_SHARDS + 1);
+	size_t bytes = shards + ((sizeof(struct cold_stats) + 63) & ~(size_t)63);
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	ctx->stats_region = p;
+	ctx->stats_region_bytes = bytes;
+	ctx->shards = p;
+	ctx->cs = (struct cold_stats *)((char *)p + shards);
+	return 0;
+}
+
+void stats_region_close(struct odpx_ctx *ctx)
+{
+	if (ctx->stats_region)
+		munmap(ctx->stats_region, ctx->stats_region_bytes);
+	ctx->stats_region = NULL;
+}
+
+/* Gauges for readers of the region; nothing to publish to yet. */
+void stats_gauges_publish(struct odpx_ctx *ctx)
+{
+	(void)ctx;
+}
 
 ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, size_t size)
 {
@@ -57,6 +91,9 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 
 	if (!ctx || !out || size == 0)
 		return odpx_fail(-EINVAL, "odpx_stats_read: NULL argument or zero size");
+	/* a child's copy: another thread of the parent may have held ctx->lock */
+	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
+		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
 	for (int i = 0; i <= STAT_SHARDS; i++) {
 		st.hits += __atomic_load_n(&ctx->shards[i].hits, __ATOMIC_RELAXED);
 		st.hits_slow += __atomic_load_n(&ctx->shards[i].hits_slow, __ATOMIC_RELAXED);
@@ -85,6 +122,7 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	st.direct_unwatchable = C(direct_unwatchable);
 	st.direct_budget = C(direct_budget);
 	st.direct_no_monitor = C(direct_no_monitor);
+	st.direct_racing = C(direct_racing);
 	st.prefetch_merged = C(prefetch_merged);
 	st.prefetch_dropped = C(prefetch_dropped);
 	st.prefetch_issued = C(prefetch_issued);

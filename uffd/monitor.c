@@ -34,6 +34,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/internal.h"
@@ -160,11 +161,42 @@ static void seq_all(void)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-static void log_inval(uintptr_t s, uintptr_t e)
+static uint64_t mono_ns(void)
 {
-	mon.log[mon.inval_count % INVAL_LOG].start = s;
-	mon.log[mon.inval_count % INVAL_LOG].end = e;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void log_inval(uintptr_t s, uintptr_t e, bool remove)
+{
+	typeof(mon.log[0]) *l = &mon.log[mon.inval_count % INVAL_LOG];
+
+	l->start = s;
+	l->end = e;
+	l->remove_ns = remove ? mono_ns() : 0;
+	if (remove)
+		mon.last_remove_ns = l->remove_ns;
 	mon.inval_count++;
+}
+
+bool monitor_remove_recent(uintptr_t s, uintptr_t e)
+{
+	uint64_t now;
+
+	if (!mon.last_remove_ns)
+		return false;
+	now = mono_ns();
+	if (now - mon.last_remove_ns > mon.quarantine_ns)
+		return false;
+	for (uint64_t c = mon.inval_count, n = 0; c > 0 && n < INVAL_LOG; c--, n++) {
+		const typeof(mon.log[0]) *l = &mon.log[(c - 1) % INVAL_LOG];
+		if (l->remove_ns && now - l->remove_ns <= mon.quarantine_ns &&
+		    l->start < e && l->end > s)
+			return true;
+	}
+	return false;
 }
 
 /* ---- watched ranges (mon.lock; a fixed array: no allocation) ---- */
@@ -183,7 +215,8 @@ static unsigned watch_lower(uintptr_t addr)	/* first with end > addr */
 	return lo;
 }
 
-static bool watch_covers(uintptr_t s, uintptr_t e)
+/* [s, e) watched right now (mon.lock) */
+bool monitor_covers(uintptr_t s, uintptr_t e)
 {
 	for (unsigned i = watch_lower(s); i < mon.nw && s < e; i++) {
 		if (mon.w[i].start > s)
@@ -238,11 +271,10 @@ static void watch_cut(uintptr_t s, uintptr_t e)
 	}
 }
 
-void monitor_watch_ref(uintptr_t start, int delta)
+/* Every watched VMA under an entry counts it: none may be reclaimed under it. */
+void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta)
 {
-	unsigned i = watch_lower(start);
-
-	if (i < mon.nw && mon.w[i].start <= start)
+	for (unsigned i = watch_lower(start); i < mon.nw && mon.w[i].start < end; i++)
 		mon.w[i].refs += delta;
 }
 
@@ -280,7 +312,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 	int r = 0;
 
 	pthread_mutex_lock(&mon.lock);
-	bool covered = watch_covers(start, end);
+	bool covered = monitor_covers(start, end);
 	pthread_mutex_unlock(&mon.lock);
 	if (covered)
 		return 0;
@@ -301,7 +333,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			return -EXDEV;
 
 		pthread_mutex_lock(&mon.lock);
-		if (watch_covers(addr, v.end)) {
+		if (monitor_covers(addr, v.end)) {
 			pthread_mutex_unlock(&mon.lock);
 			addr = v.end;
 			continue;
@@ -401,7 +433,7 @@ static void handle(const struct uffd_msg *m)
 	default:
 		return;
 	}
-	log_inval(s, e);
+	log_inval(s, e, m->event == UFFD_EVENT_REMOVE);
 	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
 		apply(c, s, e, m->event);
 	if (m->event != UFFD_EVENT_REMOVE)
@@ -484,6 +516,8 @@ int monitor_attach(struct odpx_ctx *ctx)
 	int r = 0;
 
 	pthread_mutex_lock(&mon.lock);
+	if (atomic_load_explicit(&ctx->attached, memory_order_relaxed))
+		goto out;	/* another thread of this context got here first */
 	if (mon.uffd < 0 && !mon.init_err) {
 		unsigned budget = default_budget();
 		struct watch *w = calloc(budget + 1, sizeof(*w));
@@ -492,9 +526,11 @@ int monitor_attach(struct odpx_ctx *ctx)
 			free(w);
 			mon.init_err = fd;
 		} else {
+			const char *q = getenv("ODPX_REMOVE_QUARANTINE_MS");
 			mon.uffd = fd;
 			mon.w = w;
 			mon.budget = budget;
+			mon.quarantine_ns = (q ? (uint64_t)atoll(q) : 100) * 1000000ULL;
 		}
 	}
 	if (mon.uffd < 0) {
@@ -505,7 +541,7 @@ int monitor_attach(struct odpx_ctx *ctx)
 		goto out;
 	ctx->mon_next = mon.ctxs;
 	mon.ctxs = ctx;
-	ctx->attached = true;
+	atomic_store_explicit(&ctx->attached, true, memory_order_release);
 	mon.users++;
 out:
 	pthread_mutex_unlock(&mon.lock);
@@ -522,7 +558,7 @@ void monitor_detach(struct odpx_ctx *ctx)
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&mon.lock);
-	if (!ctx->attached) {
+	if (!atomic_load_explicit(&ctx->attached, memory_order_relaxed)) {
 		pthread_mutex_unlock(&mon.lock);
 		return;
 	}
@@ -532,7 +568,7 @@ void monitor_detach(struct odpx_ctx *ctx)
 			break;
 		}
 	}
-	ctx->attached = false;
+	atomic_store_explicit(&ctx->attached, false, memory_order_relaxed);
 	stop = --mon.users == 0 && mon.running;
 	if (stop && write(mon.stopfd, &one, sizeof(one)) < 0)
 		stop = false;

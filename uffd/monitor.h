@@ -14,7 +14,7 @@ enum uffd_mode { UFFD_MODE_NONE = 0, UFFD_MODE_WP_ASYNC, UFFD_MODE_WP, UFFD_MODE
 /* A watched range: one VMA as it was when registered with the uffd. */
 struct watch {
 	uintptr_t start, end;
-	uint32_t refs;		/* live cached entries starting inside */
+	uint32_t refs;		/* live cached entries overlapping it */
 };
 
 #define INVAL_LOG 256		/* recent invalidations, for the miss re-check */
@@ -31,6 +31,11 @@ struct watch {
  * @inval_count, @log: a counter and ring of the ranges invalidated, written
  *   under @lock; a miss records the counter before pinning and re-checks the
  *   ring under @lock before inserting (mmu_interval_read_begin/retry).
+ * @last_remove_ns, @quarantine_ns: REMOVE (MADV_DONTNEED/FREE/REMOVE) is
+ *   queued before the pages are zapped, and nothing tells when the zap ends:
+ *   a pin taken between our read and the zap holds the discarded pages.  A
+ *   miss overlapping a REMOVE read less than @quarantine_ns ago is therefore
+ *   served direct, never cached (counted as direct_racing).
  * @w, @nw: watched ranges sorted by start (@lock); @budget bounds @nw.
  * @users: contexts attached; the reader runs while it is non-zero.
  */
@@ -46,7 +51,8 @@ struct monitor {
 	struct odpx_ctx *ctxs;
 	unsigned users;
 	uint64_t inval_count;
-	struct { uintptr_t start, end; } log[INVAL_LOG];
+	struct { uintptr_t start, end; uint64_t remove_ns; } log[INVAL_LOG];
+	uint64_t last_remove_ns, quarantine_ns;
 	struct watch *w;
 	unsigned nw, budget;
 	uint64_t regs, unregs;
@@ -67,8 +73,10 @@ void monitor_detach(struct odpx_ctx *ctx);
 int monitor_watch(uintptr_t start, uintptr_t end);
 /* Under mon.lock. */
 bool monitor_inval_since(uint64_t c0, uintptr_t start, uintptr_t end);
+bool monitor_covers(uintptr_t start, uintptr_t end);
+bool monitor_remove_recent(uintptr_t start, uintptr_t end);
 bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
-void monitor_watch_ref(uintptr_t start, int delta);
+void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta);
 /* Child side of fork: forget everything, close the inherited uffd. */
 void monitor_atfork_child(void);
 const char *uffd_mode_str(enum uffd_mode m);

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cache-hit.c - the hit path of the pin cache.
+ *
+ *   W1  odpx_reg + odpx_dereg of the same 64 KiB range, over and over.
+ *   W2  the same among many cached buffers taken in uniformly random order:
+ *       10,000 of 64 KiB and 100,000 of 4 KiB.  Reported as W2/W1.
+ *   W5  two threads doing W1 on their own buffers, (a) sharing one context,
+ *       (b) each with its own; throughput relative to one thread's W1.
+ *
+ * Each runs on the null backend (pins nothing: the cache alone) and on the
+ * uring backend (real pins).  The uring backend has 16384 slots and the run
+ * pins at most --pin-budget bytes (default RLIMIT_MEMLOCK), so its W2 sets
+ * are cut to what fits; the label's n says how many buffers there were.
+ *
+ * W1 and W2 share one loop: the buffer of each iteration comes from an index
+ * array (all zeros for W1), so the ratio compares lookups, not loop shapes.
+ */
+#include <pthread.h>
+#include <sched.h>
+
+#include "bench.h"
+
+#define ORDER (1U << 20)	/* length of the random index sequence */
+#define W1_BYTES (64 * KiB)
+
+struct hitset {
+	struct odpx_ctx *ctx;
+	char *base;		/* n buffers of @bytes, back to back */
+	size_t n, bytes;
+	const uint32_t *order;
+	uint64_t pos;
+};
+
+static struct bench_opts o;
+static uint32_t *zeros, *random_order;
+
+static void reg_dereg(struct odpx_ctx *ctx, void *a, size_t len)
+{
+	struct odpx_mr *mr;
+	int r = odpx_reg(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, &mr);
+
+	if (unlikely(r))
+		DIE("odpx_reg %p+%zu: %s (%s)", a, len, strerror(-r), odpx_last_reason());
+	if (unlikely(odpx_dereg(ctx, mr)))
+		DIE("odpx_dereg: %s", odpx_last_reason());
+}
+
+/* K get+release pairs; returns ns per pair. */
+static double batch(struct hitset *h, uint64_t k)
+{
+	char *base = h->base;
+	size_t bytes = h->bytes;
+	uint64_t p = h->pos, t0 = now_ns();
+
+	for (uint64_t i = 0; i < k; i++)
+		reg_dereg(h->ctx, base + (size_t)h->order[p++ & (ORDER - 1)] * bytes, bytes);
+	h->pos = p;
+	return (double)(now_ns() - t0) / (double)k;
+}
+
+/* Fill the cache with every buffer (misses), then one untimed pass. */
+static void warm(struct hitset *h, uint64_t k)
+{
+	for (size_t i = 0; i < h->n; i++)
+		reg_dereg(h->ctx, h->base + i * h->bytes, h->bytes);
+	batch(h, k);
+}
+
+/* R batches; *misses during them, *share = thread CPU time / wall time */
+static struct summary measure(struct hitset *h, uint64_t k, unsigned reps, uint64_t *misses,
+			      double *share)
+{
+	double *v = calloc(reps, sizeof(*v));
+	uint64_t m0 = stats_of(h->ctx).misses, c0 = thread_cpu_ns(), t0 = now_ns();
+	struct summary s;
+
+	for (unsigned r = 0; r < reps; r++)
+		v[r] = batch(h, k);
+	*share = (double)(thread_cpu_ns() - c0) / (double)(now_ns() - t0);
+	*misses = stats_of(h->ctx).misses - m0;
+	s = summarize(v, reps, k);
+	free(v);
+	return s;
+}
+
+/* How many buffers of @bytes a uring context may keep pinned. */
+static size_t fit(const char *backend, size_t n, size_t bytes)
+{
+	size_t cap;
+
+	if (strcmp(backend, "uring"))
+		return n;
+	cap = o.pin_budget / 2 / bytes;	/* half: room for what is dying */
+	if (cap > URING_SLOTS - 64)
+		cap = URING_SLOTS - 64;
+	return n < cap ? n : cap;
+}
+
+/* max_pinned_bytes: the budget for real pins; the null backend pins nothing */
+static uint64_t ctx_budget(const char *backend)
+{
+	return strcmp(backend, "uring") ? (uint64_t)1 << 40 : o.pin_budget;
+}
+
+/* A fresh uniform sequence of buffer indices below @n. */
+static void shuffle_order(size_t n)
+{
+	for (uint32_t i = 0; i < ORDER; i++)
+		random_order[i] = (uint32_t)(((unsigned __int128)rnd(&o.seed) * n) >> 64);
+}
+
+/* W1 then W2 on one backend; returns W1's median for W5. */
+static double hits(const char *backend)
+{
+	static const struct { size_t n, bytes; } w2[] = {
+		{ 10000, 64 * KiB }, { 100000, 4 * KiB },
+	};
+	uint64_t k1 = o.quick ? 50000 : 100000, k2 = o.quick ? 100000 : 1000000;
+	unsigned r1 = o.quick ? 30 : 100, r2 = o.quick ? 20 : 30;
+	struct odpx_ctx *ctx = open_ctx(backend, 64, ctx_budget(backend));
+	struct hitset h = { ctx, map_anon(W1_BYTES, true), 1, W1_BYTES, zeros, 0 };
+	const char *mode = mode_of(ctx);
+	uint64_t misses;
+	double share;
+	char sz[32], cas[64];
+
+	warm(&h, k1);
+	struct summary s1 = measure(&h, k1, r1, &misses, &share);
+	kv_time("W1", "hit-64KiB", backend, mode, 1, W1_BYTES, &s1,
+		"misses=%lu cpu_share=%.2f target=<=20 met=%s", (unsigned long)misses, share,
+		met(s1.median, '<', 20));
+	odpx_close(ctx);
+	munmap(h.base, W1_BYTES);
+	if (!selected(&o, "W2"))
+		return s1.median;
+
+	for (size_t i = 0; i < sizeof(w2) / sizeof(w2[0]); i++) {
+		size_t n = fit(backend, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
+
+		snprintf(cas, sizeof(cas), "%zux%s", n, size_str(bytes, sz, sizeof(sz)));
+		shuffle_order(n);
+		ctx = open_ctx(backend, n + 64, ctx_budget(backend));
+		h = (struct hitset){ ctx, map_anon(n * bytes, !strcmp(backend, "uring")), n, bytes,
+				     random_order, 0 };
+		warm(&h, k2);
+		uint64_t entries = stats_of(ctx).entries;
+		struct summary s2 = measure(&h, k2, r2, &misses, &share);
+		kv_time("W2", cas, backend, mode, n, bytes, &s2,
+			"entries=%lu misses=%lu cpu_share=%.2f%s",
+			(unsigned long)entries, (unsigned long)misses, share,
+			n < w2[i].n ? " cut_by=pin-budget" : "");
+		kv_ratio("W2/W1", cas, backend, mode, "W2_median/W1_median", s2.median, s1.median,
+			 '<', 1.5, "n=%zu", n);
+		odpx_close(ctx);
+		munmap(h.base, n * bytes);
+	}
+	return s1.median;
+}
+
+/* ---- W5: two threads ---- */
+
+struct worker {
+	struct hitset h;
+	uint64_t k, t0, t1, cpu_ns;	/* cpu_ns: thread CPU time of the batch */
+	int cpu;
+	pthread_barrier_t *bar;
+	unsigned reps;
+};
+
+static void pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	pin_cpu(w->cpu);
+	for (unsigned r = 0; r < w->reps; r++) {
+		pthread_barrier_wait(w->bar);
+		uint64_t c0 = thread_cpu_ns();
+		w->t0 = now_ns();
+		batch(&w->h, w->k);
+		w->t1 = now_ns();
+		w->cpu_ns = thread_cpu_ns() - c0;
+		pthread_barrier_wait(w->bar);
+	}
+	return NULL;
+}
+
+static void two_threads(const char *backend, bool shared, double w1_ns)
+{
+	uint64_t k = o.quick ? 200000 : 1000000;
+	unsigned reps = o.quick ? 20 : 30;
+	struct worker w[2];
+	struct odpx_ctx *ctx[2];
+	pthread_barrier_t bar;
+	pthread_t thr;
+	cpu_set_t saved;
+	double *v = calloc(reps, sizeof(*v)), *share = calloc(reps, sizeof(*share));
+	char *buf = map_anon(4 * W1_BYTES, true);
+	const char *cas = shared ? "shared-ctx" : "own-ctx";
+
+	ctx[0] = open_ctx(backend, 64, ctx_budget(backend));
+	ctx[1] = shared ? ctx[0] : open_ctx(backend, 64, ctx_budget(backend));
+	pthread_barrier_init(&bar, NULL, 2);
+	for (int i = 0; i < 2; i++) {
+		/* buffers 128 KiB apart: distinct entries, no merging */
+		w[i] = (struct worker){
+			.h = { ctx[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, zeros, 0 },
+			.k = k, .cpu = bench_env.ncpu >= 2 ? i : -1, .bar = &bar, .reps = reps,
+		};
+		warm(&w[i].h, k / 10);
+	}
+	pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
+	if (pthread_create(&thr, NULL, worker_main, &w[1]))
+		DIE("pthread_create");
+	pin_cpu(w[0].cpu);
+	for (unsigned r = 0; r < reps; r++) {
+		pthread_barrier_wait(&bar);
+		uint64_t c0 = thread_cpu_ns();
+		w[0].t0 = now_ns();
+		batch(&w[0].h, k);
+		w[0].t1 = now_ns();
+		w[0].cpu_ns = thread_cpu_ns() - c0;
+		pthread_barrier_wait(&bar);
+		uint64_t t0 = w[0].t0 < w[1].t0 ? w[0].t0 : w[1].t0;
+		uint64_t t1 = w[0].t1 > w[1].t1 ? w[0].t1 : w[1].t1;
+		v[r] = (double)(t1 - t0) / (double)(2 * k);	/* ns per pair, both threads */
+		share[r] = (double)(w[0].cpu_ns + w[1].cpu_ns) / (double)(2 * (t1 - t0));
+	}
+	pthread_join(thr, NULL);
+	pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	struct summary s = summarize(v, reps, 2 * k);
+	const char *mode = mode_of(ctx[0]);
+	kv_time("W5", cas, backend, mode, 2, W1_BYTES, &s,
+		"threads=2 pinned_cpus=%s cpu_share=%.2f", w[0].cpu >= 0 ? "0,1" : "no",
+		summarize(share, reps, 1).median);
+	kv_ratio("W5/W1", cas, backend, mode, "throughput_2threads/throughput_W1", w1_ns, s.median,
+		 shared ? '>' : 0, 1.8, "");
+	odpx_close(ctx[0]);
+	if (!shared)
+		odpx_close(ctx[1]);
+	pthread_barrier_destroy(&bar);
+	munmap(buf, 4 * W1_BYTES);
+	free(v);
+	free(share);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const backends[] = { "null", "uring" };
+
+	bench_init(argc, argv, &o, "W1, W2, W5 (W1 always runs: the others are its ratios)");
+	zeros = calloc(ORDER, sizeof(*zeros));
+	random_order = malloc(ORDER * sizeof(*random_order));
+	if (!zeros || !random_order)
+		DIE("out of memory");
+	printf("# cache-hit: W1/W2/W5, %s; pin budget %lu bytes\n", o.quick ? "quick" : "full",
+	       (unsigned long)o.pin_budget);
+	for (size_t b = 0; b < 2; b++) {
+		double w1 = hits(backends[b]);
+
+		if (selected(&o, "W5")) {
+			two_threads(backends[b], true, w1);
+			two_threads(backends[b], false, w1);
+		}
+	}
+	return 0;
+}

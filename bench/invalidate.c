@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: MIT
+/*
+ * invalidate.c - W4: what munmap() costs once odpx is in the process.
+ *
+ *   without  munmap with no context open: before the first odpx_open, and in
+ *            every later round after odpx_close() has stopped the monitor
+ *            and closed the userfaultfd.
+ *   plain    a context open, its monitor running, munmap of a mapping odpx
+ *            never saw (not watched): the kernel has nothing to report, so
+ *            this should cost what "without" costs.
+ *   cached   munmap of a range registered, cached and released: the kernel
+ *            holds the caller until the monitor thread has read() the UNMAP
+ *            event, so this costs a round trip to that thread.
+ *   wakeup   this machine's cross-thread wake-up latency: eventfd ping-pong
+ *            between two blocked threads, half the round trip.
+ * and three diagnostics that split the differences:
+ *   threads  "without" plus two idle threads, as odpx's engine and monitor
+ *            are: what any multi-threaded process pays (TLB shootdown).
+ *   watched  a context open, munmap of a VMA the monitor watches but that
+ *            holds no entry (monitor_watch() called directly): the
+ *            userfaultfd round trip alone, no entry to kill, no unpin.
+ *   held     "cached" but still held at munmap (released after, untimed):
+ *            the entry dies with a reference, so the engine is not woken
+ *            to unpin during the timed loop.
+ *
+ * All are interleaved round by round (each round opens and closes a
+ * context), so drift and noise fall on all of them alike.  Each mapping has
+ * a PROT_NONE guard after it so it never merges with a neighbour, and is
+ * written before the munmap, so there are pages to free.  Only the munmap
+ * loop is timed: K munmaps per sample.  Thread placement is explicit (see
+ * settle()): a wake-up across CPUs costs several times one on the same CPU,
+ * and the ratio means something only if both sides cross alike.  --quick
+ * runs 64 KiB across CPUs; a full run adds 4 KiB, same-CPU and the
+ * scheduler's own placement.
+ */
+#include <pthread.h>
+#include <sys/eventfd.h>
+
+#include "bench.h"
+#include "../uffd/monitor.h"	/* monitor_watch(): the "watched" diagnostic */
+
+static struct bench_opts o;
+
+#define MAX_K 64
+
+/*
+ * K mappings, each followed by a PROT_NONE guard of its size so that it
+ * never merges with a neighbour: [rw][none][rw][none]...  Each is placed by
+ * the kernel (no MAP_FIXED: other threads map memory meanwhile).
+ */
+struct slots {
+	char *p[MAX_K];
+	size_t bytes;
+	unsigned k;
+};
+
+static void map_slots(struct slots *s)
+{
+	for (unsigned i = 0; i < s->k; i++) {
+		char *p = mmap(NULL, 2 * s->bytes, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED || mprotect(p + s->bytes, s->bytes, PROT_NONE))
+			DIE("mmap/mprotect: %s", strerror(errno));
+		memset(p, 0x33, s->bytes);
+		s->p[i] = p;
+	}
+}
+
+/* ns per munmap over the K mappings; then the guards go, untimed */
+static double unmap_slots(struct slots *s)
+{
+	uint64_t t0 = now_ns(), t1;
+
+	for (unsigned i = 0; i < s->k; i++)
+		if (munmap(s->p[i], s->bytes))
+			DIE("munmap: %s", strerror(errno));
+	t1 = now_ns();
+	for (unsigned i = 0; i < s->k; i++)
+		munmap(s->p[i] + s->bytes, s->bytes);
+	return (double)(t1 - t0) / s->k;
+}
+
+static void settle(void);
+
+/* ---- wake-up latency ---- */
+
+struct pingpong {
+	int ping, pong;
+	unsigned n;
+};
+
+static void *pong_main(void *arg)
+{
+	struct pingpong *pp = arg;
+	uint64_t v;
+
+	for (unsigned i = 0; i < pp->n; i++) {
+		if (read(pp->ping, &v, sizeof(v)) != sizeof(v))
+			DIE("read eventfd");
+		v = 1;
+		if (write(pp->pong, &v, sizeof(v)) != sizeof(v))
+			DIE("write eventfd");
+	}
+	return NULL;
+}
+
+/* ns per one-way wake-up: half of n blocking round trips */
+static double wakeup(unsigned n)
+{
+	struct pingpong pp = { eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC), n + 8 };
+	pthread_t thr;
+	uint64_t v = 1, t0 = 0;
+
+	if (pp.ping < 0 || pp.pong < 0 || pthread_create(&thr, NULL, pong_main, &pp))
+		DIE("eventfd/pthread_create: %s", strerror(errno));
+	settle();
+	for (unsigned i = 0; i < n + 8; i++) {
+		if (i == 8)	/* warm: both threads have run once */
+			t0 = now_ns();
+		v = 1;
+		if (write(pp.ping, &v, sizeof(v)) != sizeof(v) ||
+		    read(pp.pong, &v, sizeof(v)) != sizeof(v))
+			DIE("ping-pong: %s", strerror(errno));
+	}
+	double ns = (double)(now_ns() - t0) / n / 2;
+	pthread_join(thr, NULL);
+	close(pp.ping);
+	close(pp.pong);
+	return ns;
+}
+
+/* ---- idle threads ---- */
+
+struct idlers {
+	int efd;
+	pthread_t thr[2];
+};
+
+static void *idle_main(void *arg)
+{
+	uint64_t v;
+
+	return read(*(int *)arg, &v, sizeof(v)) < 0 ? NULL : NULL;
+}
+
+static void idlers_start(struct idlers *d)
+{
+	d->efd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	for (int i = 0; i < 2; i++)
+		if (d->efd < 0 || pthread_create(&d->thr[i], NULL, idle_main, &d->efd))
+			DIE("idle threads: %s", strerror(errno));
+	settle();
+	usleep(1000);	/* let them reach their read() */
+}
+
+static void idlers_stop(struct idlers *d)
+{
+	uint64_t v = 2;
+
+	if (write(d->efd, &v, sizeof(v)) != sizeof(v))
+		DIE("eventfd write");
+	for (int i = 0; i < 2; i++)
+		pthread_join(d->thr[i], NULL);
+	close(d->efd);
+}
+
+/* ---- the rounds ---- */
+
+enum { WITHOUT, PLAIN, CACHED, WAKEUP, THREADS, WATCHED, HELD, NPHASE };
+
+static const char *const phase_name[NPHASE] = {
+	"without", "plain", "cached", "wakeup", "without+2threads", "watched-no-entry",
+	"cached-held",
+};
+
+/*
+ * Where threads run: PL_SCHED leaves it to the scheduler; otherwise this
+ * thread is on CPU 0 and every other one (monitor, engine, ping-pong
+ * partner, idle threads) on CPU 1 (PL_CROSS) or CPU 0 too (PL_SAME), so the
+ * munmap round trip and the wake-up it is compared with cross the same way.
+ */
+enum { PL_SCHED = -1, PL_SAME = 0, PL_CROSS = 1 };
+static int placement;
+
+static void settle(void)
+{
+	if (placement != PL_SCHED)
+		place(placement);
+}
+
+struct round_stats {
+	uint64_t events[NPHASE], engine_wakeups[NPHASE];
+};
+
+static double timed(struct odpx_ctx *ctx, struct slots *s, int p, struct round_stats *rs)
+{
+	struct odpx_stats a = stats_of(ctx), b;
+	double ns = unmap_slots(s);
+
+	b = stats_of(ctx);
+	rs->events[p] += b.inval_unmap - a.inval_unmap;
+	rs->engine_wakeups[p] += b.engine_wakeups - a.engine_wakeups;
+	return ns;
+}
+
+/* One round: every phase once, in a fixed order. */
+static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v[NPHASE],
+		       unsigned r, struct round_stats *rs, const char **mode)
+{
+	size_t bytes = s->bytes;
+	struct odpx_mr *mr, *held[MAX_K];
+	struct odpx_ctx *ctx;
+	struct idlers idle;
+
+	settle();
+	map_slots(s);
+	v[WITHOUT][r] = unmap_slots(s);
+	v[WAKEUP][r] = wakeup(wake_n);
+	idlers_start(&idle);
+	map_slots(s);
+	v[THREADS][r] = unmap_slots(s);
+	idlers_stop(&idle);
+
+	ctx = open_ctx("uring", 256, o.pin_budget);
+	*mode = mode_of(ctx);
+	/* the first miss attaches the monitor and starts the engine */
+	CHECK_ODPX(odpx_reg(ctx, anchor, 64 * KiB, ODPX_ACCESS_LOCAL_WRITE, &mr));
+	odpx_dereg(ctx, mr);
+	settle();
+	usleep(1000);	/* as for the idle threads: let the new threads go to sleep */
+
+	map_slots(s);
+	v[PLAIN][r] = timed(ctx, s, PLAIN, rs);
+
+	map_slots(s);
+	for (unsigned i = 0; i < s->k; i++) {
+		CHECK_ODPX(odpx_reg(ctx, s->p[i], bytes, ODPX_ACCESS_LOCAL_WRITE, &mr));
+		odpx_dereg(ctx, mr);
+	}
+	v[CACHED][r] = timed(ctx, s, CACHED, rs);
+
+	map_slots(s);
+	for (unsigned i = 0; i < s->k; i++)
+		if (monitor_watch((uintptr_t)s->p[i], (uintptr_t)s->p[i] + bytes))
+			DIE("monitor_watch failed");
+	v[WATCHED][r] = timed(ctx, s, WATCHED, rs);
+
+	map_slots(s);
+	for (unsigned i = 0; i < s->k; i++)
+		CHECK_ODPX(odpx_reg(ctx, s->p[i], bytes, ODPX_ACCESS_LOCAL_WRITE, &held[i]));
+	v[HELD][r] = timed(ctx, s, HELD, rs);
+	for (unsigned i = 0; i < s->k; i++)
+		odpx_dereg(ctx, held[i]);
+	odpx_close(ctx);
+}
+
+static void w4(size_t bytes, int pl)
+{
+	static const char *const pl_name[] = { "same-cpu", "cross-cpu" };
+	unsigned k = o.quick ? 16 : 32, rounds = o.quick ? 20 : 60, wake_n = o.quick ? 200 : 1000;
+	struct slots s = { .bytes = bytes, .k = k };
+	char *anchor = map_anon(64 * KiB, true);
+	struct round_stats rs = { 0 };
+	struct summary sm[NPHASE];
+	const char *mode = "?", *where = pl == PL_SCHED ? "scheduler" : pl_name[pl];
+	double *v[NPHASE];
+	char sz[32], cas[64], sfx[16];
+
+	placement = pl;
+	for (int p = 0; p < NPHASE; p++)
+		v[p] = calloc(rounds, sizeof(double));
+	for (unsigned r = 0; r < rounds; r++)
+		round_once(&s, anchor, wake_n, v, r, &rs, &mode);
+	place(-1);
+
+	size_str(bytes, sz, sizeof(sz));
+	snprintf(sfx, sizeof(sfx), "%s%s", pl == PL_CROSS ? "" : "-",
+		 pl == PL_CROSS ? "" : pl == PL_SAME ? "same-cpu" : "sched");
+	for (int p = 0; p < NPHASE; p++) {
+		bool odpx = p != WITHOUT && p != THREADS && p != WAKEUP;
+		sm[p] = summarize(v[p], rounds, p == WAKEUP ? wake_n : k);
+		snprintf(cas, sizeof(cas), "%s-%s%s", phase_name[p], p == WAKEUP ? "eventfd" : sz,
+			 sfx);
+		kv_time("W4", cas, odpx ? "uring" : "none", odpx ? mode : "none",
+			p == WAKEUP ? 2 : k, p == WAKEUP ? 0 : bytes, &sm[p],
+			"what=%s placement=%s uffd_unmap_events=%lu engine_wakeups=%lu",
+			p == WAKEUP ? "half_round_trip" : "munmap", where,
+			(unsigned long)rs.events[p], (unsigned long)rs.engine_wakeups[p]);
+	}
+	snprintf(cas, sizeof(cas), "unregistered-%s%s", sz, sfx);
+	kv_ratio("W4", cas, "uring", mode, "munmap_plain_with_odpx/munmap_without_odpx",
+		 sm[PLAIN].median, sm[WITHOUT].median, '<', 1.02,
+		 "plain_over_without+2threads=%.3f placement=%s",
+		 sm[PLAIN].median / sm[THREADS].median, where);
+	snprintf(cas, sizeof(cas), "cached-%s%s", sz, sfx);
+	kv_ratio("W4", cas, "uring", mode, "munmap_cached/wakeup", sm[CACHED].median,
+		 sm[WAKEUP].median, '<', 1.5, "cached_minus_without_over_wakeup=%.2f"
+		 " watched_over_wakeup=%.2f held_over_wakeup=%.2f placement=%s",
+		 (sm[CACHED].median - sm[WITHOUT].median) / sm[WAKEUP].median,
+		 sm[WATCHED].median / sm[WAKEUP].median, sm[HELD].median / sm[WAKEUP].median,
+		 where);
+	munmap(anchor, 64 * KiB);
+	for (int p = 0; p < NPHASE; p++)
+		free(v[p]);
+}
+
+int main(int argc, char **argv)
+{
+	bench_init(argc, argv, &o, "W4");
+	printf("# invalidate: W4, %s\n", o.quick ? "quick" : "full");
+	if (!selected(&o, "W4"))
+		return 0;
+	w4(64 * KiB, PL_CROSS);
+	if (o.quick)
+		return 0;
+	w4(4 * KiB, PL_CROSS);
+	w4(64 * KiB, PL_SAME);
+	w4(64 * KiB, PL_SCHED);
+	return 0;
+}

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * prefetch.c - PF: the cost of one odpx_prefetch() with the engine running,
+ * and whether an enqueue makes a system call.
+ *
+ * odpx_prefetch() pushes on a lock-free ring and rings the engine's eventfd
+ * only when the engine sleeps (engine.c, "Doorbell protocol").  Each ring
+ * shows up as one engine wake-up that is not a tick, so
+ *   doorbells = delta(engine_wakeups) - delta(engine_ticks)
+ * counts the system calls made by enqueuers (an upper bound: a wake-up can
+ * also come from a dead entry pushed by a dereg or the monitor, and none
+ * happen here).
+ *
+ *   batch   256 hints (a quarter of the queue) over 16 cached 64 KiB
+ *           ranges, timed; then wait, untimed, until the engine has drained
+ *           the queue.  Every hint is accepted; the engine is running (it
+ *           may doze between batches, so the first hint of a batch can ring
+ *           it: that write() is included).  Target <= 50 ns.  Three
+ *           placements: as the scheduler likes, the engine and monitor on
+ *           the other CPU, and everything on one CPU (where each doorbell
+ *           can hand the CPU to the engine).
+ *   burst   back-to-back hints, K per sample: faster than the engine drains,
+ *           so the queue fills and hints are dropped (-EAGAIN, counted); the
+ *           time per call mixes accepted and refused hints.
+ *   paced   one hint every ~5 us, so the engine drains the queue and sleeps
+ *           between hints: each hint then pays the doorbell write().  Timed
+ *           call by call, minus the clock's own cost.
+ */
+#include "bench.h"
+
+#define RANGES 16
+#define RANGE_BYTES (64 * KiB)
+
+static struct bench_opts o;
+
+struct pf_count {
+	uint64_t queued, dropped;
+};
+
+static inline void hint(struct odpx_ctx *ctx, char *base, uint64_t i, struct pf_count *c)
+{
+	int r = odpx_prefetch(ctx, base + (i % RANGES) * 2 * RANGE_BYTES, RANGE_BYTES, 0);
+
+	if (likely(r == 0))
+		c->queued++;
+	else if (r == -EAGAIN)
+		c->dropped++;
+	else
+		DIE("odpx_prefetch: %s (%s)", strerror(-r), odpx_last_reason());
+}
+
+static double burst(struct odpx_ctx *ctx, char *base, uint64_t k, struct pf_count *c)
+{
+	uint64_t t0 = now_ns();
+
+	for (uint64_t i = 0; i < k; i++)
+		hint(ctx, base, i, c);
+	return (double)(now_ns() - t0) / (double)k;
+}
+
+/*
+ * Wait until the engine has taken every queued hint (bounded: 1 s).  Sleep,
+ * do not spin: on a shared CPU a spinning waiter would starve the engine and
+ * skew the scheduler's view of both threads for the next timed batch.
+ */
+static void drain(struct odpx_ctx *ctx)
+{
+	uint64_t t0 = now_ns();
+
+	while (atomic_load(&ctx->pq_tail) != atomic_load(&ctx->pq_head)) {
+		if (now_ns() - t0 > 1000000000ULL)
+			DIE("the engine took no hint for 1 s");
+		usleep(20);
+	}
+}
+
+/* @k hints in batches of BATCH_HINTS, each timed, then drained untimed. */
+#define BATCH_HINTS 256
+static double batched(struct odpx_ctx *ctx, char *base, uint64_t k, struct pf_count *c)
+{
+	uint64_t ns = 0;
+
+	for (uint64_t done = 0; done < k; done += BATCH_HINTS) {
+		uint64_t t0 = now_ns();
+		for (uint64_t i = 0; i < BATCH_HINTS; i++)
+			hint(ctx, base, done + i, c);
+		ns += now_ns() - t0;
+		drain(ctx);
+	}
+	return (double)ns / (double)(k / BATCH_HINTS * BATCH_HINTS);
+}
+
+/* The cost of the now_ns() pair that brackets a paced call. */
+static double clock_cost(void)
+{
+	double v[64];
+
+	for (int i = 0; i < 64; i++) {
+		uint64_t t0 = now_ns(), t1 = now_ns();
+		v[i] = (double)(t1 - t0);
+	}
+	return summarize(v, 64, 1).median;
+}
+
+static double paced(struct odpx_ctx *ctx, char *base, uint64_t k, double gap_ns,
+		    double clk, struct pf_count *c)
+{
+	uint64_t sum = 0;
+
+	for (uint64_t i = 0; i < k; i++) {
+		uint64_t t = now_ns(), t0, t1;
+		while ((double)(now_ns() - t) < gap_ns)
+			;
+		t0 = now_ns();
+		hint(ctx, base, i, c);
+		t1 = now_ns();
+		sum += t1 - t0;
+	}
+	return (double)sum / (double)k - clk;
+}
+
+static void report(const char *cas, const char *mode, struct summary *s,
+		   const struct odpx_stats *a, const struct odpx_stats *b,
+		   const struct pf_count *c, bool target)
+{
+	uint64_t wake = b->engine_wakeups - a->engine_wakeups;
+	uint64_t ticks = b->engine_ticks - a->engine_ticks;
+	uint64_t bells = wake > ticks ? wake - ticks : 0;
+	uint64_t calls = c->queued + c->dropped;
+
+	kv_time("PF", cas, "uring", mode, RANGES, RANGE_BYTES, s,
+		"queued=%lu dropped=%lu engine_wakeups=%lu engine_ticks=%lu doorbells=%lu"
+		" syscalls_per_1k_enqueues=%.2f merged=%lu issued=%lu%s%s",
+		(unsigned long)c->queued, (unsigned long)c->dropped, (unsigned long)wake,
+		(unsigned long)ticks, (unsigned long)bells, calls ? 1000.0 * bells / calls : 0,
+		(unsigned long)(b->prefetch_merged - a->prefetch_merged),
+		(unsigned long)(b->prefetch_issued - a->prefetch_issued),
+		target ? " target=<=50 met=" : "", target ? met(s->median, '<', 50) : "");
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t k;
+	unsigned reps;
+	struct odpx_ctx *ctx;
+	struct odpx_stats a, b;
+	struct pf_count c = { 0 };
+	char *base;
+	double *v, clk;
+	struct summary s;
+	const char *mode;
+
+	bench_init(argc, argv, &o, "PF");
+	printf("# prefetch: PF, %s\n", o.quick ? "quick" : "full");
+	if (!selected(&o, "PF"))
+		return 0;
+	k = o.quick ? 10000 : 100000;
+	reps = o.quick ? 20 : 50;
+	v = calloc(reps, sizeof(*v));
+	base = map_anon(RANGES * 2 * RANGE_BYTES, true);
+	ctx = open_ctx("uring", 256, o.pin_budget);
+	mode = mode_of(ctx);
+
+	/* cache the ranges (starts the monitor and the engine), then warm */
+	for (int i = 0; i < RANGES; i++) {
+		struct odpx_mr *mr;
+		CHECK_ODPX(odpx_reg(ctx, base + (size_t)i * 2 * RANGE_BYTES, RANGE_BYTES,
+				    ODPX_ACCESS_LOCAL_WRITE, &mr));
+		odpx_dereg(ctx, mr);
+	}
+	burst(ctx, base, k, &c);
+
+	drain(ctx);	/* the warm-up's leftovers */
+	static const struct { const char *name; int others; } pl[] = {
+		{ "batch-256", -1 }, { "batch-256-cross-cpu", 1 }, { "batch-256-same-cpu", 0 },
+	};
+	for (int p = 0; p < 3; p++) {
+		if (pl[p].others >= 0 && !place(pl[p].others))
+			continue;
+		drain(ctx);
+		c = (struct pf_count){ 0 };
+		a = stats_of(ctx);
+		for (unsigned r = 0; r < reps; r++)
+			v[r] = batched(ctx, base, k, &c);
+		b = stats_of(ctx);
+		s = summarize(v, reps, k / BATCH_HINTS * BATCH_HINTS);
+		report(pl[p].name, mode, &s, &a, &b, &c, true);
+		place(-1);
+	}
+
+	c = (struct pf_count){ 0 };
+	a = stats_of(ctx);
+	for (unsigned r = 0; r < reps; r++)
+		v[r] = burst(ctx, base, k, &c);
+	b = stats_of(ctx);
+	s = summarize(v, reps, k);
+	report("burst", mode, &s, &a, &b, &c, false);
+
+	clk = clock_cost();
+	k = o.quick ? 200 : 1000;
+	c = (struct pf_count){ 0 };
+	a = stats_of(ctx);
+	for (unsigned r = 0; r < reps; r++)
+		v[r] = paced(ctx, base, k, 5000, clk, &c);
+	b = stats_of(ctx);
+	s = summarize(v, reps, k);
+	report("paced-5us", mode, &s, &a, &b, &c, false);
+
+	odpx_close(ctx);
+	munmap(base, RANGES * 2 * RANGE_BYTES);
+	free(v);
+	return 0;
+}

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+/*
+ * concurrency: threads register, check data through the pinned pages and
+ * release shared and private buffers while other threads munmap and remap
+ * them, for ODPX_STRESS_SECS (default 10) seconds.  Checks: no transfer ever
+ * goes through stale pages (every data check after a remap passes), no
+ * deadlock (a watchdog fails the test when progress stops), no leak of
+ * pinned pages (VmPin returns to its baseline after odpx_close).
+ *
+ * A slot's lock gives a data check the slot to itself (using a registration
+ * across a munmap of it is the application's bug, not odpx's, and two checks
+ * of one slot would overwrite each other's bytes);
+ * "racers" register the same slots without it, so registrations race the
+ * munmaps themselves, and "hitters" hammer lock-free hits meanwhile.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "test.h"
+
+#define SLOTS 16
+#define SLOT_LEN (64 * 1024)
+#define CHECKERS 3
+#define REMAPPERS 2
+#define RACERS 2
+#define HITTERS 1
+
+static struct odpx_ctx *ctx;
+static char *area;			/* SLOTS * SLOT_LEN, remapped piecewise */
+static pthread_rwlock_t slot_lock[SLOTS];
+static atomic_bool stop;
+static atomic_ulong checks, remaps, races, hits, progress;
+/* remappers start after every other thread has made its own mappings */
+static pthread_barrier_t ready;
+
+static unsigned rnd(unsigned *s)
+{
+	*s = *s * 1103515245 + 12345;
+	return *s >> 8;
+}
+
+/* Through the pinned pages: device write (file -> memory) then device read. */
+static void check_slot(char *p, size_t len, int in, int out, unsigned char seed)
+{
+	struct odpx_mr *mr;
+	unsigned char buf[4096];
+
+	CHECK_RC(odpx_reg(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	memset(buf, seed, sizeof(buf));
+	for (size_t o = 0; o < len; o += sizeof(buf))
+		CHECK(pwrite(in, buf, sizeof(buf), o) == sizeof(buf), "pwrite");
+	CHECK_RC(odpx_transfer(ctx, mr, in, 0, p, len, ODPX_XFER_FROM_FD), len);
+	for (size_t i = 0; i < len; i += 997)
+		CHECK((unsigned char)p[i] == seed, "STALE: device write went elsewhere (%p+%zu)", p, i);
+	memset(p, seed ^ 0xff, len);
+	CHECK_RC(odpx_transfer(ctx, mr, out, 0, p, len, ODPX_XFER_TO_FD), len);
+	CHECK(pread(out, buf, sizeof(buf), len - sizeof(buf)) == sizeof(buf), "pread");
+	CHECK(buf[0] == (unsigned char)(seed ^ 0xff), "STALE: device read old pages");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+}
+
+static void *checker(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	int in = memfd_create("in", MFD_CLOEXEC), out = memfd_create("out", MFD_CLOEXEC);
+	char *priv = map_anon(NULL, SLOT_LEN);
+
+	CHECK(in >= 0 && out >= 0 && ftruncate(out, SLOT_LEN) == 0, "memfd");
+	pthread_barrier_wait(&ready);
+	while (!atomic_load(&stop)) {
+		unsigned s = rnd(&seed) % SLOTS;
+		pthread_rwlock_wrlock(&slot_lock[s]);
+		check_slot(area + (size_t)s * SLOT_LEN, SLOT_LEN, in, out, (unsigned char)rnd(&seed));
+		pthread_rwlock_unlock(&slot_lock[s]);
+		/* a private buffer, remapped by its owner now and then */
+		check_slot(priv, SLOT_LEN, in, out, (unsigned char)rnd(&seed));
+		if (rnd(&seed) % 4 == 0)
+			map_anon(priv, SLOT_LEN);
+		atomic_fetch_add(&checks, 1);
+		atomic_fetch_add(&progress, 1);
+	}
+	close(in);
+	close(out);
+	munmap(priv, SLOT_LEN);
+	return NULL;
+}
+
+static void *remapper(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+
+	while (!atomic_load(&stop)) {
+		unsigned s = rnd(&seed) % SLOTS;
+		char *p = area + (size_t)s * SLOT_LEN;
+		pthread_rwlock_wrlock(&slot_lock[s]);
+		switch (rnd(&seed) % 3) {
+		case 0:
+			CHECK(munmap(p, SLOT_LEN) == 0, "munmap");
+			CHECK(mmap(p, SLOT_LEN, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == p,
+			      "remap");
+			break;
+		case 1:
+			map_anon(p, SLOT_LEN);
+			break;
+		case 2:
+			CHECK(madvise(p, SLOT_LEN, MADV_DONTNEED) == 0, "DONTNEED");
+			break;
+		}
+		pthread_rwlock_unlock(&slot_lock[s]);
+		atomic_fetch_add(&remaps, 1);
+		atomic_fetch_add(&progress, 1);
+	}
+	return NULL;
+}
+
+/* Registers slots with no lock: races the munmaps; results may be -EFAULT. */
+static void *racer(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	struct odpx_mr *mr;
+
+	while (!atomic_load(&stop)) {
+		unsigned s = rnd(&seed) % SLOTS;
+		int r = odpx_reg(ctx, area + (size_t)s * SLOT_LEN, SLOT_LEN, ODPX_ACCESS_LOCAL_WRITE, &mr);
+		CHECK(r == 0 || r == -EFAULT, "racer: %d %s", r, odpx_last_reason());
+		if (r == 0)
+			CHECK_RC(odpx_dereg(ctx, mr), 0);
+		atomic_fetch_add(&races, 1);
+	}
+	return NULL;
+}
+
+static void *hitter(void *arg)
+{
+	char *p = map_anon(NULL, SLOT_LEN);
+	struct odpx_mr *mr;
+
+	(void)arg;
+	pthread_barrier_wait(&ready);
+	while (!atomic_load(&stop)) {
+		CHECK_RC(odpx_reg(ctx, p, SLOT_LEN, 0, &mr), 0);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+		atomic_fetch_add(&hits, 1);
+	}
+	munmap(p, SLOT_LEN);
+	return NULL;
+}
+
+int main(void)
+{
+	const char *env = getenv("ODPX_STRESS_SECS");
+	double secs = env ? atof(env) : 10, end, last = now_s();
+	pthread_t t[CHECKERS + REMAPPERS + RACERS + HITTERS];
+	unsigned n = 0;
+	unsigned long seen = 0;
+	long pin0 = vm_pinned_kb();
+
+	ctx = open_pin(0);
+	area = map_anon(NULL, SLOTS * SLOT_LEN);
+	for (int i = 0; i < SLOTS; i++)
+		pthread_rwlock_init(&slot_lock[i], NULL);
+	pthread_barrier_init(&ready, NULL, CHECKERS + HITTERS + 1);
+	for (int i = 0; i < CHECKERS; i++)
+		pthread_create(&t[n++], NULL, checker, (void *)(uintptr_t)(i + 1));
+	for (int i = 0; i < HITTERS; i++)
+		pthread_create(&t[n++], NULL, hitter, NULL);
+	for (int i = 0; i < RACERS; i++)
+		pthread_create(&t[n++], NULL, racer, (void *)(uintptr_t)(i + 200));
+	pthread_barrier_wait(&ready);
+	for (int i = 0; i < REMAPPERS; i++)
+		pthread_create(&t[n++], NULL, remapper, (void *)(uintptr_t)(i + 100));
+	end = now_s() + secs;
+	while (now_s() < end) {
+		struct timespec ts = { 0, 50 * 1000000 };
+		nanosleep(&ts, NULL);
+		unsigned long p = atomic_load(&progress);
+		if (p != seen) {
+			seen = p;
+			last = now_s();
+		} else if (now_s() - last > 20) {
+			FAIL("no progress for 20 s: deadlock (checks %lu remaps %lu)",
+			     atomic_load(&checks), atomic_load(&remaps));
+		}
+	}
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+
+	struct odpx_stats st = stats_of(ctx);
+	printf("%.0f s: %lu data checks, %lu remaps, %lu racing regs, %lu hits; "
+	       "invalidated %lu entries, %lu miss retries, %lu direct, %lu superseded\n",
+	       secs, atomic_load(&checks), atomic_load(&remaps), atomic_load(&races),
+	       atomic_load(&hits), (unsigned long)st.inval_entries, (unsigned long)st.miss_retries,
+	       (unsigned long)st.direct_regs, (unsigned long)st.superseded);
+	CHECK(atomic_load(&checks) > 100 && atomic_load(&remaps) > 100, "too little work done");
+	CHECK(st.inval_entries > 0, "no invalidation happened");
+	CHECK_RC(odpx_close(ctx), 0);
+	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, %ld before: leaked pins",
+	      vm_pinned_kb(), pin0);
+	return 0;
+}

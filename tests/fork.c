@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fork: a child gets no registrations, and neither side hurts the other.
+ *
+ * The parent caches several ranges (one of them held across the fork) and
+ * forks.  The child, under a deadline the parent enforces (kill and fail):
+ *   - munmaps, MADV_DONTNEEDs and mremaps memory the parent has cached: none
+ *     of these may block (the child has no monitor reading its events);
+ *   - gets -ESTALE from every call on the inherited context, and 0 from
+ *     odpx_close of it, which must not touch the parent's pins;
+ *   - opens a fresh context that caches, moves the right bytes and is kept
+ *     coherent by its own monitor (a stale scenario in the child).
+ * The parent afterwards: VmPin and the gauges as before the fork, every cached
+ * registration still a hit moving the right bytes, and its munmaps still
+ * invalidate (a stale scenario after the fork).  Run once per userfaultfd
+ * mode, each in its own process.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "test.h"
+
+#define LEN (64 * 1024)
+#define NR 4
+#define DEADLINE_S 5.0
+
+static int soft_failed;
+#define SOFT(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); soft_failed = 1; } } while (0)
+
+static unsigned char *a[NR];	/* cached, released */
+static unsigned char *h;	/* cached, held across the fork */
+
+/* Cache [p, p+LEN) and release it; the next odpx_reg must be a hit. */
+static struct odpx_mr *cache(struct odpx_ctx *ctx, void *p, unsigned seed, int keep)
+{
+	struct odpx_mr *mr;
+	struct odpx_stats st;
+
+	CHECK_RC(odpx_reg(ctx, p, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	CHECK(data_check(ctx, mr, p, LEN, seed), "data check of %p (seed %u)", p, seed);
+	if (keep)
+		return mr;
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	st = stats_of(ctx);
+	CHECK_RC(odpx_reg(ctx, p, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	CHECK(stats_of(ctx).hits == st.hits + 1, "%p: not cached", p);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	return NULL;
+}
+
+/* munmap + mmap at the same address, then a registration must move the new pages. */
+static void stale_scenario(struct odpx_ctx *ctx, unsigned char *p, unsigned seed, const char *who)
+{
+	struct odpx_stats st0 = stats_of(ctx), st1;
+	struct odpx_mr *mr;
+
+	CHECK(munmap(p, LEN) == 0, "munmap");
+	CHECK(mmap(p, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		   -1, 0) == p, "%s: mmap at the old address: %s", who, strerror(errno));
+	CHECK_RC(odpx_reg(ctx, p, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	st1 = stats_of(ctx);
+	CHECK(st1.misses == st0.misses + 1, "%s: the old registration was returned", who);
+	CHECK(data_check(ctx, mr, p, LEN, seed), "%s: stale data after munmap+mmap", who);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK(st1.inval_unmap > st0.inval_unmap && st1.inval_entries > st0.inval_entries,
+	      "%s: munmap not seen (inval_unmap %lu->%lu, inval_entries %lu->%lu)", who,
+	      (unsigned long)st0.inval_unmap, (unsigned long)st1.inval_unmap,
+	      (unsigned long)st0.inval_entries, (unsigned long)st1.inval_entries);
+}
+
+static int child(struct odpx_ctx *inh, struct odpx_mr *held)
+{
+	struct odpx_ctx *ctx;
+	struct odpx_mr *mr = (struct odpx_mr *)1;
+	struct odpx_stats st;
+	enum odpx_mode m;
+	unsigned char *fresh;
+	void *q;
+
+	/* memory the parent has cached: none of these may hang */
+	CHECK(munmap(a[0], LEN) == 0, "child: munmap: %s", strerror(errno));
+	CHECK(madvise(a[1], LEN, MADV_DONTNEED) == 0, "child: MADV_DONTNEED: %s", strerror(errno));
+	q = mremap(a[2], LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   mmap(NULL, LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	CHECK(q != MAP_FAILED, "child: mremap: %s", strerror(errno));
+	CHECK(munmap(q, LEN) == 0, "child: munmap after mremap");
+	CHECK(munmap(h, LEN / 2) == 0, "child: munmap of half the held range");
+
+	/* the inherited context is stale */
+	CHECK_RC(odpx_reg(inh, a[3], LEN, 0, &mr), -ESTALE);
+	CHECK(mr == (struct odpx_mr *)1, "child: a refused odpx_reg wrote a handle");
+	CHECK_RC(odpx_dereg(inh, held), -ESTALE);
+	CHECK_RC(odpx_prefetch(inh, a[3], LEN, 0), -ESTALE);
+	CHECK_RC(odpx_transfer(inh, held, 0, 0, h + LEN / 2, 4096, ODPX_XFER_TO_FD), -ESTALE);
+	CHECK_RC(odpx_mode_get(inh, &m, NULL), -ESTALE);
+	{
+		int r = odpx_stats_read(inh, &st, sizeof(st));
+		SOFT(r == -ESTALE, "child: odpx_stats_read(inherited) = %d, want -ESTALE (%d)", r, -ESTALE);
+	}
+	CHECK_RC(odpx_close(inh), 0);
+
+	/* a fresh context works, and its own monitor keeps it coherent */
+	ctx = open_pin(0);
+	fresh = map_anon(NULL, LEN);
+	cache(ctx, fresh, 20, 0);
+	cache(ctx, a[3], 21, 0);	/* inherited memory, now the child's own pages */
+	stale_scenario(ctx, fresh, 22, "child");
+	stale_scenario(ctx, a[3], 23, "child, inherited memory");
+	st = stats_of(ctx);
+	CHECK(st.unsafe_no_monitor == 0 && st.direct_no_monitor == 0 && st.direct_regs == 0,
+	      "child: the fresh context is not caching under a monitor (direct_no_monitor %lu, direct_regs %lu)",
+	      (unsigned long)st.direct_no_monitor, (unsigned long)st.direct_regs);
+	CHECK_RC(odpx_close(ctx), 0);
+	return soft_failed;
+}
+
+static int scenario(void)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	struct odpx_mr *held, *mr;
+	struct odpx_stats st0, st1;
+	long pin0 = vm_pinned_kb(), pin1;
+	int status;
+	pid_t pid;
+
+	for (int i = 0; i < NR; i++) {
+		a[i] = map_anon(NULL, LEN);
+		cache(ctx, a[i], i, 0);
+	}
+	h = map_anon(NULL, LEN);
+	held = cache(ctx, h, 9, 1);
+	st0 = stats_of(ctx);
+	pin1 = vm_pinned_kb();
+	CHECK(pin1 >= pin0 + (NR + 1) * LEN / 1024, "VmPin %ld kB, want at least %ld", pin1,
+	      pin0 + (NR + 1) * LEN / 1024);
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		_exit(child(ctx, held));
+
+	double deadline = now_s() + DEADLINE_S;
+	pid_t w;
+	while ((w = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < deadline) {
+		struct timespec t = { 0, 2000000 };
+		nanosleep(&t, NULL);
+	}
+	if (w == 0) {
+		char cmd[64];
+		snprintf(cmd, sizeof(cmd), "cat /proc/%d/stack /proc/%d/wchan 2>/dev/null", pid, pid);
+		fprintf(stderr, "child %d still running after %.0f s; kernel stack:\n", pid, DEADLINE_S);
+		if (system(cmd)) {
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		FAIL("the child hung (munmap of memory the parent cached?)");
+	}
+	CHECK(w == pid, "waitpid: %s", strerror(errno));
+	CHECK(WIFEXITED(status), "child killed by signal %d", WTERMSIG(status));
+	CHECK(WEXITSTATUS(status) == 0, "child failed (exit %d)", WEXITSTATUS(status));
+
+	/* the parent: nothing changed */
+	st1 = stats_of(ctx);
+	CHECK(vm_pinned_kb() == pin1, "parent VmPin %ld kB after the child, was %ld", vm_pinned_kb(), pin1);
+	CHECK(st1.entries == st0.entries && st1.pinned_bytes == st0.pinned_bytes &&
+	      st1.inval_entries == st0.inval_entries,
+	      "parent gauges changed by the child: entries %lu->%lu, pinned %lu->%lu, inval_entries %lu->%lu",
+	      (unsigned long)st0.entries, (unsigned long)st1.entries, (unsigned long)st0.pinned_bytes,
+	      (unsigned long)st1.pinned_bytes, (unsigned long)st0.inval_entries,
+	      (unsigned long)st1.inval_entries);
+	CHECK(data_check(ctx, held, h, LEN, 30), "parent: the held registration after fork");
+	for (int i = 0; i < NR; i++) {
+		CHECK_RC(odpx_reg(ctx, a[i], LEN, 0, &mr), 0);
+		CHECK(data_check(ctx, mr, a[i], LEN, 31 + i), "parent: cached range %d after fork", i);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+	}
+	st1 = stats_of(ctx);
+	CHECK(st1.misses == st0.misses, "parent: %lu misses after fork, cached ranges lost",
+	      (unsigned long)(st1.misses - st0.misses));
+	CHECK_RC(odpx_dereg(ctx, held), 0);
+
+	/* and its monitor still invalidates */
+	for (int i = 0; i < NR; i++)
+		stale_scenario(ctx, a[i], 40 + i, "parent after fork");
+	stale_scenario(ctx, h, 50, "parent after fork, the held range");
+
+	CHECK_RC(odpx_close(ctx), 0);
+	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
+	for (int i = 0; i < NR; i++)
+		munmap(a[i], LEN);
+	munmap(h, LEN);
+	return 0;
+}
+
+int main(void)
+{
+	const char *modes[] = { "wp-async", "wp", "missing" };
+	int failed = 0;
+
+	for (unsigned m = 0; m < 3; m++) {
+		int st;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			setenv("ODPX_UFFD_MODE", modes[m], 1);
+			_exit(scenario());
+		}
+		CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+		printf("%-8s %s\n", modes[m], WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "FAILED");
+		failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	}
+	return failed;
+}

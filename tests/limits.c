@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * limits: the pin cache stays within ODPX_ATTR_LIMITS and evicts in LRU order.
+ *
+ * - entries, pinned_bytes (the gauges) and VmPin never exceed max_entries and
+ *   max_pinned_bytes: checked after every operation;
+ * - unused entries are evicted least recently released first, exactly at the
+ *   resolution of misses (the comment at the top of lib/cache.c): a simple
+ *   order, then one where entries used since they were linked are re-linked
+ *   by the evictor in between;
+ * - with every entry in use, odpx_reg returns -ENOMEM and loses nothing: every
+ *   held registration still hits and moves the right bytes, and one release
+ *   makes room again; a request that fits the limits on its own is not
+ *   refused because merging it with a held entry would not;
+ * - a request longer than max_entry_bytes is -E2BIG;
+ * - direct registrations (shared memory in a pin-mode context, every one in
+ *   direct mode) count against the same limits and evict unused entries;
+ * - max_unused_bytes is enforced by the engine tick (odpx.h); a miss does not
+ *   walk the LRU to enforce it (that would make every miss O(entries)).
+ */
+#include "test.h"
+
+#define PG 4096UL
+
+static long pin0;	/* VmPin baseline, kB */
+static unsigned char *arena;	/* ranges are cut from here */
+#define SLOTS 128		/* of 4 pages */
+
+static struct odpx_ctx *open_limits(uint64_t entries, uint64_t pinned, uint64_t entry,
+				    uint64_t unused, uint32_t tick_ms)
+{
+	struct odpx_attr a = {
+		.comp_mask = ODPX_ATTR_LIMITS | (tick_ms ? ODPX_ATTR_TICK : 0),
+		.limits = { .max_entries = entries, .max_pinned_bytes = pinned,
+			    .max_entry_bytes = entry, .max_unused_bytes = unused },
+		.tick_ms = tick_ms,
+	};
+	struct odpx_ctx *ctx;
+
+	CHECK_RC(odpx_open_uring(&a, &ctx), 0);
+	return ctx;
+}
+
+struct lim { uint64_t entries, pinned; };
+
+static void check_limits(struct odpx_ctx *ctx, struct lim l, const char *when)
+{
+	struct odpx_stats st = stats_of(ctx);
+	long pin = vm_pinned_kb() - pin0;
+
+	CHECK(st.entries <= l.entries, "%s: %lu entries > max_entries %lu", when,
+	      (unsigned long)st.entries, (unsigned long)l.entries);
+	CHECK(st.pinned_bytes <= l.pinned, "%s: pinned_bytes %lu > max_pinned_bytes %lu", when,
+	      (unsigned long)st.pinned_bytes, (unsigned long)l.pinned);
+	CHECK(pin >= 0 && (uint64_t)pin * 1024 <= l.pinned, "%s: VmPin grew by %ld kB > max_pinned_bytes %lu",
+	      when, pin, (unsigned long)l.pinned);
+	CHECK(st.unused_bytes <= st.pinned_bytes, "%s: unused_bytes %lu > pinned_bytes %lu", when,
+	      (unsigned long)st.unused_bytes, (unsigned long)st.pinned_bytes);
+}
+
+static void *R(unsigned i) { return arena + (size_t)i * 4 * PG; }	/* 3 free pages after each */
+
+/* odpx_reg that must be a hit (want_hit) or a miss; returns the handle. */
+static struct odpx_mr *reg(struct odpx_ctx *ctx, struct lim l, void *p, size_t len, int want_hit,
+			   const char *what)
+{
+	struct odpx_stats a = stats_of(ctx), b;
+	struct odpx_mr *mr;
+	int r = odpx_reg(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, &mr);
+
+	b = stats_of(ctx);
+	CHECK(r == 0, "%s: odpx_reg = %d (%s); reason: %s; entries %lu, unused_bytes %lu",
+	      what, r, strerror(-r), odpx_last_reason(), (unsigned long)b.entries,
+	      (unsigned long)b.unused_bytes);
+	if (want_hit == 1)
+		CHECK(b.misses == a.misses && b.hits == a.hits + 1, "%s: not a hit (hits %lu->%lu, misses %lu->%lu)",
+		      what, (unsigned long)a.hits, (unsigned long)b.hits, (unsigned long)a.misses,
+		      (unsigned long)b.misses);
+	else if (want_hit == 0)
+		CHECK(b.misses == a.misses + 1 && b.pins == a.pins + 1, "%s: not a miss (hits %lu->%lu, misses %lu->%lu)",
+		      what, (unsigned long)a.hits, (unsigned long)b.hits, (unsigned long)a.misses,
+		      (unsigned long)b.misses);
+	check_limits(ctx, l, what);
+	return mr;
+}
+
+static void dereg(struct odpx_ctx *ctx, struct lim l, struct odpx_mr *mr, const char *what)
+{
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	check_limits(ctx, l, what);
+}
+
+static void touch(struct odpx_ctx *ctx, struct lim l, unsigned i, int want_hit, const char *what)
+{
+	char buf[96];
+
+	snprintf(buf, sizeof(buf), "%s R%u", what, i);
+	dereg(ctx, l, reg(ctx, l, R(i), PG, want_hit, buf), buf);
+}
+
+/* Simple order: R0..R7 released in turn, R1 and R3 used again, 4 new misses. */
+static void lru_simple(void)
+{
+	struct lim l = { 8, 64 * PG };
+	struct odpx_ctx *ctx = open_limits(8, 64 * PG, 16 * PG, 64 * PG, 0);
+	static const unsigned kept[] = { 1, 3, 6, 7, 8, 9, 10, 11 }, gone[] = { 0, 2, 4, 5 };
+
+	for (unsigned i = 0; i < 8; i++)
+		touch(ctx, l, i, 0, "fill");
+	touch(ctx, l, 1, 1, "use again");
+	touch(ctx, l, 3, 1, "use again");
+	for (unsigned i = 8; i < 12; i++)
+		touch(ctx, l, i, 0, "evicting miss");
+	CHECK(stats_of(ctx).evictions == 4, "evictions %lu, want 4",
+	      (unsigned long)stats_of(ctx).evictions);
+	for (unsigned i = 0; i < 8; i++)
+		touch(ctx, l, kept[i], 1, "lru-simple: kept");
+	for (unsigned i = 0; i < 4; i++)
+		touch(ctx, l, gone[i], 0, "lru-simple: evicted");
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/*
+ * Exact at the resolution of misses, also after the evictor re-linked
+ * entries used since they were linked.  4 entries; clock = misses so far.
+ *   P Q R S miss and are released (clock 1..4); R is used again (4);
+ *   Z misses (5), evicting P; Q is used again (5);
+ *   W misses (6): the evictor re-links Q and R, evicts S (released at 4);
+ *   V misses (7): the least recently released is R (4), before Z and Q (5).
+ */
+static void lru_relinked(void)
+{
+	struct lim l = { 4, 64 * PG };
+	struct odpx_ctx *ctx = open_limits(4, 64 * PG, 16 * PG, 64 * PG, 0);
+	enum { P = 20, Q, Rr, S, Z, W, V };
+
+	touch(ctx, l, P, 0, "lru-relinked: P");
+	touch(ctx, l, Q, 0, "lru-relinked: Q");
+	touch(ctx, l, Rr, 0, "lru-relinked: R");
+	touch(ctx, l, S, 0, "lru-relinked: S");
+	touch(ctx, l, Rr, 1, "lru-relinked: R again");
+	touch(ctx, l, Z, 0, "lru-relinked: Z");
+	touch(ctx, l, Q, 1, "lru-relinked: Q again");
+	touch(ctx, l, W, 0, "lru-relinked: W");
+	touch(ctx, l, V, 0, "lru-relinked: V");
+	/* now cached: Z, Q (released at 5), W (6), V (7); R (4) was the LRU */
+	touch(ctx, l, Z, 1, "lru-relinked: Z (released after R, must be kept)");
+	touch(ctx, l, Q, 1, "lru-relinked: Q");
+	touch(ctx, l, W, 1, "lru-relinked: W");
+	touch(ctx, l, V, 1, "lru-relinked: V");
+	touch(ctx, l, Rr, 0, "lru-relinked: R (least recently released, must be evicted)");
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/* Pinned bytes: entries of 1..4 pages under an 8-page cap. */
+static void pinned_cap(void)
+{
+	struct lim l = { 64, 8 * PG };
+	struct odpx_ctx *ctx = open_limits(64, 8 * PG, 4 * PG, 8 * PG, 0);
+	struct odpx_mr *mr;
+	unsigned sizes[] = { 1, 4, 2, 3, 4, 4, 1, 2, 3, 4, 1, 1, 4, 2 };
+
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		mr = reg(ctx, l, R(40 + i), sizes[i] * PG, 0, "pinned cap");
+		CHECK(data_check(ctx, mr, R(40 + i), sizes[i] * PG, i), "pinned cap: data %u", i);
+		dereg(ctx, l, mr, "pinned cap");
+	}
+	CHECK(stats_of(ctx).evictions > 0, "nothing was evicted");
+	/* -E2BIG: longer than max_entry_bytes, even by one byte */
+	CHECK_RC(odpx_reg(ctx, R(60), 4 * PG + 1, 0, &mr), -E2BIG);
+	CHECK_RC(odpx_reg(ctx, (char *)R(60) + 100, 4 * PG, 0, &mr), -E2BIG);	/* 5 pages */
+	CHECK_RC(odpx_reg(ctx, R(60), 64 * PG, 0, &mr), -E2BIG);
+	check_limits(ctx, l, "after -E2BIG");
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/*
+ * Merging must not turn a request that fits into -ENOMEM: 4 of 8 pages held,
+ * a 4-page request overlapping it by 2 fits on its own (4 + 4), merged (6)
+ * it would not (4 + 6).
+ */
+static void merge_cap(void)
+{
+	struct lim l = { 64, 8 * PG };
+	struct odpx_ctx *ctx = open_limits(64, 8 * PG, 8 * PG, 8 * PG, 0);
+	unsigned char *p = R(70);
+	struct odpx_mr *a, *b;
+	int r;
+
+	a = reg(ctx, l, p, 4 * PG, 0, "merge cap: held");
+	r = odpx_reg(ctx, p + 2 * PG, 4 * PG, 0, &b);
+	CHECK(r == 0, "merge cap: a 4-page request with 4 of 8 pages free: %d (%s); reason: %s",
+	      r, strerror(-r), odpx_last_reason());
+	check_limits(ctx, l, "merge cap");
+	CHECK(data_check(ctx, b, p + 2 * PG, 4 * PG, 7), "merge cap: data");
+	CHECK(data_check(ctx, a, p, 4 * PG, 8), "merge cap: data of the held entry");
+	dereg(ctx, l, a, "merge cap");
+	dereg(ctx, l, b, "merge cap");
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/* Everything in use: -ENOMEM, nothing lost, room again after a release. */
+static void all_in_use(void)
+{
+	struct lim l = { 8, 16 * PG };
+	struct odpx_ctx *ctx = open_limits(8, 16 * PG, 8 * PG, 16 * PG, 0);
+	struct odpx_mr *held[8], *mr;
+	struct odpx_stats st;
+
+	for (unsigned i = 0; i < 8; i++) {
+		held[i] = reg(ctx, l, R(80 + i), PG, 0, "hold");
+		CHECK(data_check(ctx, held[i], R(80 + i), PG, i), "hold: data %u", i);
+	}
+	st = stats_of(ctx);
+	CHECK(st.entries == 8, "entries %lu, want 8", (unsigned long)st.entries);
+	CHECK_RC(odpx_reg(ctx, R(90), PG, 0, &mr), -ENOMEM);
+	CHECK(strcmp(odpx_last_reason(), "no error") != 0, "-ENOMEM without a reason");
+	CHECK_RC(odpx_reg(ctx, R(91), 2 * PG, 0, &mr), -ENOMEM);
+	check_limits(ctx, l, "after -ENOMEM");
+	st = stats_of(ctx);
+	CHECK(st.entries == 8 && st.pinned_bytes == 8 * PG, "-ENOMEM lost something: %lu entries, %lu bytes",
+	      (unsigned long)st.entries, (unsigned long)st.pinned_bytes);
+	for (unsigned i = 0; i < 8; i++) {
+		CHECK(data_check(ctx, held[i], R(80 + i), PG, 10 + i), "after -ENOMEM: data %u", i);
+		touch(ctx, l, 80 + i, 1, "after -ENOMEM: held entry");	/* a hit needs no room */
+	}
+	dereg(ctx, l, held[5], "release one");
+	mr = reg(ctx, l, R(90), PG, 0, "room again");
+	CHECK(data_check(ctx, mr, R(90), PG, 30), "room again: data");
+	/* R85 was the victim: all 8 in use again, and it is no hit */
+	CHECK_RC(odpx_reg(ctx, R(85), PG, 0, &held[5]), -ENOMEM);
+	dereg(ctx, l, mr, "release");
+	touch(ctx, l, 85, 0, "room again");
+	for (unsigned i = 0; i < 8; i++)
+		if (i != 5)
+			CHECK(data_check(ctx, held[i], R(80 + i), PG, 40 + i), "still held: data %u", i);
+
+	/* the byte cap, entries to spare: 7 held pages + 2 asked of 8 */
+	for (unsigned i = 0; i < 8; i++)
+		if (i != 5)
+			dereg(ctx, l, held[i], "release all");
+	CHECK_RC(odpx_close(ctx), 0);
+
+	l = (struct lim){ 64, 8 * PG };
+	ctx = open_limits(64, 8 * PG, 4 * PG, 8 * PG, 0);
+	held[0] = reg(ctx, l, R(100), 4 * PG, 0, "bytes: hold 4");
+	held[1] = reg(ctx, l, R(101), 3 * PG, 0, "bytes: hold 3");
+	CHECK_RC(odpx_reg(ctx, R(102), 2 * PG, 0, &mr), -ENOMEM);
+	check_limits(ctx, l, "bytes: after -ENOMEM");
+	mr = reg(ctx, l, R(102), PG, 0, "bytes: 1 page still fits");
+	CHECK(data_check(ctx, held[0], R(100), 4 * PG, 50) && data_check(ctx, held[1], R(101), 3 * PG, 51) &&
+	      data_check(ctx, mr, R(102), PG, 52), "bytes: data");
+	dereg(ctx, l, mr, "bytes");
+	dereg(ctx, l, held[0], "bytes");
+	dereg(ctx, l, held[1], "bytes");
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/* max_unused_bytes: the engine tick trims released entries, LRU first. */
+static void unused_cap(void)
+{
+	struct lim l = { 64, 64 * PG };
+	struct odpx_ctx *ctx = open_limits(64, 64 * PG, 8 * PG, 4 * PG, 10);
+	struct odpx_stats st;
+
+	for (unsigned i = 0; i < 10; i++)
+		dereg(ctx, l, reg(ctx, l, R(110 + i), 2 * PG, 0, "unused"), "unused");
+	CHECK(WAIT_FOR((st = stats_of(ctx)).unused_bytes <= 4 * PG, 3),
+	      "unused_bytes %lu > max_unused_bytes %lu after 3 s (%lu engine ticks)",
+	      (unsigned long)st.unused_bytes, 4 * PG, (unsigned long)st.engine_ticks);
+	CHECK(st.engine_ticks > 0, "no engine tick counted");
+	CHECK(st.unused_bytes == 4 * PG && st.entries == 2, "trimmed too far: %lu unused bytes, %lu entries",
+	      (unsigned long)st.unused_bytes, (unsigned long)st.entries);
+	touch(ctx, l, 118, 1, "unused: most recent kept");
+	touch(ctx, l, 119, 1, "unused: most recent kept");
+	touch(ctx, l, 110, 0, "unused: least recent trimmed");
+	CHECK_RC(odpx_close(ctx), 0);
+
+}
+
+/* Direct registrations share the limits with the cache. */
+static void direct_counts(void)
+{
+	struct lim l = { 4, 64 * PG };
+	struct odpx_ctx *ctx = open_limits(4, 64 * PG, 16 * PG, 64 * PG, 0);
+	struct odpx_attr da = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS, .mode = ODPX_MODE_DIRECT,
+				.limits = { .max_entries = 4, .max_pinned_bytes = 6 * PG } };
+	unsigned char *shm = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct odpx_mr *held[4], *mr;
+	struct odpx_stats st;
+
+	CHECK(shm != MAP_FAILED, "mmap");
+	for (unsigned i = 0; i < 4; i++)
+		touch(ctx, l, 30 + i, 0, "direct counts: cache");
+	for (unsigned i = 0; i < 4; i++) {	/* each one evicts an unused cached entry */
+		CHECK_RC(odpx_reg(ctx, shm + i * PG, PG, 0, &held[i]), 0);
+		check_limits(ctx, l, "direct counts: shared");
+	}
+	st = stats_of(ctx);
+	CHECK(st.direct_shared == 4 && st.evictions == 4 && st.entries == 4,
+	      "direct counts: direct_shared %lu, evictions %lu, entries %lu", (unsigned long)st.direct_shared,
+	      (unsigned long)st.evictions, (unsigned long)st.entries);
+	CHECK_RC(odpx_reg(ctx, R(34), PG, 0, &mr), -ENOMEM);
+	CHECK_RC(odpx_reg(ctx, shm, PG, 0, &mr), -ENOMEM);
+	for (unsigned i = 0; i < 4; i++) {
+		CHECK(data_check(ctx, held[i], shm + i * PG, PG, 60 + i), "direct counts: data %u", i);
+		dereg(ctx, l, held[i], "direct counts");
+	}
+	CHECK(stats_of(ctx).entries == 0, "direct counts: direct entries left after their dereg");
+	CHECK_RC(odpx_close(ctx), 0);
+
+	l = (struct lim){ 4, 6 * PG };
+	CHECK_RC(odpx_open_uring(&da, &ctx), 0);
+	held[0] = reg(ctx, l, R(36), 4 * PG, -1, "direct mode: 4 pages");
+	CHECK_RC(odpx_reg(ctx, R(37), 4 * PG, 0, &mr), -ENOMEM);
+	held[1] = reg(ctx, l, R(37), 2 * PG, -1, "direct mode: 2 more");
+	CHECK_RC(odpx_reg(ctx, R(38), PG, 0, &mr), -ENOMEM);
+	dereg(ctx, l, held[0], "direct mode");
+	held[0] = reg(ctx, l, R(38), PG, -1, "direct mode: room again");
+	held[2] = reg(ctx, l, R(38), PG, -1, "direct mode: same range again");
+	held[3] = reg(ctx, l, R(39), PG, -1, "direct mode: fourth");
+	CHECK_RC(odpx_reg(ctx, R(39), PG, 0, &mr), -ENOMEM);	/* max_entries */
+	for (unsigned i = 0; i < 4; i++)
+		dereg(ctx, l, held[i], "direct mode");
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(shm, 4 * PG);
+}
+
+int main(void)
+{
+	pin0 = vm_pinned_kb();
+	CHECK(pin0 >= 0, "no VmPin in /proc/self/status");
+	arena = map_anon(NULL, SLOTS * 4 * PG);
+	memset(arena, 1, SLOTS * 4 * PG);
+
+	lru_simple();
+	pinned_cap();
+	all_in_use();
+	unused_cap();
+	lru_relinked();
+	merge_cap();
+	direct_counts();
+	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
+	printf("ok\n");
+	return 0;
+}

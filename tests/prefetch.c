@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: MIT
+/*
+ * prefetch: hints are queued without blocking, coalesced, and in pin mode
+ * pre-pinned into the cache by the engine.
+ *
+ * - prefetch_coalesce(), the pure function behind the engine's batches: a
+ *   table of inputs and merged outputs (overlap, adjacency, containment,
+ *   order, flags: write wins, no-fault only if every merged hint has it);
+ * - pin mode: after prefetch_issued, odpx_reg of the hinted range is a hit
+ *   with no new miss; a hint over unmapped memory counts prefetch_failed and
+ *   the engine goes on; a direct-mode context counts and drops hints;
+ * - the engine is held inside a pin (the application's own userfaultfd sits
+ *   on the page it pins, and answers only when told): odpx_prefetch still
+ *   returns at once, the queue takes PREFETCH_QLEN hints, then -EAGAIN,
+ *   each counted in prefetch_dropped;
+ * - thousands of small overlapping and adjacent hints over one range collapse:
+ *   prefetch_merged large, prefetch_issued small, and queued == merged +
+ *   issued + failed once the engine is done.
+ * Without the privilege for a userfaultfd that handles kernel faults, the
+ * queue is flooded from several threads instead, and either outcome is
+ * accepted as long as queued + dropped == attempts.
+ */
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+
+#include "test.h"
+#include "internal.h"	/* prefetch_coalesce, PREFETCH_QLEN */
+
+#define PG 4096UL
+#define U(x) ((unsigned long)(x))
+
+/* ---- prefetch_coalesce ---- */
+
+#define W ODPX_PREFETCH_WRITE
+#define NF ODPX_PREFETCH_NO_FAULT
+#define MAXR 8
+
+struct coalesce_case {
+	const char *name;
+	size_t n;
+	struct pf_range in[MAXR];
+	size_t m;
+	struct pf_range out[MAXR];
+};
+
+static const struct coalesce_case cases[] = {
+	{ "empty", 0, {}, 0, {} },
+	{ "one", 1, { { 0x1000, 0x3000, W } }, 1, { { 0x1000, 0x3000, W } } },
+	{ "overlap", 2, { { 0x0000, 0xa000, 0 }, { 0x5000, 0xf000, 0 } }, 1, { { 0x0000, 0xf000, 0 } } },
+	{ "overlap, reversed", 2, { { 0x5000, 0xf000, 0 }, { 0x0000, 0xa000, 0 } }, 1,
+	  { { 0x0000, 0xf000, 0 } } },
+	{ "adjacent", 2, { { 0x0000, 0xa000, 0 }, { 0xa000, 0x14000, 0 } }, 1, { { 0x0000, 0x14000, 0 } } },
+	{ "one page apart", 2, { { 0x0000, 0x2000, 0 }, { 0x3000, 0x4000, 0 } }, 2,
+	  { { 0x0000, 0x2000, 0 }, { 0x3000, 0x4000, 0 } } },
+	{ "containment", 2, { { 0x0000, 0x64000, 0 }, { 0xa000, 0x14000, 0 } }, 1, { { 0x0000, 0x64000, 0 } } },
+	{ "containment, inner first", 2, { { 0xa000, 0x14000, 0 }, { 0x0000, 0x64000, 0 } }, 1,
+	  { { 0x0000, 0x64000, 0 } } },
+	{ "same start, shorter second", 2, { { 0x0000, 0x8000, 0 }, { 0x0000, 0x2000, 0 } }, 1,
+	  { { 0x0000, 0x8000, 0 } } },
+	{ "duplicates", 4, { { 0x4000, 0x5000, NF }, { 0x4000, 0x5000, NF }, { 0x4000, 0x5000, NF },
+			     { 0x4000, 0x5000, NF } }, 1, { { 0x4000, 0x5000, NF } } },
+	{ "disjoint, unsorted", 3, { { 0x50000, 0x60000, W }, { 0x0000, 0x10000, NF }, { 0x20000, 0x30000, 0 } }, 3,
+	  { { 0x0000, 0x10000, NF }, { 0x20000, 0x30000, 0 }, { 0x50000, 0x60000, W } } },
+	{ "two chains", 5, { { 0x18000, 0x1e000, 0 }, { 0x0000, 0x5000, 0 }, { 0x9000, 0xc000, 0 },
+			     { 0x4000, 0x9000, 0 }, { 0x14000, 0x19000, 0 } }, 2,
+	  { { 0x0000, 0xc000, 0 }, { 0x14000, 0x1e000, 0 } } },
+	{ "write wins", 2, { { 0x0000, 0x2000, 0 }, { 0x1000, 0x3000, W } }, 1, { { 0x0000, 0x3000, W } } },
+	{ "write wins, first", 2, { { 0x0000, 0x2000, W }, { 0x2000, 0x3000, 0 } }, 1, { { 0x0000, 0x3000, W } } },
+	{ "no-fault if both", 2, { { 0x0000, 0x2000, NF }, { 0x1000, 0x3000, NF } }, 1, { { 0x0000, 0x3000, NF } } },
+	{ "no-fault not if one", 2, { { 0x0000, 0x2000, NF }, { 0x2000, 0x3000, 0 } }, 1, { { 0x0000, 0x3000, 0 } } },
+	{ "no-fault not if one, first", 2, { { 0x0000, 0x2000, 0 }, { 0x1000, 0x3000, NF } }, 1,
+	  { { 0x0000, 0x3000, 0 } } },
+	{ "no-fault lost in a chain", 3, { { 0x0000, 0x2000, NF }, { 0x2000, 0x4000, 0 }, { 0x4000, 0x6000, NF } }, 1,
+	  { { 0x0000, 0x6000, 0 } } },
+	{ "write and no-fault", 2, { { 0x0000, 0x2000, W | NF }, { 0x1000, 0x3000, NF } }, 1,
+	  { { 0x0000, 0x3000, W | NF } } },
+	{ "write and no-fault, one without", 2, { { 0x0000, 0x2000, W | NF }, { 0x1000, 0x3000, 0 } }, 1,
+	  { { 0x0000, 0x3000, W } } },
+	{ "contained hint's flags count", 2, { { 0x0000, 0x8000, NF }, { 0x2000, 0x3000, W } }, 1,
+	  { { 0x0000, 0x8000, W } } },
+	{ "flags stay apart", 2, { { 0x0000, 0x2000, W }, { 0x3000, 0x4000, NF } }, 2,
+	  { { 0x0000, 0x2000, W }, { 0x3000, 0x4000, NF } } },
+};
+
+static void coalesce_table(void)
+{
+	struct pf_range r[300];
+	size_t m;
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const struct coalesce_case *t = &cases[c];
+
+		memcpy(r, t->in, sizeof(t->in));
+		m = prefetch_coalesce(r, t->n);
+		CHECK(m == t->m, "coalesce \"%s\": %zu ranges, want %zu", t->name, m, t->m);
+		for (size_t i = 0; i < m; i++)
+			CHECK(r[i].start == t->out[i].start && r[i].end == t->out[i].end &&
+			      r[i].flags == t->out[i].flags,
+			      "coalesce \"%s\": [%zu] = %#lx-%#lx flags %#x, want %#lx-%#lx flags %#x", t->name, i,
+			      U(r[i].start), U(r[i].end), r[i].flags, U(t->out[i].start), U(t->out[i].end),
+			      t->out[i].flags);
+	}
+	/* a whole batch: 256 adjacent pages in reverse order, one without no-fault */
+	for (size_t i = 0; i < 256; i++)
+		r[i] = (struct pf_range){ (255 - i) * PG, (256 - i) * PG, i == 100 ? 0 : NF };
+	m = prefetch_coalesce(r, 256);
+	CHECK(m == 1 && r[0].start == 0 && r[0].end == 256 * PG && r[0].flags == 0,
+	      "coalesce of 256 adjacent pages: %zu ranges, first %#lx-%#lx flags %#x", m, U(r[0].start),
+	      U(r[0].end), r[0].flags);
+	/* every other page: nothing merges, the output is sorted */
+	for (size_t i = 0; i < 256; i++)
+		r[i] = (struct pf_range){ (2 * (255 - i)) * PG, (2 * (255 - i) + 1) * PG, W };
+	m = prefetch_coalesce(r, 256);
+	CHECK(m == 256, "coalesce of 256 separate pages: %zu ranges", m);
+	for (size_t i = 0; i < 256; i++)
+		CHECK(r[i].start == 2 * i * PG && r[i].end == (2 * i + 1) * PG && r[i].flags == W,
+		      "coalesce of separate pages: [%zu] = %#lx-%#lx", i, U(r[i].start), U(r[i].end));
+}
+
+/* ---- the engine ---- */
+
+static struct odpx_ctx *ctx;
+
+/* Every queued hint handled: merged, issued or failed. */
+static int drained(struct odpx_stats *st)
+{
+	*st = stats_of(ctx);
+	return st->prefetch_merged + st->prefetch_issued + st->prefetch_failed == st->prefetch_queued;
+}
+
+static void prepin(void)
+{
+	unsigned char *p = map_anon(NULL, 16 * PG), *hole = map_anon(NULL, 3 * PG);
+	struct odpx_stats st0 = stats_of(ctx), st1, st2;
+	struct odpx_mr *mr;
+
+	memset(p, 3, 16 * PG);
+	CHECK_RC(odpx_prefetch(ctx, p + 100, 15 * PG, ODPX_PREFETCH_WRITE), 0);
+	CHECK(WAIT_FOR((st1 = stats_of(ctx)).prefetch_issued == st0.prefetch_issued + 1, 5),
+	      "prefetch not issued (queued %lu, issued %lu, failed %lu)", U(st1.prefetch_queued),
+	      U(st1.prefetch_issued), U(st1.prefetch_failed));
+	CHECK(st1.prefetch_queued == st0.prefetch_queued + 1, "prefetch_queued %lu -> %lu",
+	      U(st0.prefetch_queued), U(st1.prefetch_queued));
+	CHECK(st1.entries == st0.entries + 1 && st1.unused_bytes >= 16 * PG,
+	      "pre-pinned entry not left in the cache unused (entries %lu, unused_bytes %lu)", U(st1.entries),
+	      U(st1.unused_bytes));
+	CHECK_RC(odpx_reg(ctx, p + 200, 10 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	st2 = stats_of(ctx);
+	CHECK(st2.misses == st1.misses && st2.hits == st1.hits + 1 && st2.pins == st1.pins,
+	      "odpx_reg after the prefetch is not a hit (misses %lu -> %lu, pins %lu -> %lu)", U(st1.misses),
+	      U(st2.misses), U(st1.pins), U(st2.pins));
+	CHECK(data_check(ctx, mr, p + 200, 10 * PG, 1), "pre-pinned registration: wrong bytes");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+
+	/* a hint over unmapped memory fails in the engine, which goes on */
+	CHECK(munmap(hole + PG, PG) == 0, "munmap");
+	st0 = stats_of(ctx);
+	CHECK_RC(odpx_prefetch(ctx, hole + PG, PG, 0), 0);
+	CHECK(WAIT_FOR(stats_of(ctx).prefetch_failed == st0.prefetch_failed + 1, 5),
+	      "prefetch of unmapped memory: prefetch_failed %lu -> %lu", U(st0.prefetch_failed),
+	      U(stats_of(ctx).prefetch_failed));
+	CHECK(stats_of(ctx).entries == st0.entries, "a failed prefetch left an entry");
+	CHECK_RC(odpx_prefetch(ctx, hole, PG, 0), 0);
+	CHECK(WAIT_FOR(stats_of(ctx).prefetch_issued == st0.prefetch_issued + 1, 5),
+	      "the engine stopped after a failed prefetch");
+	munmap(hole, PG);
+	munmap(hole + 2 * PG, PG);
+
+	munmap(p, 16 * PG);
+}
+
+/*
+ * The same hint again right after the range was unmapped and mapped anew
+ * (free + malloc of the same size does that): its entry died, so the engine
+ * must pin it again, whatever hints it served just before.
+ */
+static unsigned char *remap_buf;	/* mapped first: no address reused from earlier hints */
+
+static void prepin_after_remap(void)
+{
+	unsigned char *p = remap_buf;
+	struct odpx_stats st0, st1, st2;
+	struct odpx_mr *mr;
+
+	memset(p, 3, 16 * PG);
+	st0 = stats_of(ctx);
+	CHECK_RC(odpx_prefetch(ctx, p + 100, 15 * PG, ODPX_PREFETCH_WRITE), 0);
+	CHECK(WAIT_FOR(stats_of(ctx).prefetch_issued == st0.prefetch_issued + 1, 5), "prefetch not issued");
+	CHECK(WAIT_FOR(drained(&st0), 5), "the engine did not drain the queue");
+	CHECK(munmap(p, 16 * PG) == 0, "munmap");
+	CHECK(mmap(p, 16 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == p,
+	      "mmap at the old address");
+	memset(p, 4, 16 * PG);
+	CHECK(WAIT_FOR(stats_of(ctx).inval_entries > st0.inval_entries, 5), "the munmap was not seen");
+	st0 = stats_of(ctx);
+	CHECK_RC(odpx_prefetch(ctx, p + 100, 15 * PG, ODPX_PREFETCH_WRITE), 0);
+	CHECK(WAIT_FOR(drained(&st1), 5), "the engine did not drain the queue");
+	CHECK_RC(odpx_reg(ctx, p, 16 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	st2 = stats_of(ctx);
+	CHECK(st2.misses == st1.misses,
+	      "a hint for memory mapped anew was not pre-pinned (issued %lu -> %lu, merged %lu -> %lu): "
+	      "the engine took it for a repeat of the hint served before the munmap",
+	      U(st0.prefetch_issued), U(st1.prefetch_issued), U(st0.prefetch_merged), U(st1.prefetch_merged));
+	CHECK(data_check(ctx, mr, p, 16 * PG, 3), "pre-pinned after remap: wrong bytes");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	munmap(p, 16 * PG);
+}
+
+/* Direct mode: nothing to prefetch into; counted, never pinned. */
+static void direct_mode(void)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_DIRECT };
+	struct odpx_ctx *d;
+	unsigned char *p = map_anon(NULL, 4 * PG);
+	struct odpx_stats st;
+
+	CHECK_RC(odpx_open_uring(&a, &d), 0);
+	for (int i = 0; i < 10; i++)
+		CHECK_RC(odpx_prefetch(d, p, 4 * PG, 0), 0);
+	st = stats_of(d);
+	CHECK(st.prefetch_queued == 10 && st.pins == 0 && st.entries == 0,
+	      "direct mode: queued %lu, pins %lu, entries %lu", U(st.prefetch_queued), U(st.pins), U(st.entries));
+	CHECK_RC(odpx_close(d), 0);
+	munmap(p, 4 * PG);
+}
+
+/*
+ * The stall: an application userfaultfd (kernel faults allowed) on pages the
+ * engine is asked to prefetch.  odpx cannot watch them (EBUSY), so the engine
+ * pins them directly, and the pin's fault waits for this resolver, which
+ * answers when told to - or after a deadline, recording that it had to.
+ */
+static int ufd = -1;
+static _Atomic int stalled, release, forced, stop;
+
+static void *resolver(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		struct pollfd p = { ufd, POLLIN, 0 };
+		struct uffd_msg m;
+
+		if (poll(&p, 1, 20) <= 0)
+			continue;
+		if (read(ufd, &m, sizeof(m)) != sizeof(m) || m.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		atomic_store(&stalled, 1);
+		double deadline = now_s() + 3;
+		while (!atomic_load(&release) && now_s() < deadline) {
+			struct timespec t = { 0, 1000000 };
+			nanosleep(&t, NULL);
+		}
+		if (!atomic_load(&release))
+			atomic_store(&forced, 1);
+		struct uffdio_zeropage z = { .range = { m.arg.pagefault.address & ~(PG - 1), PG } };
+		if (ioctl(ufd, UFFDIO_ZEROPAGE, &z) < 0 && errno == EEXIST) {
+			struct uffdio_range r = z.range;
+			ioctl(ufd, UFFDIO_WAKE, &r);
+		}
+		atomic_store(&release, 0);
+		atomic_store(&stalled, 0);
+	}
+	return NULL;
+}
+
+#define ROUNDS 4
+#define EXTRA 10	/* attempts after the first -EAGAIN */
+
+/* Small overlapping and adjacent hints over q[0, 16 pages). */
+static int hint(unsigned char *q, unsigned i)
+{
+	unsigned page = (i * 7) % 16, pages = 1 + i % 3;
+	static const uint32_t fl[] = { 0, ODPX_PREFETCH_WRITE, ODPX_PREFETCH_NO_FAULT, 0, ODPX_PREFETCH_WRITE };
+
+	if (page + pages > 16)
+		pages = 16 - page;
+	return odpx_prefetch(ctx, q + page * PG + (i % 5) * 8, pages * PG - (i % 5) * 8, fl[i % 5]);
+}
+
+static unsigned char *stall_pages, *qbuf;	/* mapped first: no address reused from prepin() */
+
+static void queue_full_stalled(void)
+{
+	unsigned char *s = stall_pages, *q = qbuf;
+	struct uffdio_register reg = { .range = { (uintptr_t)s, ROUNDS * PG },
+				       .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct odpx_stats st0, st;
+	uint64_t attempts = 0, dropped = 0, accepted = 0;
+	pthread_t thr;
+
+	memset(q, 5, 16 * PG);
+	CHECK(ioctl(ufd, UFFDIO_REGISTER, &reg) == 0, "UFFDIO_REGISTER: %s", strerror(errno));
+	CHECK(pthread_create(&thr, NULL, resolver, NULL) == 0, "pthread_create");
+	st0 = stats_of(ctx);
+	for (unsigned round = 0; round < ROUNDS; round++) {
+		unsigned n = 0, extra = 0;
+		int r;
+
+		CHECK(WAIT_FOR(drained(&st), 5), "round %u: the engine did not drain the queue", round);
+		CHECK_RC(odpx_prefetch(ctx, s + round * PG, PG, 0), 0);	/* the engine pins it: stalls */
+		attempts++;
+		accepted++;
+		CHECK(WAIT_FOR(atomic_load(&stalled), 5), "round %u: the engine never faulted on the stall page", round);
+		for (;;) {
+			r = hint(q, round * 2000 + n);
+			attempts++;
+			if (r == -EAGAIN) {
+				dropped++;
+				if (++extra == EXTRA)
+					break;
+				continue;
+			}
+			CHECK_RC(r, 0);
+			CHECK(extra == 0, "round %u: a hint accepted after -EAGAIN with the engine stalled", round);
+			accepted++;
+			n++;
+			CHECK(n <= PREFETCH_QLEN, "round %u: more than PREFETCH_QLEN (%d) hints queued", round,
+			      PREFETCH_QLEN);
+		}
+		CHECK(!atomic_load(&forced), "round %u: odpx_prefetch blocked while the engine was busy", round);
+		CHECK(n == PREFETCH_QLEN, "round %u: the queue took %u hints, want %d", round, n, PREFETCH_QLEN);
+		st = stats_of(ctx);
+		CHECK(st.prefetch_dropped == st0.prefetch_dropped + dropped,
+		      "round %u: prefetch_dropped %lu -> %lu, want +%lu", round, U(st0.prefetch_dropped),
+		      U(st.prefetch_dropped), U(dropped));
+		CHECK(st.prefetch_queued == st0.prefetch_queued + accepted,
+		      "round %u: prefetch_queued %lu -> %lu, want +%lu", round, U(st0.prefetch_queued),
+		      U(st.prefetch_queued), U(accepted));
+		atomic_store(&release, 1);
+		CHECK(WAIT_FOR(!atomic_load(&stalled), 5), "round %u: the resolver did not run", round);
+	}
+	CHECK(WAIT_FOR(drained(&st), 5),
+	      "the engine did not drain the queue: queued %lu, merged %lu, issued %lu, failed %lu",
+	      U(st.prefetch_queued), U(st.prefetch_merged), U(st.prefetch_issued), U(st.prefetch_failed));
+	atomic_store(&stop, 1);
+	pthread_join(thr, NULL);
+
+	uint64_t queued = st.prefetch_queued - st0.prefetch_queued, merged = st.prefetch_merged - st0.prefetch_merged,
+		 issued = st.prefetch_issued - st0.prefetch_issued, failed = st.prefetch_failed - st0.prefetch_failed;
+	printf("stalled engine: %lu attempts, %lu queued, %lu dropped, %lu merged, %lu issued, %lu failed\n",
+	       U(attempts), U(queued), U(dropped), U(merged), U(issued), U(failed));
+	CHECK(queued + dropped == attempts, "queued %lu + dropped %lu != attempts %lu", U(queued), U(dropped),
+	      U(attempts));
+	CHECK(failed == 0, "%lu prefetches failed", U(failed));
+	/* per round: the stall page, then 4 batches of one range each at most */
+	CHECK(issued <= ROUNDS * 5, "%lu hints issued for %lu queued: they did not collapse", U(issued), U(queued));
+	CHECK(merged >= queued - ROUNDS * 5, "prefetch_merged %lu of %lu queued", U(merged), U(queued));
+
+	/* and the hinted range is in the cache */
+	struct odpx_mr *mr;
+	st0 = stats_of(ctx);
+	CHECK_RC(odpx_reg(ctx, q, 16 * PG, 0, &mr), 0);
+	st = stats_of(ctx);
+	CHECK(st.misses == st0.misses && st.hits == st0.hits + 1, "the collapsed hints were not pre-pinned");
+	CHECK(data_check(ctx, mr, q, 16 * PG, 2), "collapsed hints: wrong bytes");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	struct uffdio_range ur = { (uintptr_t)s, ROUNDS * PG };
+	ioctl(ufd, UFFDIO_UNREGISTER, &ur);
+	/* s and q stay mapped: a new mapping at q's address would look recently served */
+}
+
+/* No privileged userfaultfd: flood from several threads, accept either outcome. */
+#define FLOODERS 4
+#define FLOOD 20000
+static unsigned char *flood_q;
+static _Atomic uint64_t flood_ok, flood_again, flood_other;
+
+static void *flooder(void *arg)
+{
+	unsigned base = (unsigned)(uintptr_t)arg * FLOOD;
+
+	for (unsigned i = 0; i < FLOOD; i++) {
+		int r = hint(flood_q, base + i);
+		if (r == 0)
+			atomic_fetch_add(&flood_ok, 1);
+		else if (r == -EAGAIN)
+			atomic_fetch_add(&flood_again, 1);
+		else
+			atomic_fetch_add(&flood_other, 1);
+	}
+	return NULL;
+}
+
+static void queue_flooded(void)
+{
+	pthread_t t[FLOODERS];
+	struct odpx_stats st0 = stats_of(ctx), st;
+
+	flood_q = map_anon(NULL, 16 * PG);
+	for (uintptr_t i = 0; i < FLOODERS; i++)
+		CHECK(pthread_create(&t[i], NULL, flooder, (void *)i) == 0, "pthread_create");
+	for (int i = 0; i < FLOODERS; i++)
+		pthread_join(t[i], NULL);
+	CHECK(atomic_load(&flood_other) == 0, "odpx_prefetch returned neither 0 nor -EAGAIN");
+	CHECK(WAIT_FOR(drained(&st), 5), "the engine did not drain the queue");
+	uint64_t queued = st.prefetch_queued - st0.prefetch_queued, dropped = st.prefetch_dropped - st0.prefetch_dropped;
+	printf("flooded: %d attempts, %lu queued, %lu dropped, %lu merged, %lu issued\n", FLOODERS * FLOOD,
+	       U(queued), U(dropped), U(st.prefetch_merged - st0.prefetch_merged),
+	       U(st.prefetch_issued - st0.prefetch_issued));
+	CHECK(queued == atomic_load(&flood_ok) && dropped == atomic_load(&flood_again),
+	      "queued %lu (accepted %lu), dropped %lu (-EAGAIN %lu)", U(queued), U(atomic_load(&flood_ok)),
+	      U(dropped), U(atomic_load(&flood_again)));
+	CHECK(queued + dropped == FLOODERS * FLOOD, "queued + dropped != attempts");
+	CHECK(st.prefetch_issued - st0.prefetch_issued < queued / 4, "%lu issued of %lu queued: no collapse",
+	      U(st.prefetch_issued - st0.prefetch_issued), U(queued));
+}
+
+int main(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	long kb0 = vm_pinned_kb();
+
+	coalesce_table();
+	stall_pages = map_anon(NULL, ROUNDS * PG);
+	qbuf = map_anon(NULL, 16 * PG);
+	remap_buf = map_anon(NULL, 16 * PG);
+
+	ctx = open_pin(0);
+	prepin();
+	direct_mode();
+
+	ufd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (ufd >= 0) {
+		CHECK(ioctl(ufd, UFFDIO_API, &api) == 0, "UFFDIO_API: %s", strerror(errno));
+		queue_full_stalled();
+		close(ufd);
+	} else {
+		CHECK(errno == EPERM, "userfaultfd: %s", strerror(errno));
+		printf("no userfaultfd for kernel faults (EPERM): flooding the queue instead\n");
+		queue_flooded();
+	}
+	prepin_after_remap();
+	CHECK_RC(odpx_close(ctx), 0);
+	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
+	munmap(stall_pages, ROUNDS * PG);
+	munmap(qbuf, 16 * PG);
+	if (flood_q)
+		munmap(flood_q, 16 * PG);
+	printf("ok\n");
+	return 0;
+}

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uffd-monitor: the userfaultfd monitor itself, in each uffd mode.
+ *
+ * After caching a range:
+ *   - munmap, MADV_DONTNEED and mremap each count their event (inval_unmap,
+ *     inval_remove, inval_remap) and the entry they kill (inval_entries,
+ *     inval_bytes); an event over watched memory that holds no entry kills
+ *     nothing;
+ *   - the dead entry is unpinned by the engine (dead_unpinned, entries and
+ *     VmPin back), at once when it was released, at its dereg when held;
+ *   - the next odpx_reg of the range misses, counts a repin and moves the
+ *     bytes of the new pages;
+ *   - watched VMAs are counted (watch_vmas, watch_regs): one registration per
+ *     VMA, none for a second range in it, one fewer once it is unmapped.
+ * A munmap in the middle of a cached range kills it and splits its VMA: both
+ * parts stay watched (no new registration for them), one more watched VMA.
+ * A range in a file-backed MAP_PRIVATE mapping (memfd, and a file on disk)
+ * or in a MAP_SHARED anonymous mapping is served direct and counted in
+ * direct_shared, never cached.
+ * With a VMA budget of 2 (ODPX_WATCH_MAX), a registration spanning two VMAs
+ * keeps both watched: reclaiming an idle VMA for a third one must not stop
+ * the events of the second, or the entry would go stale.
+ * Each mode (wp-async, wp, missing) runs in its own process, and once more
+ * with VMAs found by parsing /proc/self/maps (vma_force_maps) instead of the
+ * PROCMAP_QUERY ioctl.  Sizes stay far
+ * below an unprivileged RLIMIT_MEMLOCK: tests/unpriv-monitor.sh runs this
+ * program again as nobody.
+ */
+#include <sys/wait.h>
+
+#include "test.h"
+#include "../uffd/monitor.h"	/* vma_force_maps */
+
+#define LEN (64 * 1024)
+#define WAIT_S 5
+
+static struct odpx_ctx *ctx;
+
+#define U(x) ((unsigned long)(x))
+
+static struct odpx_mr *reg(void *p, size_t len)
+{
+	struct odpx_mr *mr;
+
+	CHECK_RC(odpx_reg(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	return mr;
+}
+
+/* Cache [p, p+len) (released); a second odpx_reg must hit. */
+static void cache(void *p, size_t len, unsigned seed)
+{
+	struct odpx_mr *mr = reg(p, len);
+	struct odpx_stats st;
+
+	CHECK(data_check(ctx, mr, p, len, seed), "data check of %p", p);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	st = stats_of(ctx);
+	mr = reg(p, len);
+	CHECK(stats_of(ctx).hits == st.hits + 1, "%p not cached", p);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+}
+
+/*
+ * Anonymous private memory between two PROT_NONE guards: a VMA of its own,
+ * which no neighbour merges into.
+ */
+static unsigned char *map_isolated(size_t len)
+{
+	unsigned char *p = mmap(NULL, len + 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+	CHECK(mprotect(p + 4096, len, PROT_READ | PROT_WRITE) == 0, "mprotect: %s", strerror(errno));
+	return p + 4096;
+}
+
+/* Dead entries gone for good: unpinned by the engine, gauges and VmPin back. */
+static void wait_unpinned(const struct odpx_stats *want, long kb_want, uint64_t dead_want,
+			  const char *what)
+{
+	struct odpx_stats st;
+
+	CHECK(WAIT_FOR((st = stats_of(ctx)).dead_unpinned >= dead_want && st.entries == want->entries,
+		       WAIT_S),
+	      "%s: dead entries not unpinned by the engine (dead_unpinned %lu, want %lu; entries %lu, want %lu)",
+	      what, U(st.dead_unpinned), U(dead_want), U(st.entries), U(want->entries));
+	CHECK(st.pinned_bytes == want->pinned_bytes, "%s: pinned_bytes %lu, want %lu", what,
+	      U(st.pinned_bytes), U(want->pinned_bytes));
+	CHECK(WAIT_FOR(vm_pinned_kb() == kb_want, WAIT_S), "%s: VmPin %ld kB, want %ld", what,
+	      vm_pinned_kb(), kb_want);
+}
+
+/* The next odpx_reg of p misses, counts a repin, and moves the new pages' bytes. */
+static void reg_again(void *p, size_t len, unsigned seed, const char *what)
+{
+	struct odpx_stats st0 = stats_of(ctx), st1;
+	struct odpx_mr *mr = reg(p, len);
+
+	st1 = stats_of(ctx);
+	CHECK(st1.misses == st0.misses + 1, "%s: the dead registration was returned", what);
+	CHECK(st1.repins == st0.repins + 1, "%s: repins %lu -> %lu, want +1", what, U(st0.repins),
+	      U(st1.repins));
+	CHECK(data_check(ctx, mr, p, len, seed), "%s: wrong bytes", what);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+}
+
+/* Wait for the entries killed by a test's own cleanup to be reaped. */
+static void settle(uint64_t entries, const char *what)
+{
+	CHECK(WAIT_FOR(stats_of(ctx).entries == entries, WAIT_S), "%s: entries %lu, want %lu", what,
+	      U(stats_of(ctx).entries), U(entries));
+}
+
+enum ev { EV_UNMAP, EV_REMOVE, EV_REMAP };
+
+static void expect_event(const struct odpx_stats *st0, enum ev ev, uint64_t entries, uint64_t bytes,
+			 const char *what)
+{
+	struct odpx_stats st;
+	uint64_t want_unmap = st0->inval_unmap + (ev == EV_UNMAP), want_remove = st0->inval_remove + (ev == EV_REMOVE),
+		 want_remap = st0->inval_remap + (ev == EV_REMAP);
+
+	/* the munmap caller is released once the event is read; the marks follow at once */
+	CHECK(WAIT_FOR((st = stats_of(ctx)).inval_unmap >= want_unmap && st.inval_remove >= want_remove &&
+		       st.inval_remap >= want_remap && st.inval_entries >= st0->inval_entries + entries, WAIT_S),
+	      "%s: event not counted (unmap %lu->%lu, remove %lu->%lu, remap %lu->%lu, inval_entries %lu->%lu)",
+	      what, U(st0->inval_unmap), U(st.inval_unmap), U(st0->inval_remove), U(st.inval_remove),
+	      U(st0->inval_remap), U(st.inval_remap), U(st0->inval_entries), U(st.inval_entries));
+	CHECK(st.inval_remove == want_remove && st.inval_remap == want_remap,
+	      "%s: wrong events (remove %lu->%lu, remap %lu->%lu)", what, U(st0->inval_remove),
+	      U(st.inval_remove), U(st0->inval_remap), U(st.inval_remap));
+	if (ev != EV_REMAP)	/* a move also unmaps the old range */
+		CHECK(st.inval_unmap == want_unmap, "%s: inval_unmap %lu -> %lu", what, U(st0->inval_unmap),
+		      U(st.inval_unmap));
+	CHECK(st.inval_entries == st0->inval_entries + entries, "%s: inval_entries %lu -> %lu, want +%lu",
+	      what, U(st0->inval_entries), U(st.inval_entries), U(entries));
+	CHECK(st.inval_bytes == st0->inval_bytes + bytes, "%s: inval_bytes %lu -> %lu, want +%lu", what,
+	      U(st0->inval_bytes), U(st.inval_bytes), U(bytes));
+}
+
+static void events(void)
+{
+	struct odpx_stats st0, st;
+	long kb0;
+	unsigned char *a, *b, *c, *d;
+	void *far, *q;
+
+	/* munmap: two entries in one VMA */
+	a = map_isolated(2 * LEN);
+	st0 = stats_of(ctx);
+	kb0 = vm_pinned_kb();
+	cache(a, LEN, 1);
+	st = stats_of(ctx);
+	CHECK(st.watch_vmas == st0.watch_vmas + 1 && st.watch_regs == st0.watch_regs + 1,
+	      "watch: vmas %lu -> %lu, regs %lu -> %lu, want +1 each", U(st0.watch_vmas), U(st.watch_vmas),
+	      U(st0.watch_regs), U(st.watch_regs));
+	cache(a + LEN + 4096, 4096, 2);	/* same VMA: no new registration */
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs && stats_of(ctx).entries == st0.entries + 2,
+	      "a second range in a watched VMA: watch_regs %lu -> %lu, entries %lu -> %lu",
+	      U(st.watch_regs), U(stats_of(ctx).watch_regs), U(st0.entries), U(stats_of(ctx).entries));
+	st = stats_of(ctx);
+	CHECK(munmap(a, 2 * LEN) == 0, "munmap");
+	expect_event(&st, EV_UNMAP, 2, LEN + 4096, "munmap");
+	wait_unpinned(&st0, kb0, st.dead_unpinned + 2, "munmap");
+	CHECK(WAIT_FOR(stats_of(ctx).watch_vmas == st0.watch_vmas, WAIT_S), "watch_vmas %lu after munmap, want %lu",
+	      U(stats_of(ctx).watch_vmas), U(st0.watch_vmas));
+	CHECK(mmap(a, 2 * LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		   -1, 0) == a, "mmap at the old address");
+	reg_again(a, LEN, 3, "after munmap");
+	CHECK(munmap(a, 2 * LEN) == 0, "munmap");
+	settle(st0.entries, "munmap");
+
+	/* MADV_DONTNEED of one page kills the whole entry; the VMA stays watched */
+	b = map_isolated(2 * LEN);
+	st = stats_of(ctx);
+	kb0 = vm_pinned_kb();
+	cache(b, LEN, 4);
+	st0 = stats_of(ctx);
+	CHECK(madvise(b + LEN - 4096, 4096, MADV_DONTNEED) == 0, "MADV_DONTNEED");
+	expect_event(&st0, EV_REMOVE, 1, LEN, "MADV_DONTNEED");
+	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "MADV_DONTNEED");
+	CHECK(stats_of(ctx).watch_vmas == st0.watch_vmas, "MADV_DONTNEED unwatched the VMA");
+	reg_again(b, LEN, 5, "after MADV_DONTNEED");
+	/* over watched memory with no entry: an event, no entry killed */
+	st0 = stats_of(ctx);
+	CHECK(madvise(b + LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
+	expect_event(&st0, EV_REMOVE, 0, 0, "MADV_DONTNEED beside the entry");
+	st = stats_of(ctx);
+	struct odpx_mr *mr = reg(b, LEN);
+	CHECK(stats_of(ctx).hits == st.hits + 1, "the entry beside the MADV_DONTNEED was lost");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+
+	/* mremap: the moved range's entry dies; the new address is a new VMA */
+	c = map_isolated(LEN);
+	st = stats_of(ctx);
+	kb0 = vm_pinned_kb();
+	cache(c, LEN, 6);
+	st0 = stats_of(ctx);
+	far = mmap(NULL, LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(far != MAP_FAILED, "mmap");
+	q = mremap(c, LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED, far);
+	CHECK(q == far, "mremap: %s", strerror(errno));
+	expect_event(&st0, EV_REMAP, 1, LEN, "mremap");
+	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "mremap");
+	st = stats_of(ctx);
+	mr = reg(q, LEN);
+	CHECK(stats_of(ctx).misses == st.misses + 1, "the moved range hit the old entry");
+	CHECK(data_check(ctx, mr, q, LEN, 7), "after mremap: wrong bytes");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK(munmap(q, LEN) == 0, "munmap");
+	settle(st.entries, "mremap");
+
+	/* held while invalidated: pinned until its dereg, then unpinned by the engine */
+	d = map_isolated(LEN);
+	kb0 = vm_pinned_kb();
+	st0 = stats_of(ctx);
+	mr = reg(d, LEN);
+	CHECK(data_check(ctx, mr, d, LEN, 8), "held: data");
+	st = stats_of(ctx);
+	CHECK(munmap(d, LEN) == 0, "munmap");
+	expect_event(&st, EV_UNMAP, 1, LEN, "munmap of a held range");
+	st = stats_of(ctx);
+	CHECK(st.entries == st0.entries + 1 && vm_pinned_kb() == kb0 + LEN / 1024,
+	      "a held entry was unpinned under its holder (entries %lu, VmPin %ld kB)", U(st.entries),
+	      vm_pinned_kb());
+	CHECK(st.dead_unpinned == st0.dead_unpinned, "a held entry counted as unpinned");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	wait_unpinned(&st0, kb0, st0.dead_unpinned + 1, "held, then released");
+	CHECK(mmap(d, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == d,
+	      "mmap at the old address");
+	reg_again(d, LEN, 9, "after munmap of a held range");
+	CHECK(munmap(d, LEN) == 0, "munmap");
+	munmap(b, 2 * LEN);
+	munmap(c - 4096, 4096);
+	munmap(c + LEN, 4096);
+	settle(0, "events: cleanup");
+
+	/* munmap of a page in the middle: the entry dies, the VMA splits in two */
+	unsigned char *e = map_isolated(16 * 4096);
+	kb0 = vm_pinned_kb();
+	st = stats_of(ctx);
+	cache(e, 16 * 4096, 10);
+	st0 = stats_of(ctx);
+	CHECK(munmap(e + 4 * 4096, 4096) == 0, "munmap");
+	expect_event(&st0, EV_UNMAP, 1, 16 * 4096, "munmap in the middle");
+	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "munmap in the middle");
+	CHECK(stats_of(ctx).watch_vmas == st0.watch_vmas + 1, "split VMA: watch_vmas %lu -> %lu, want +1",
+	      U(st0.watch_vmas), U(stats_of(ctx).watch_vmas));
+	reg_again(e, 4 * 4096, 11, "left of the hole");
+	reg_again(e + 5 * 4096, 11 * 4096, 12, "right of the hole");
+	CHECK(stats_of(ctx).watch_regs == st0.watch_regs, "the parts of a split VMA were registered again");
+	munmap(e - 4096, 5 * 4096);
+	munmap(e + 5 * 4096, 12 * 4096);
+	settle(0, "munmap in the middle: cleanup");
+}
+
+/* Shared or file-backed: direct every time, counted in direct_shared. */
+static void direct_shared(void *p, const char *what)
+{
+	for (int i = 0; i < 2; i++) {
+		struct odpx_stats st0 = stats_of(ctx), st1;
+		long kb0 = vm_pinned_kb();
+		struct odpx_mr *mr = reg(p, LEN);
+
+		st1 = stats_of(ctx);
+		CHECK(st1.direct_shared == st0.direct_shared + 1 && st1.direct_regs == st0.direct_regs + 1,
+		      "%s: direct_shared %lu -> %lu, direct_regs %lu -> %lu, want +1 each", what,
+		      U(st0.direct_shared), U(st1.direct_shared), U(st0.direct_regs), U(st1.direct_regs));
+		CHECK(st1.hits == st0.hits && st1.watch_regs == st0.watch_regs,
+		      "%s: cached or watched (hits %lu -> %lu, watch_regs %lu -> %lu)", what, U(st0.hits),
+		      U(st1.hits), U(st0.watch_regs), U(st1.watch_regs));
+		CHECK(data_check(ctx, mr, p, LEN, 20 + i), "%s: wrong bytes", what);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+		st1 = stats_of(ctx);
+		CHECK(st1.entries == st0.entries && st1.pinned_bytes == st0.pinned_bytes && vm_pinned_kb() == kb0,
+		      "%s: not unpinned by its dereg (entries %lu -> %lu, pinned_bytes %lu -> %lu, VmPin %ld -> %ld kB)",
+		      what, U(st0.entries), U(st1.entries), U(st0.pinned_bytes), U(st1.pinned_bytes), kb0,
+		      vm_pinned_kb());
+	}
+}
+
+static void shared(void)
+{
+	int mfd = memfd_create("odpx-priv", MFD_CLOEXEC);
+	int tfd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	void *shm, *mpriv, *fpriv;
+
+	CHECK(mfd >= 0 && ftruncate(mfd, LEN) == 0, "memfd: %s", strerror(errno));
+	CHECK(tfd >= 0, "O_TMPFILE in /tmp: %s", strerror(errno));
+	CHECK(ftruncate(tfd, LEN) == 0, "ftruncate");
+	shm = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	mpriv = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE, mfd, 0);
+	fpriv = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE, tfd, 0);
+	CHECK(shm != MAP_FAILED && mpriv != MAP_FAILED && fpriv != MAP_FAILED, "mmap: %s", strerror(errno));
+	direct_shared(shm, "MAP_SHARED anonymous");
+	direct_shared(mpriv, "MAP_PRIVATE memfd");
+	direct_shared(fpriv, "MAP_PRIVATE file in /tmp");
+	munmap(shm, LEN);
+	munmap(mpriv, LEN);
+	munmap(fpriv, LEN);
+	close(mfd);
+	close(tfd);
+}
+
+static int mode_main(void)
+{
+	long kb0 = vm_pinned_kb();
+
+	CHECK(kb0 >= 0, "no VmPin in /proc/self/status");
+	ctx = open_pin(0);
+	events();
+	shared();
+	struct odpx_stats st = stats_of(ctx);
+	CHECK(st.direct_no_monitor == 0 && st.direct_unwatchable == 0 && st.direct_budget == 0,
+	      "fallbacks: no_monitor %lu, unwatchable %lu, budget %lu", U(st.direct_no_monitor),
+	      U(st.direct_unwatchable), U(st.direct_budget));
+	CHECK_RC(odpx_close(ctx), 0);
+	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
+	return 0;
+}
+
+/*
+ * ODPX_WATCH_MAX=2.  An entry spans VMAs v1|v2 (both watched, the entry
+ * starts in v1).  A third VMA may take an idle watch, never v2: v2 is then
+ * replaced by new pages and the entry must not be returned over them.
+ */
+static int budget_main(void)
+{
+	unsigned char *v = map_isolated(2 * LEN), *v3 = map_isolated(LEN), *r = v + LEN - 8192;
+	struct odpx_stats st0, st;
+	struct odpx_mr *mr;
+
+	/* two VMAs side by side: the second differs in a flag only */
+	CHECK(madvise(v + LEN, LEN, MADV_NOHUGEPAGE) == 0, "MADV_NOHUGEPAGE: %s", strerror(errno));
+	ctx = open_pin(0);
+	cache(r, 4 * 4096, 30);
+	st = stats_of(ctx);
+	CHECK(st.watch_vmas == 2, "an entry over two VMAs: watch_vmas %lu, want 2", U(st.watch_vmas));
+	mr = reg(v3, LEN);	/* both watched VMAs hold the entry: v3 must go direct */
+	CHECK(data_check(ctx, mr, v3, LEN, 31), "v3: data");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	st0 = stats_of(ctx);
+	CHECK(munmap(v + LEN, LEN) == 0, "munmap");
+	CHECK(mmap(v + LEN, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		   -1, 0) == v + LEN, "mmap at the old address");
+	st0 = stats_of(ctx);
+	mr = reg(r, 4 * 4096);
+	st = stats_of(ctx);
+	CHECK(st.misses == st0.misses + 1,
+	      "the entry over a VMA whose watch was reclaimed survived its munmap (direct_budget %lu, watch_regs %lu)",
+	      U(st.direct_budget), U(st.watch_regs));
+	CHECK(data_check(ctx, mr, r, 4 * 4096, 32), "stale data: the second VMA was unwatched under the entry");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
+
+static int maps_main(void)
+{
+	vma_force_maps = 1;
+	return mode_main();
+}
+
+static int run(const char *mode, int (*fn)(void), const char *what)
+{
+	int st;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		setenv("ODPX_UFFD_MODE", mode, 1);
+		if (fn == budget_main)
+			setenv("ODPX_WATCH_MAX", "2", 1);
+		_exit(fn());
+	}
+	CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+	int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	printf("%-8s %-8s %s\n", mode, what, ok ? "ok" : WIFSIGNALED(st) ? "killed" : "FAILED");
+	return !ok;
+}
+
+int main(void)
+{
+	const char *modes[] = { "wp-async", "wp", "missing" };
+	int failed = 0;
+
+	/*
+	 * Single-threaded event accounting: no madvise races a registration
+	 * here, so the DONTNEED quarantine (tests/remove-quarantine.c) is off
+	 * and a registration right after a REMOVE is cached as usual.
+	 */
+	setenv("ODPX_REMOVE_QUARANTINE_MS", "0", 1);
+	printf("uid %d\n", (int)getuid());
+	for (unsigned m = 0; m < 3; m++)
+		failed |= run(modes[m], mode_main, "events");
+	failed |= run("wp-async", maps_main, "maps");
+	for (unsigned m = 0; m < 3; m++)
+		failed |= run(modes[m], budget_main, "budget");
+	return failed;
+}

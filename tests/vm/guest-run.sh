@@ -1,0 +1,56 @@
+#!/bin/sh
+# guest-run.sh - the test driver inside the Soft-RoCE guest.  `odpx-vm test` copies it into the
+# share as run.sh, beside run-tests.sh, bin/ (the test programs), tests.list (their order) and
+# config (TEST_TIMEOUT).  It creates rxe0 on lo, waits for the port to be ACTIVE with the IPv4
+# loopback GID, and runs the tests with run-tests.sh; its exit status is the suite's.
+# Nothing may skip in here: ODPX_REQUIRE_DEVICE=1 turns the device tests' skips into
+# failures, and any skip that still shows up in the summary fails the run.
+set -u
+cd /mnt/host || exit 1
+TEST_TIMEOUT=120
+. ./config
+export ODPX_REQUIRE_DEVICE=1 TEST_TIMEOUT
+
+modprobe rdma_rxe || { echo "guest: modprobe rdma_rxe failed"; exit 1; }
+rdma link add rxe0 type rxe netdev lo ||
+	{ echo "guest: 'rdma link add rxe0 type rxe netdev lo' failed"; exit 1; }
+
+# rxe brings the port up and adds the GIDs of lo's addresses asynchronously: poll, 10 s at most
+port=/sys/class/infiniband/rxe0/ports/1
+gid=
+i=0
+while [ $i -lt 200 ]; do
+	if grep -q ACTIVE "$port/state" 2>/dev/null; then
+		gid=$(grep -lx '0000:0000:0000:0000:0000:ffff:7f00:0001' "$port"/gids/* 2>/dev/null |
+			head -n1)
+		[ -n "$gid" ] && break
+	fi
+	sleep 0.05
+	i=$((i + 1))
+done
+if [ -z "$gid" ]; then
+	echo "guest: rxe0 port 1 is not ACTIVE with GID ::ffff:127.0.0.1 after 10 s:" \
+		"$(cat "$port/state" 2>/dev/null)"
+	exit 1
+fi
+echo "guest: kernel $(uname -r), rdma-core $(dpkg-query -W -f '${Version}' rdma-core)," \
+	"rxe0 on lo ACTIVE, ::ffff:127.0.0.1 at GID index ${gid##*/}," \
+	"$(nproc) vCPUs, $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
+
+set --
+while read -r name; do
+	set -- "$@" "bin/$name"
+done < tests.list
+{ sh ./run-tests.sh "$@"; echo $? > /tmp/run-tests.rc; } | tee /tmp/run-tests.out
+rc=$(cat /tmp/run-tests.rc)
+skipped=$(tail -n1 /tmp/run-tests.out |
+	sed -n 's/^[0-9]* passed, [0-9]* failed, \([0-9]*\) skipped$/\1/p')
+if [ -z "$skipped" ]; then
+	echo "guest: run-tests.sh ended without its summary line"
+	exit 1
+fi
+if [ "$skipped" != 0 ]; then
+	echo "guest: $skipped test(s) skipped inside the guest, where the device is present: failure"
+	exit 1
+fi
+exit "$rc"
