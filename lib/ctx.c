@@ -267,7 +267,8 @@ ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t 
 		return odpx_fail(-EINVAL, "address + length wraps");
 	if (unlikely(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1)))
 		return odpx_fail(-EINVAL, "unknown access bits %#x", access);
-	r = cache_reg(ctx, (uintptr_t)addr, len, access, &e);
+	r = ctx->be->reg ? ctx->be->reg(ctx, (uintptr_t)addr, len, access, &e)
+			 : cache_reg(ctx, (uintptr_t)addr, len, access, &e);
 	if (r == 0)
 		*mr = (struct odpx_mr *)e;
 	return r;
@@ -293,7 +294,7 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 		return r;
 	if (!(e = handle_entry(ctx, mr)))
 		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
-	return cache_dereg(ctx, e);
+	return ctx->be->dereg ? ctx->be->dereg(ctx, e) : cache_dereg(ctx, e);
 }
 
 ODPX_EXPORT uint32_t odpx_mr_lkey(const struct odpx_mr *mr)

@@ -220,6 +220,20 @@ static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	m = prefetch_coalesce(r, n);
 	STAT_ADD(ctx, prefetch_merged, n - m);
 	now = now_ns();
+	if (ctx->be->advise && ctx->mode != ODPX_MODE_PIN && ctx->mode != ODPX_MODE_DIRECT) {
+		size_t k = 0;
+		for (size_t i = 0; i < m; i++) {	/* drop repeats, then one batch */
+			if (recently_done(ctx, e, &r[i], now)) {
+				STAT_INC(ctx, prefetch_merged);
+				continue;
+			}
+			remember(ctx, e, &r[i], now);
+			r[k++] = r[i];
+		}
+		if (k)
+			ctx->be->advise(ctx, r, k);
+		return;
+	}
 	for (size_t i = 0; i < m; i++) {
 		if (recently_done(ctx, e, &r[i], now)) {
 			STAT_INC(ctx, prefetch_merged);
@@ -306,6 +320,7 @@ static void *engine_main(void *arg)
 		if (tick) {
 			STAT_INC(ctx, engine_ticks);
 			cache_trim(ctx);
+			stats_tick(ctx);
 		}
 		io_uring_submit(&e->ring);
 	}

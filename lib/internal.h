@@ -88,6 +88,8 @@ enum { ST_FREE = 0, ST_ALIVE = 1, ST_DEAD = 2 };
 #define SPAN_BYTES(s) (((s) & ((1UL << SPAN_PAGES_BITS) - 1)) << PAGE_SHIFT)
 #define SPAN_MAX_BYTES (((1UL << SPAN_PAGES_BITS) - 1) << PAGE_SHIFT)
 
+struct pf_range { uint64_t start, end; uint32_t flags; };
+
 /* Backend operations: pin and unpin one entry; neither is called under a lock. */
 struct backend_ops {
 	const char *name;
@@ -99,6 +101,16 @@ struct backend_ops {
 	void (*close)(struct odpx_ctx *ctx);
 	uint32_t max_entries;	/* hard limit of the backend, 0: none */
 	uint64_t max_entry_bytes;
+	/*
+	 * Optional, for modes that do not go through the pin cache (implicit
+	 * and explicit ODP): the mode's own lookup and release.  Handles are
+	 * still entries of ctx->ent so that odpx_dereg() can validate them.
+	 */
+	int (*reg)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		   struct entry **out);
+	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
+	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr). */
+	void (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
 };
 
 /* Counters bumped on the hit path: one line per thread (see stats.c). */
@@ -216,6 +228,7 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 int stats_region_open(struct odpx_ctx *ctx);
 void stats_region_close(struct odpx_ctx *ctx);
 void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
+void stats_tick(struct odpx_ctx *ctx);	/* engine thread, each tick */
 void stats_hit(struct odpx_ctx *ctx, int slow);
 void stats_dereg(struct odpx_ctx *ctx);
 void stats_prefetch(struct odpx_ctx *ctx);
@@ -229,7 +242,6 @@ void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
 /* prefetch coalescing, pure (engine.c): sort and merge, return the count */
-struct pf_range { uint64_t start, end; uint32_t flags; };
 size_t prefetch_coalesce(struct pf_range *r, size_t n);
 
 /* backend_uring.c */

@@ -79,6 +79,12 @@ void stats_region_close(struct odpx_ctx *ctx)
 	ctx->stats_region = NULL;
 }
 
+/* Counter sampling on the engine's tick (the thrash detector's input). */
+void stats_tick(struct odpx_ctx *ctx)
+{
+	(void)ctx;
+}
+
 /* Gauges for readers of the region; nothing to publish to yet. */
 void stats_gauges_publish(struct odpx_ctx *ctx)
 {
