@@ -29,6 +29,7 @@
 static struct odpx_ctx *ctx;
 static char *area;			/* SLOTS * SLOT_LEN, remapped piecewise */
 static pthread_rwlock_t slot_lock[SLOTS];
+static bool slot_lost[SLOTS];	/* another mapping took the hole (slot_lock) */
 static atomic_bool stop;
 static atomic_ulong checks, remaps, races, hits, progress;
 /* remappers start after every other thread has made its own mappings */
@@ -71,7 +72,9 @@ static void *checker(void *arg)
 	while (!atomic_load(&stop)) {
 		unsigned s = rnd(&seed) % SLOTS;
 		pthread_rwlock_wrlock(&slot_lock[s]);
-		check_slot(area + (size_t)s * SLOT_LEN, SLOT_LEN, in, out, (unsigned char)rnd(&seed));
+		if (!slot_lost[s])
+			check_slot(area + (size_t)s * SLOT_LEN, SLOT_LEN, in, out,
+				   (unsigned char)rnd(&seed));
 		pthread_rwlock_unlock(&slot_lock[s]);
 		/* a private buffer, remapped by its owner now and then */
 		check_slot(priv, SLOT_LEN, in, out, (unsigned char)rnd(&seed));
@@ -96,16 +99,24 @@ static void *remapper(void *arg)
 		pthread_rwlock_wrlock(&slot_lock[s]);
 		switch (rnd(&seed) % 3) {
 		case 0:
+			if (slot_lost[s])
+				break;
 			CHECK(munmap(p, SLOT_LEN) == 0, "munmap");
-			CHECK(mmap(p, SLOT_LEN, PROT_READ | PROT_WRITE,
-				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == p,
-			      "remap");
+			/*
+			 * Another thread's mmap (a sanitizer's, say) may take the
+			 * hole first; then the slot is given up, never clobbered.
+			 */
+			if (mmap(p, SLOT_LEN, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != p)
+				slot_lost[s] = true;
 			break;
 		case 1:
-			map_anon(p, SLOT_LEN);
+			if (!slot_lost[s])
+				map_anon(p, SLOT_LEN);
 			break;
 		case 2:
-			CHECK(madvise(p, SLOT_LEN, MADV_DONTNEED) == 0, "DONTNEED");
+			if (!slot_lost[s])
+				CHECK(madvise(p, SLOT_LEN, MADV_DONTNEED) == 0, "DONTNEED");
 			break;
 		}
 		pthread_rwlock_unlock(&slot_lock[s]);

@@ -22,6 +22,13 @@
 #define CHECK_RC(expr, want) do { long _r = (long)(expr); if (_r != (long)(want)) \
 	FAIL("%s = %ld (%s), want %ld; reason: %s", #expr, _r, _r < 0 ? strerror((int)-_r) : "", \
 	     (long)(want), odpx_last_reason()); } while (0)
+/* ASan and TSan replace glibc's malloc: no brk heap, no mmap threshold */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_MALLOC 1
+#else
+#define SANITIZER_MALLOC 0
+#endif
+
 #define SKIP(...) do { printf("SKIP: "); printf(__VA_ARGS__); printf("\n"); exit(77); } while (0)
 
 static inline double now_s(void)

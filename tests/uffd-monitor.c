@@ -11,8 +11,10 @@
  *     VmPin back), at once when it was released, at its dereg when held;
  *   - the next odpx_reg of the range misses, counts a repin and moves the
  *     bytes of the new pages;
- *   - watched VMAs are counted (watch_vmas, watch_regs): one registration per
- *     VMA, none for a second range in it, one fewer once it is unmapped.
+ *   - watched ranges are counted (watch_vmas, watch_regs): one registration
+ *     per range not yet watched (exactly the page range, never the whole VMA,
+ *     which may hold other owners' memory), none for a range inside a watched
+ *     one, fewer once unmapped.
  * A munmap in the middle of a cached range kills it and splits its VMA: both
  * parts stay watched (no new registration for them), one more watched VMA.
  * A range in a file-backed MAP_PRIVATE mapping (memfd, and a file on disk)
@@ -154,20 +156,28 @@ static void events(void)
 	CHECK(st.watch_vmas == st0.watch_vmas + 1 && st.watch_regs == st0.watch_regs + 1,
 	      "watch: vmas %lu -> %lu, regs %lu -> %lu, want +1 each", U(st0.watch_vmas), U(st.watch_vmas),
 	      U(st0.watch_regs), U(st.watch_regs));
-	cache(a + LEN + 4096, 4096, 2);	/* same VMA: no new registration */
-	CHECK(stats_of(ctx).watch_regs == st.watch_regs && stats_of(ctx).entries == st0.entries + 2,
-	      "a second range in a watched VMA: watch_regs %lu -> %lu, entries %lu -> %lu",
+	cache(a + LEN + 4096, 4096, 2);	/* same VMA, not watched yet: its own range */
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs + 1 && stats_of(ctx).entries == st0.entries + 2,
+	      "a second range in the VMA: watch_regs %lu -> %lu (want +1), entries %lu -> %lu",
 	      U(st.watch_regs), U(stats_of(ctx).watch_regs), U(st0.entries), U(stats_of(ctx).entries));
+	st = stats_of(ctx);
+	cache(a + 4096, 4096, 2);	/* inside a watched range: no registration */
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs, "a range inside a watched one was registered");
 	st = stats_of(ctx);
 	CHECK(munmap(a, 2 * LEN) == 0, "munmap");
 	expect_event(&st, EV_UNMAP, 2, LEN + 4096, "munmap");
 	wait_unpinned(&st0, kb0, st.dead_unpinned + 2, "munmap");
 	CHECK(WAIT_FOR(stats_of(ctx).watch_vmas == st0.watch_vmas, WAIT_S), "watch_vmas %lu after munmap, want %lu",
 	      U(stats_of(ctx).watch_vmas), U(st0.watch_vmas));
-	CHECK(mmap(a, 2 * LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-		   -1, 0) == a, "mmap at the old address");
-	reg_again(a, LEN, 3, "after munmap");
-	CHECK(munmap(a, 2 * LEN) == 0, "munmap");
+	if (mmap(a, 2 * LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0) == a) {
+		reg_again(a, LEN, 3, "after munmap");
+		CHECK(munmap(a, 2 * LEN) == 0, "munmap");
+	} else {
+		/* only a sanitizer's runtime maps behind our back between the two */
+		CHECK(SANITIZER_MALLOC, "mmap at the old address: %s", strerror(errno));
+		printf("re-register after munmap: n/a, the sanitizer runtime took the hole\n");
+	}
 	settle(st0.entries, "munmap");
 
 	/* MADV_DONTNEED of one page kills the whole entry; the VMA stays watched */
@@ -181,10 +191,13 @@ static void events(void)
 	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "MADV_DONTNEED");
 	CHECK(stats_of(ctx).watch_vmas == st0.watch_vmas, "MADV_DONTNEED unwatched the VMA");
 	reg_again(b, LEN, 5, "after MADV_DONTNEED");
-	/* over watched memory with no entry: an event, no entry killed */
+	/* beside the entry, outside any watched range: no event at all */
 	st0 = stats_of(ctx);
 	CHECK(madvise(b + LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
-	expect_event(&st0, EV_REMOVE, 0, 0, "MADV_DONTNEED beside the entry");
+	st = stats_of(ctx);
+	CHECK(st.inval_remove == st0.inval_remove && st.inval_entries == st0.inval_entries,
+	      "MADV_DONTNEED of unwatched memory raised an event (remove %lu -> %lu)",
+	      U(st0.inval_remove), U(st.inval_remove));
 	st = stats_of(ctx);
 	struct odpx_mr *mr = reg(b, LEN);
 	CHECK(stats_of(ctx).hits == st.hits + 1, "the entry beside the MADV_DONTNEED was lost");

@@ -306,24 +306,50 @@ static void watch_insert(uintptr_t s, uintptr_t e)
 	mon.nw++;
 }
 
+/* The first part of [s, e) no record covers, in *gs..*ge; false if none (mon.lock). */
+static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
+{
+	uintptr_t cur = s;
+
+	for (unsigned i = watch_lower(s); i < mon.nw && mon.w[i].start < e; i++) {
+		if (mon.w[i].start > cur) {
+			*gs = cur;
+			*ge = mon.w[i].start;
+			return true;
+		}
+		if (mon.w[i].end > cur)
+			cur = mon.w[i].end;
+	}
+	*gs = cur;
+	*ge = e;
+	return cur < e;
+}
+
+/*
+ * Watch exactly the page range asked for, never the whole VMA: a VMA can
+ * hold memory of other owners (anonymous mappings merge), down to the stack
+ * of the reader thread itself, which glibc madvises away when the thread
+ * exits - the reader would wait for its own event.  Registering a part of a
+ * VMA splits it; the budget of watched ranges keeps that far below
+ * vm.max_map_count.
+ */
 int monitor_watch(uintptr_t start, uintptr_t end)
 {
-	uintptr_t addr = start;
-	int r = 0;
-
-	pthread_mutex_lock(&mon.lock);
-	bool covered = monitor_covers(start, end);
-	pthread_mutex_unlock(&mon.lock);
-	if (covered)
-		return 0;
-
-	for (int spins = 0; addr < end; spins++) {
+	for (int spins = 0;; spins++) {
 		struct vma_info v, v2;
+		uintptr_t gs, ge;
+		bool gap;
+		int r;
 
+		pthread_mutex_lock(&mon.lock);
+		gap = first_gap(start, end, &gs, &ge);
+		pthread_mutex_unlock(&mon.lock);
+		if (!gap)
+			return 0;
 		if (spins > 64)
 			return -EAGAIN;	/* the mapping keeps changing under us */
-		r = vma_query(addr, &v);
-		if (r == -ENOENT || (r == 0 && v.start > addr))
+		r = vma_query(gs, &v);
+		if (r == -ENOENT || (r == 0 && v.start > gs))
 			return -EFAULT;
 		if (r)
 			return r;
@@ -331,19 +357,16 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			return -EFAULT;
 		if (v.shared || v.file)
 			return -EXDEV;
+		if (ge > v.end)
+			ge = v.end;
 
 		pthread_mutex_lock(&mon.lock);
-		if (monitor_covers(addr, v.end)) {
-			pthread_mutex_unlock(&mon.lock);
-			addr = v.end;
-			continue;
-		}
 		if (mon.nw >= mon.budget && !watch_reclaim_idle()) {
 			pthread_mutex_unlock(&mon.lock);
 			return -ENOSPC;
 		}
 		struct uffdio_register reg = {
-			.range = { v.start, v.end - v.start },
+			.range = { gs, ge - gs },
 			.mode = mon.mode == UFFD_MODE_MISSING ? UFFDIO_REGISTER_MODE_MISSING
 							      : UFFDIO_REGISTER_MODE_WP,
 		};
@@ -358,18 +381,21 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		/*
 		 * Re-query now that it is watched: a VMA replaced between the
 		 * query and the registration raised no event; from here on
-		 * every change does.
+		 * every change does.  (The piece may have merged with a watched
+		 * neighbour: it only has to lie inside the VMA.)
 		 */
-		r = vma_query(addr, &v2);
-		if (r || v2.start != v.start || v2.end != v.end || v2.shared || v2.file) {
+		r = vma_query(gs, &v2);
+		if (r || v2.start > gs || v2.end < ge || v2.shared || v2.file) {
+			struct uffdio_range undo = { gs, ge - gs };
+			ioctl(mon.uffd, UFFDIO_UNREGISTER, &undo);
 			pthread_mutex_unlock(&mon.lock);
+			if (r == 0 && (v2.shared || v2.file))
+				return -EXDEV;
 			continue;
 		}
-		watch_insert(v.start, v.end);
+		watch_insert(gs, ge);
 		pthread_mutex_unlock(&mon.lock);
-		addr = v.end;
 	}
-	return 0;
 }
 
 bool monitor_inval_since(uint64_t c0, uintptr_t s, uintptr_t e)
@@ -507,8 +533,8 @@ static unsigned default_budget(void)
 	}
 	if (env && atoi(env) > 0)
 		return (unsigned)atoi(env);
-	/* each watched VMA can cost one VMA that would have merged: stay far away */
-	return max_map / 16 < 1024 ? (unsigned)(max_map / 16) : 1024;
+	/* a watched range splits at most two VMAs off its own: stay far away */
+	return max_map / 8 < 16384 ? (unsigned)(max_map / 8) : 16384;
 }
 
 int monitor_attach(struct odpx_ctx *ctx)
