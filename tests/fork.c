@@ -100,6 +100,16 @@ static int child(struct odpx_ctx *inh, struct odpx_mr *held)
 	}
 	CHECK_RC(odpx_close(inh), 0);
 
+#ifdef __SANITIZE_THREAD__
+	/*
+	 * TSan's thread registry does not survive a fork of a threaded
+	 * process ("dup thread with used id" at the child's first thread);
+	 * the fresh-context part runs in the plain and ASan builds.
+	 */
+	printf("child: fresh context n/a under TSan (threads after a threaded fork)\n");
+	(void)fresh;
+	return soft_failed;
+#endif
 	/* a fresh context works, and its own monitor keeps it coherent */
 	ctx = open_pin(0);
 	fresh = map_anon(NULL, LEN);
