@@ -624,7 +624,11 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 		     uint32_t acc)
 {
 	struct entry *e = &ctx->ent[idx];
-	int r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
+	int r;
+
+	if (atomic_load_explicit(&ctx->attached, RLX) && mon.mode == UFFD_MODE_MISSING)
+		monitor_prefault(s, s + len);
+	r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
 
 	if (r == -ENOMEM) {
 		STAT_INC(ctx, enomem_retries);
@@ -683,17 +687,6 @@ static int attach_monitor(struct odpx_ctx *ctx)
 		return r;
 	}
 	return engine_start(ctx);
-}
-
-/*
- * MISSING mode only: a user-mode-only uffd is not told of the pin's own
- * (kernel) faults, which then fail with EFAULT; fault the pages in from user
- * space first, where the reader maps the zero page for the missing ones.
- */
-static void prefault(uintptr_t s, uintptr_t e)
-{
-	for (uintptr_t a = s; a < e; a += PAGE_SIZE)
-		(void)*(volatile const char *)a;
 }
 
 static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
@@ -777,8 +770,6 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			return (int)idx;
 		if (us != s || ue != end)
 			STAT_INC(ctx, merges);
-		if (!unsafe && mon.mode == UFFD_MODE_MISSING)
-			prefault(us, ue);
 		r = pin_entry(ctx, (uint32_t)idx, us, ue - us, acc);
 		if (r < 0) {
 			unreserve(ctx, (uint32_t)idx);

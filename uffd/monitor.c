@@ -294,12 +294,33 @@ static bool watch_reclaim_idle(void)
 	return false;
 }
 
+/*
+ * A newly registered gap.  It merges with a watched neighbour it touches, as
+ * the kernel merges the two VMAs: the budget counts what splits VMAs.  A
+ * merged record's refs are the sum, which over-counts an entry that spanned
+ * the seam; such a record is merely never taken for idle (recount() on the
+ * next cut makes it exact again).
+ */
 static void watch_insert(uintptr_t s, uintptr_t e)
 {
 	unsigned i;
 
 	watch_cut(s, e);	/* a stale record of an old VMA there */
 	i = watch_lower(s);
+	if (i > 0 && mon.w[i - 1].end == s) {
+		mon.w[i - 1].end = e;
+		if (i < mon.nw && mon.w[i].start == e) {
+			mon.w[i - 1].end = mon.w[i].end;
+			mon.w[i - 1].refs += mon.w[i].refs;
+			memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
+			mon.nw--;
+		}
+		return;
+	}
+	if (i < mon.nw && mon.w[i].start == e) {
+		mon.w[i].start = s;
+		return;
+	}
 	memmove(&mon.w[i + 1], &mon.w[i], (mon.nw - i) * sizeof(mon.w[0]));
 	mon.w[i] = (struct watch){ s, e, 0 };
 	recount(&mon.w[i]);
@@ -396,6 +417,30 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		watch_insert(gs, ge);
 		pthread_mutex_unlock(&mon.lock);
 	}
+}
+
+/*
+ * MISSING mode only: a user-mode-only uffd is not told of a pin's own
+ * (kernel) faults, which then fail with EFAULT.  Fault our watched pages of
+ * [s, e) in from user space first, where the reader maps the zero page for
+ * the missing ones; pages outside our ranges fault in the kernel as usual
+ * (and may belong to an application's own userfaultfd: never touched).
+ */
+void monitor_prefault(uintptr_t s, uintptr_t e)
+{
+	struct { uintptr_t s, e; } part[16];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&mon.lock);
+	for (unsigned i = watch_lower(s); i < mon.nw && mon.w[i].start < e && n < 16; i++) {
+		part[n].s = mon.w[i].start > s ? mon.w[i].start : s;
+		part[n].e = mon.w[i].end < e ? mon.w[i].end : e;
+		n++;
+	}
+	pthread_mutex_unlock(&mon.lock);
+	for (unsigned i = 0; i < n; i++)
+		for (uintptr_t a = part[i].s; a < part[i].e; a += PAGE_SIZE)
+			(void)*(volatile const char *)a;
 }
 
 bool monitor_inval_since(uint64_t c0, uintptr_t s, uintptr_t e)

@@ -74,6 +74,7 @@ int monitor_watch(uintptr_t start, uintptr_t end);
 /* Under mon.lock. */
 bool monitor_inval_since(uint64_t c0, uintptr_t start, uintptr_t end);
 bool monitor_covers(uintptr_t start, uintptr_t end);
+void monitor_prefault(uintptr_t start, uintptr_t end);	/* not under mon.lock */
 bool monitor_remove_recent(uintptr_t start, uintptr_t end);
 bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
 void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta);
