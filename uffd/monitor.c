@@ -515,12 +515,22 @@ static void *reader_main(void *arg)
 {
 	struct uffd_msg msgs[32];	/* on the stack: the reader never allocates */
 
+	uint64_t spin_until = 0;
+
 	(void)arg;
 	for (;;) {
 		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
+		/*
+		 * After an event, poll without sleeping for a little while:
+		 * munmaps come in bursts, and a reader that is awake saves the
+		 * munmap caller one of its two wake-ups.
+		 */
+		int timeout = mono_ns() < spin_until ? 0 : -1;
 
-		if (poll(p, 2, -1) < 0)
+		if (poll(p, 2, timeout) < 0)
 			continue;	/* EINTR cannot happen (signals masked) */
+		if (timeout == 0 && !p[0].revents && !p[1].revents)
+			continue;
 		if (p[1].revents)
 			break;
 		if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
@@ -540,6 +550,7 @@ static void *reader_main(void *arg)
 			if (atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
 				engine_kick(c);
 		pthread_mutex_unlock(&mon.lock);
+		spin_until = mono_ns() + mon.spin_ns;
 	}
 	return NULL;
 }
@@ -601,7 +612,9 @@ int monitor_attach(struct odpx_ctx *ctx)
 			mon.uffd = fd;
 			mon.w = w;
 			mon.budget = budget;
+			const char *sp = getenv("ODPX_MONITOR_SPIN_US");
 			mon.quarantine_ns = (q ? (uint64_t)atoll(q) : 100) * 1000000ULL;
+			mon.spin_ns = (sp ? (uint64_t)atoll(sp) : 50) * 1000ULL;
 		}
 	}
 	if (mon.uffd < 0) {

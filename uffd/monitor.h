@@ -53,6 +53,7 @@ struct monitor {
 	uint64_t inval_count;
 	struct { uintptr_t start, end; uint64_t remove_ns; } log[INVAL_LOG];
 	uint64_t last_remove_ns, quarantine_ns;
+	uint64_t spin_ns;	/* the reader polls without sleeping this long after an event */
 	struct watch *w;
 	unsigned nw, budget;
 	uint64_t regs, unregs;
