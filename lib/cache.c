@@ -385,8 +385,36 @@ static void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0), REL);
 	ctx->nentries--;
 	ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
-	ST(e->dnext, ctx->free_head);
+	/* the free list is doubly linked through the LRU links, unused while free */
+	e->lru_prev = NIL;
+	e->lru_next = ctx->free_head;
+	if (ctx->free_head != NIL)
+		ctx->ent[ctx->free_head].lru_prev = idx;
 	ctx->free_head = idx;
+}
+
+/*
+ * Take a free entry, preferably @home: the entry whose index is the hash
+ * bucket of its own start, so that a hit finds the bucket head and the entry
+ * in one cache line (ctx->lock).
+ */
+static uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home)
+{
+	uint32_t idx = ctx->free_head;
+
+	if (home < ctx->max_entries &&
+	    W_STATE(LD(ctx->ent[home].word)) == ST_FREE &&
+	    (ctx->free_head == home || ctx->ent[home].lru_prev != NIL))
+		idx = home;
+	struct entry *e = &ctx->ent[idx];
+	if (e->lru_prev != NIL)
+		ctx->ent[e->lru_prev].lru_next = e->lru_next;
+	else
+		ctx->free_head = e->lru_next;
+	if (e->lru_next != NIL)
+		ctx->ent[e->lru_next].lru_prev = e->lru_prev;
+	e->lru_prev = e->lru_next = NIL;
+	return idx;
 }
 
 static void lru_link_head(struct odpx_ctx *ctx, uint32_t idx)
@@ -564,7 +592,7 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v)
  * Reserve an entry and @bytes within the limits, evicting if needed.
  * Returns the entry index or -ENOMEM (everything in use).
  */
-static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes)
+static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home)
 {
 	uint32_t victims = NIL, idx;
 	bool ok;
@@ -580,8 +608,7 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes)
 		ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes,
 			       &victims) && ctx->free_head != NIL;
 		if (ok) {
-			idx = ctx->free_head;
-			ctx->free_head = LD(ctx->ent[idx].dnext);
+			idx = take_free_locked(ctx, home);
 			ctx->nentries++;
 			ctx->pinned_bytes += bytes;
 			ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
@@ -650,7 +677,7 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		      struct entry **out)
 {
-	int64_t idx = reserve(ctx, end - s);
+	int64_t idx = reserve(ctx, end - s, NIL);
 	int r;
 
 	if (idx < 0)
@@ -759,12 +786,12 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		c0 = mon.inval_count;
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
 		pthread_mutex_unlock(&mon.lock);
-		int64_t idx = reserve(ctx, ue - us);
+		int64_t idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc));
 		if (idx == -ENOMEM && (us != s || ue != end)) {
 			/* the merged range outgrew the limits: the request alone may fit */
 			us = s;
 			ue = end;
-			idx = reserve(ctx, ue - us);
+			idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc));
 		}
 		if (idx < 0)
 			return (int)idx;
@@ -949,8 +976,9 @@ int cache_init(struct odpx_ctx *ctx)
 		ST(e->hnext, NIL);
 		ST(e->left, NIL);
 		ST(e->right, NIL);
-		e->lru_prev = e->lru_next = NIL;
-		ST(e->dnext, i + 1 < ctx->max_entries ? i + 1 : NIL);
+		e->lru_prev = i ? i - 1 : NIL;	/* the free list, in index order */
+		e->lru_next = i + 1 < ctx->max_entries ? i + 1 : NIL;
+		ST(e->dnext, NIL);
 	}
 	for (int a = 0; a < ACC_CLASSES; a++)
 		ST(ctx->root[a], NIL);

@@ -44,7 +44,8 @@
  * @hnext, @bucket: exact-start hash chain; @bucket is the head of hash
  *   bucket number (this entry's index), so the table costs no extra memory.
  * @left, @right, @height: AVL tree of the entry's access class, by start.
- * @lru_prev, @lru_next, @link_stamp: the lazy LRU (ctx->lock).
+ * @lru_prev, @lru_next, @link_stamp: the lazy LRU (ctx->lock); while FREE,
+ *   @lru_prev/@lru_next link the free list instead.
  * @last_use: ctx->clock when the last reference was released (relaxed).
  * @dnext: dead stack link.
  * Index fields (@hnext, @bucket, @left, @right, @height) are written under
@@ -171,7 +172,7 @@ struct odpx_ctx {
 	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, mon.lock */
 
 	pthread_mutex_t lock ALIGNED_LINE;
-	uint32_t free_head;		/* free list through dnext */
+	uint32_t free_head;		/* free list through lru_prev/lru_next */
 	uint32_t lru_head, lru_tail;	/* head: most recent */
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
 	struct odpx_limits lim;
