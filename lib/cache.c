@@ -385,6 +385,7 @@ static void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0), REL);
 	ctx->nentries--;
 	ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
+	stats_gauges_publish(ctx);
 	/* the free list is doubly linked through the LRU links, unused while free */
 	e->lru_prev = NIL;
 	e->lru_next = ctx->free_head;
@@ -567,6 +568,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ST(e->dnext, *victims);
 			*victims = idx;
 			STAT_INC(ctx, evictions);
+			stats_gauges_publish(ctx);
 		}
 		idx = prev;
 	}
@@ -611,6 +613,7 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home)
 			idx = take_free_locked(ctx, home);
 			ctx->nentries++;
 			ctx->pinned_bytes += bytes;
+			stats_gauges_publish(ctx);
 			ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
 		}
 		pthread_mutex_unlock(&ctx->lock);

@@ -132,7 +132,9 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		return r;
 	if (a.mode == ODPX_MODE_AUTO)
 		a.mode = ODPX_MODE_PIN;
-	if (a.mode == ODPX_MODE_IMPLICIT || a.mode == ODPX_MODE_EXPLICIT)
+	/* only the verbs backend pages on demand (its open chose the mode) */
+	if ((a.mode == ODPX_MODE_IMPLICIT || a.mode == ODPX_MODE_EXPLICIT) &&
+	    ops->id != ODPX_BACKEND_VERBS)
 		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
 				 ops->name, odpx_mode_str(a.mode));
 	default_limits(&a.limits);
@@ -169,6 +171,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	}
 	if ((r = stats_region_open(ctx)) < 0)
 		goto out_free;
+	stats_open_attr(ctx, attr);	/* the thrash callback, if any */
 	for (uint64_t i = 0; i < PREFETCH_QLEN; i++)
 		atomic_init(&ctx->pq[i].seq, i);
 	if ((r = cache_init(ctx)) < 0)
@@ -187,6 +190,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		snprintf(ctx->reason, sizeof(ctx->reason),
 			 "%s backend has no on-demand paging: pin-down cache invalidated by userfaultfd",
 			 ops->name);
+	stats_gauges_publish(ctx);	/* mode and reason, for odpstat */
 	*out = ctx;
 	return 0;
 
@@ -359,6 +363,8 @@ ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint
 		return odpx_fail(-EINVAL, "bad prefetch range");
 	if (unlikely(flags & ~(uint32_t)(ODPX_PREFETCH_RESERVED - 1)))
 		return odpx_fail(-EINVAL, "unknown prefetch flags %#x", flags);
+	if (flags & ODPX_PREFETCH_SYNC)
+		return mode_prefetch_sync(ctx, (uintptr_t)addr, len, flags);
 	return prefetch_enqueue(ctx, (uintptr_t)addr, len, flags);
 }
 

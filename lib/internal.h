@@ -256,4 +256,27 @@ extern const struct backend_ops null_ops;
 int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
 		      struct odpx_ctx **ctx);
 
+/* sysfs-stats */
+/* the stats region is a published segment (sysfs-stats/publish.c) */
+int stats_seg_open(struct odpx_ctx *ctx);
+void stats_seg_close(struct odpx_ctx *ctx);
+void stats_seg_gauges(struct odpx_ctx *ctx);	/* ctx->lock held */
+void stats_seg_tick(struct odpx_ctx *ctx);	/* engine thread */
+void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
+/* sum a region's shards and cold counters (no gauges); hits include hits_slow */
+void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
+		      struct odpx_stats *st);
+/*
+ * ctx.c, right after stats_region_open() succeeded: the thrash callback of
+ * the open attributes (@attr may be NULL).  Until it is called, contexts
+ * run the detector without a callback.
+ */
+void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr);
+
+/* backend_verbs.c, mode.c */
+#include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */
+void mode_stats_fill(struct odpx_ctx *ctx, struct odpx_stats *st);
+int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+int mode_verbs_err(int rc, int err);
+
 #endif

@@ -76,7 +76,19 @@ enum odpx_attr_mask {
 	ODPX_ATTR_LIMITS = 1 << 1,
 	ODPX_ATTR_FLAGS = 1 << 2,
 	ODPX_ATTR_TICK = 1 << 3,
-	ODPX_ATTR_RESERVED = 1 << 4,
+	ODPX_ATTR_THRASH_CB = 1 << 4,
+	ODPX_ATTR_TRANSPORTS = 1 << 5,
+	ODPX_ATTR_CHUNK = 1 << 6,
+	ODPX_ATTR_RESERVED = 1 << 7,
+};
+
+/* Transports the caller will use with its registrations (verbs backend). */
+enum odpx_transport {
+	ODPX_TRANSPORT_RC = 1 << 0,
+	ODPX_TRANSPORT_UD = 1 << 1,
+	ODPX_TRANSPORT_UC = 1 << 2,
+	ODPX_TRANSPORT_XRC = 1 << 3,
+	ODPX_TRANSPORT_RESERVED = 1 << 4,
 };
 
 enum odpx_open_flags {
@@ -86,8 +98,58 @@ enum odpx_open_flags {
 	 * prevent; counted in stats and shown by odpstat.
 	 */
 	ODPX_OPEN_UNSAFE_NO_MONITOR = 1 << 0,
-	ODPX_OPEN_RESERVED = 1 << 1,
+	/*
+	 * Verbs, ODP modes: remote-access requests may be served by an MR that
+	 * grants that access beyond the request (the implicit MR, or an ODP MR
+	 * per chunk).  Without it, remote access covers exactly the request's
+	 * pages.  Shown as global_rkey in stats.
+	 */
+	ODPX_OPEN_GLOBAL_RKEY = 1 << 1,
+	ODPX_OPEN_RESERVED = 1 << 2,
 };
+
+/*
+ * The thrash detector (odpstat(1) documents it): from counter increases over
+ * a window it finds a working set that keeps being registered again.
+ *   OK       idle, or hits: nothing to report
+ *   WARMING  faults (misses) with no invalidations (evictions): a working
+ *            set is loading
+ *   THRASH   pages invalidated (ranges evicted) and faulted (re-pinned)
+ *            again: the working set does not fit
+ * Thresholds and the window: ODPX_THRASH="key=value,..." (odpstat(1)).
+ */
+enum odpx_thrash_state {
+	ODPX_THRASH_OK = 0,
+	ODPX_THRASH_WARMING,
+	ODPX_THRASH_THRASH,
+	ODPX_THRASH_RESERVED,
+};
+
+/* The metric that decided the state. */
+enum odpx_thrash_metric {
+	ODPX_METRIC_NONE = 0,
+	ODPX_METRIC_FAULT_RATE,		/* device faulted pages per second */
+	ODPX_METRIC_INVAL_RATIO,	/* invalidated pages / faulted pages */
+	ODPX_METRIC_REFAULT_RATIO,	/* pages faulted again soon after invalidation / faulted */
+	ODPX_METRIC_REPIN_RATIO,	/* pin: re-pins of recently invalidated ranges / misses */
+	ODPX_METRIC_EVICT_MISS_RATIO,	/* pin: evictions followed by a miss / misses */
+	ODPX_METRIC_MISS_RATE,		/* pin: misses per second (WARMING) */
+	ODPX_METRIC_RESERVED,
+};
+
+struct odpx_thrash_event {
+	enum odpx_thrash_state state, prev;
+	enum odpx_thrash_metric metric;
+	double value;			/* of @metric over the last window */
+};
+
+/*
+ * Called on the context's engine thread when the state changes (and so only
+ * while the engine runs: pin mode with cached entries, or after a prefetch).
+ * It must not call odpx_close() on @ctx nor block for long.
+ */
+typedef void (*odpx_thrash_cb)(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev,
+			       void *arg);
 
 struct odpx_attr {
 	uint64_t comp_mask;		/* enum odpx_attr_mask */
@@ -95,6 +157,11 @@ struct odpx_attr {
 	uint32_t flags;			/* ODPX_ATTR_FLAGS: enum odpx_open_flags */
 	struct odpx_limits limits;	/* ODPX_ATTR_LIMITS */
 	uint32_t tick_ms;		/* ODPX_ATTR_TICK: engine tick, default 100 */
+	odpx_thrash_cb thrash_cb;	/* ODPX_ATTR_THRASH_CB */
+	void *thrash_arg;
+	uint32_t transports;		/* ODPX_ATTR_TRANSPORTS: enum odpx_transport, default RC */
+	uint64_t chunk_bytes;		/* ODPX_ATTR_CHUNK: explicit-ODP chunk, a power of 2,
+					 * 64 KiB..2 GiB, at most max_mr_size; default 64 MiB */
 };
 
 /**
@@ -112,8 +179,24 @@ int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx);
 
 /**
  * odpx_open_verbs - open a context on a protection domain (verbs backend)
+ * @pd: the protection domain every registration is made on
+ * @attr: may be NULL for defaults
+ * @ctx: out
  *
- * Return: -EOPNOTSUPP when built without libibverbs.
+ * The mode comes from the device's ODP capabilities and the transports in
+ * @attr (RC when not given), ODP first: implicit, explicit, pin; direct only
+ * when forced.  ODPX_MODE (environment) or ODPX_ATTR_MODE force one; a
+ * forced mode the device cannot do fails with -EOPNOTSUPP.  odpx_mode_get()
+ * tells the mode and why.  Remote access is granted over exactly the pages
+ * of a request unless ODPX_OPEN_GLOBAL_RKEY.
+ *
+ * The context holds MRs on @pd from open to close: ibv_dealloc_pd(@pd)
+ * before odpx_close() fails with EBUSY, by design.  Contexts still open at
+ * exit() are closed by an atexit handler.  Implicit mode: odpx_mr_addr() of
+ * the implicit MR is NULL and odpx_mr_length() 0 (it covers everything).
+ * Return: 0, -EINVAL (bad attributes, NULL @pd), -EOPNOTSUPP (forced mode
+ * impossible, or built without libibverbs), -ENOMEM, or the -errno of a
+ * verbs call.
  */
 int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		    struct odpx_ctx **ctx);
@@ -175,15 +258,25 @@ ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd,
 enum odpx_prefetch_flags {
 	ODPX_PREFETCH_WRITE = 1 << 0,	/* the device will write */
 	ODPX_PREFETCH_NO_FAULT = 1 << 1,	/* map only what is resident */
-	ODPX_PREFETCH_RESERVED = 1 << 2,
+	/*
+	 * Serve the hint on the caller's thread and return when it is done:
+	 * ibv_advise_mr with IBV_ADVISE_MR_FLAG_FLUSH in the ODP modes (pages
+	 * resident), a pre-pin in pin mode.  This one may block.
+	 */
+	ODPX_PREFETCH_SYNC = 1 << 2,
+	ODPX_PREFETCH_RESERVED = 1 << 3,
 };
 
 /**
  * odpx_prefetch - hint that [@addr, @addr + @len) will be registered soon
  *
  * Queued without a system call (the engine is woken only when it sleeps);
- * never blocks.  In pin mode the engine pre-pins the range into the cache.
- * Return: 0 queued, -EAGAIN queue full (counted as dropped), -EINVAL.
+ * never blocks.  The engine coalesces and de-duplicates hints, then
+ * issues ibv_advise_mr in batches of SGEs (ODP modes) or pre-pins the range
+ * into the cache (pin mode); direct mode counts and ignores them.  With
+ * ODPX_PREFETCH_SYNC the hint is served before the call returns.
+ * Return: 0 queued (or done), -EAGAIN queue full (counted as dropped),
+ * -EINVAL, or the error of a synchronous prefetch.
  */
 int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags);
 
@@ -215,6 +308,17 @@ struct odpx_stats {
 	/* engine */
 	uint64_t engine_wakeups, engine_ticks;
 	uint64_t unsafe_no_monitor;	/* 1 when opened ODPX_OPEN_UNSAFE_NO_MONITOR */
+	/* thrash detector (engine thread, each window) */
+	uint64_t thrash_state;		/* enum odpx_thrash_state */
+	uint64_t thrash_metric;		/* enum odpx_thrash_metric that decided it */
+	uint64_t thrash_value_milli;	/* that metric's last value x 1000 */
+	uint64_t thrash_changes;	/* state changes since open */
+	/* verbs backend */
+	uint64_t prefetch_sges;		/* SGEs passed to ibv_advise_mr */
+	uint64_t prefetch_errno;	/* errno of the last failed ibv_advise_mr, 0: none */
+	uint64_t global_rkey;		/* 1: remote access may exceed the request (GLOBAL_RKEY) */
+	uint64_t odp_mrs;		/* ODP MRs registered: chunks and ranges */
+	uint64_t odp_fallbacks;		/* chunk registration failed: range MR instead */
 };
 
 /**

@@ -50,45 +50,76 @@ void stats_hit(struct odpx_ctx *ctx, int slow)
 void stats_dereg(struct odpx_ctx *ctx) { BUMP(ctx, deregs); }
 void stats_prefetch(struct odpx_ctx *ctx) { BUMP(ctx, prefetch_queued); }
 
-#define C(f) atomic_load_explicit(&ctx->cs->f, memory_order_relaxed)
-
 /*
  * The counters of a context live in one region: the per-thread shards, then
- * the cold counters.  Kept apart from struct odpx_ctx so that it can be a
- * shared-memory segment another process (odpstat) reads live.
+ * the cold counters.  The region is a shared-memory segment, mode 0600,
+ * /dev/shm/odpx.<pid>.<n>, which odpstat maps read-only to read them live
+ * (sysfs-stats/publish.c: layout, naming, stale segments).
  */
 int stats_region_open(struct odpx_ctx *ctx)
 {
-	size_t shards = sizeof(struct stat_shard) * (STAT_SHARDS + 1);
-	size_t bytes = shards + ((sizeof(struct cold_stats) + 63) & ~(size_t)63);
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		return -errno;
-	ctx->stats_region = p;
-	ctx->stats_region_bytes = bytes;
-	ctx->shards = p;
-	ctx->cs = (struct cold_stats *)((char *)p + shards);
-	return 0;
+	return stats_seg_open(ctx);
 }
 
 void stats_region_close(struct odpx_ctx *ctx)
 {
 	if (ctx->stats_region)
-		munmap(ctx->stats_region, ctx->stats_region_bytes);
+		stats_seg_close(ctx);
 	ctx->stats_region = NULL;
 }
 
-/* Counter sampling on the engine's tick (the thrash detector's input). */
+/* Counter sampling on the engine's tick: gauges and the thrash detector. */
 void stats_tick(struct odpx_ctx *ctx)
 {
-	(void)ctx;
+	stats_seg_tick(ctx);
 }
 
-/* Gauges for readers of the region; nothing to publish to yet. */
+/* Gauges for readers of the segment (relaxed stores; ctx->lock held). */
 void stats_gauges_publish(struct odpx_ctx *ctx)
 {
-	(void)ctx;
+	stats_seg_gauges(ctx);
+}
+
+void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
+		      struct odpx_stats *st)
+{
+#define CS(f) atomic_load_explicit(&cs->f, memory_order_relaxed)
+	for (int i = 0; i <= STAT_SHARDS; i++) {
+		st->hits += __atomic_load_n(&shards[i].hits, __ATOMIC_RELAXED);
+		st->hits_slow += __atomic_load_n(&shards[i].hits_slow, __ATOMIC_RELAXED);
+		st->deregs += __atomic_load_n(&shards[i].deregs, __ATOMIC_RELAXED);
+		st->prefetch_queued += __atomic_load_n(&shards[i].prefetch_queued, __ATOMIC_RELAXED);
+	}
+	st->hits += st->hits_slow;
+	st->misses = CS(misses);
+	st->pins = CS(pins);
+	st->unpins = CS(unpins);
+	st->pin_failures = CS(pin_failures);
+	st->evictions = CS(evictions);
+	st->enomem_retries = CS(enomem_retries);
+	st->merges = CS(merges);
+	st->superseded = CS(superseded);
+	st->miss_retries = CS(miss_retries);
+	st->repins = CS(repins);
+	st->inval_unmap = CS(inval_unmap);
+	st->inval_remove = CS(inval_remove);
+	st->inval_remap = CS(inval_remap);
+	st->inval_entries = CS(inval_entries);
+	st->inval_bytes = CS(inval_bytes);
+	st->dead_unpinned = CS(dead_unpinned);
+	st->direct_regs = CS(direct_regs);
+	st->direct_shared = CS(direct_shared);
+	st->direct_unwatchable = CS(direct_unwatchable);
+	st->direct_budget = CS(direct_budget);
+	st->direct_no_monitor = CS(direct_no_monitor);
+	st->direct_racing = CS(direct_racing);
+	st->prefetch_merged = CS(prefetch_merged);
+	st->prefetch_dropped = CS(prefetch_dropped);
+	st->prefetch_issued = CS(prefetch_issued);
+	st->prefetch_failed = CS(prefetch_failed);
+	st->engine_wakeups = CS(engine_wakeups);
+	st->engine_ticks = CS(engine_ticks);
+#undef CS
 }
 
 ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, size_t size)
@@ -100,41 +131,7 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	/* a child's copy: another thread of the parent may have held ctx->lock */
 	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
-	for (int i = 0; i <= STAT_SHARDS; i++) {
-		st.hits += __atomic_load_n(&ctx->shards[i].hits, __ATOMIC_RELAXED);
-		st.hits_slow += __atomic_load_n(&ctx->shards[i].hits_slow, __ATOMIC_RELAXED);
-		st.deregs += __atomic_load_n(&ctx->shards[i].deregs, __ATOMIC_RELAXED);
-		st.prefetch_queued += __atomic_load_n(&ctx->shards[i].prefetch_queued, __ATOMIC_RELAXED);
-	}
-	st.hits += st.hits_slow;
-	st.misses = C(misses);
-	st.pins = C(pins);
-	st.unpins = C(unpins);
-	st.pin_failures = C(pin_failures);
-	st.evictions = C(evictions);
-	st.enomem_retries = C(enomem_retries);
-	st.merges = C(merges);
-	st.superseded = C(superseded);
-	st.miss_retries = C(miss_retries);
-	st.repins = C(repins);
-	st.inval_unmap = C(inval_unmap);
-	st.inval_remove = C(inval_remove);
-	st.inval_remap = C(inval_remap);
-	st.inval_entries = C(inval_entries);
-	st.inval_bytes = C(inval_bytes);
-	st.dead_unpinned = C(dead_unpinned);
-	st.direct_regs = C(direct_regs);
-	st.direct_shared = C(direct_shared);
-	st.direct_unwatchable = C(direct_unwatchable);
-	st.direct_budget = C(direct_budget);
-	st.direct_no_monitor = C(direct_no_monitor);
-	st.direct_racing = C(direct_racing);
-	st.prefetch_merged = C(prefetch_merged);
-	st.prefetch_dropped = C(prefetch_dropped);
-	st.prefetch_issued = C(prefetch_issued);
-	st.prefetch_failed = C(prefetch_failed);
-	st.engine_wakeups = C(engine_wakeups);
-	st.engine_ticks = C(engine_ticks);
+	stats_region_sum(ctx->shards, ctx->cs, &st);
 	st.unsafe_no_monitor = !!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 
 	pthread_mutex_lock(&ctx->lock);
@@ -151,6 +148,8 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	st.watch_vmas = mon.nw;
 	st.watch_regs = mon.regs;
 	pthread_mutex_unlock(&mon.lock);
+	stats_seg_read_extra(ctx, &st);	/* thrash fields; publishes these gauges */
+	mode_stats_fill(ctx, &st);	/* the verbs backend's own counters */
 
 	if (size > sizeof(st))
 		size = sizeof(st);

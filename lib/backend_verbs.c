@@ -1,0 +1,830 @@
+// SPDX-License-Identifier: MIT
+/*
+ * backend_verbs.c - registrations on an ibverbs protection domain.
+ *
+ * odpx_open_verbs() reads the device's ODP capabilities, lets mode.c decide,
+ * and runs the context in one of four modes:
+ *
+ *   implicit  one MR ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND | LOCAL_WRITE);
+ *             a LOCAL_WRITE request takes a reference on it: one atomic add.
+ *   explicit  ODP MRs over aligned chunks (chunk_bytes), one per chunk and
+ *             local access class, registered on first use and never
+ *             invalidated: ODP follows the page tables.  A hit is a table
+ *             load and an atomic add.
+ *   pin       the core's pin cache and userfaultfd monitor over
+ *             ibv_reg_mr/ibv_dereg_mr (pin/unpin below).
+ *   direct    the same ops with the cache off: one MR per request.
+ *
+ * In both ODP modes a request the chunk table cannot serve - remote access,
+ * or a range that straddles chunks - gets an explicit ODP MR over exactly its
+ * page-rounded range, cached by (range, access) in a small hash.  Remote
+ * access is never granted beyond the request unless the context was opened
+ * ODPX_OPEN_GLOBAL_RKEY: then the implicit MR (implicit mode) or a chunk MR
+ * (explicit mode) with every remote access the device's ODP offers serves it.
+ *
+ * Handles are entries of ctx->ent, as the core's odpx_dereg() requires.  In
+ * the ODP modes this backend owns the whole slab: the core's free list is
+ * emptied at open, and the entries are managed here:
+ *
+ * struct vbe.lock - the pool of free entries, the range hash and chunk
+ *   misses.  Never held across anything that can wait on userfaultfd (ODP
+ *   registration does not fault pages in).  Operations:
+ *     chunk hit   no lock: acquire-load ctab[cls][chunk] (paired with the
+ *                 release store of the miss that published the entry), then
+ *                 word += 1.  Chunk and implicit entries never die before
+ *                 close, so the reference cannot meet a recycled entry.
+ *     chunk miss  lock, re-check, register, fill the entry, release-store
+ *                 its index + 1 into ctab, unlock.
+ *     range       lock, look up by (start, pages, access), word += 1, unlock;
+ *                 a miss registers outside the lock and inserts under it.
+ *     dereg       no lock: CAS word -> word - 1 while ALIVE with a reference.
+ *     evict       lock: CAS an unused range entry ALIVE/0 -> FREE (gen + 1).
+ *                 It cannot race a hit (range hits hold the lock) and a
+ *                 dereg never moves a count of 0; its MR is deregistered
+ *                 after unlocking.
+ *
+ * Lifecycle: a one-page anchor MR is held from open to close so that
+ * ibv_dealloc_pd() fails with EBUSY while a context is open; contexts still
+ * open at exit() are closed by an atexit handler (registered at first open).
+ * Every libibverbs error goes through mode_verbs_err().
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <infiniband/verbs.h>
+
+#include "internal.h"
+#include "mode.h"
+
+#ifdef ODPX_HAVE_VERBS
+
+#define REMOTE_ACCESS (ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE | \
+		       ODPX_ACCESS_REMOTE_ATOMIC)
+#define CHUNK_DEFAULT_BYTES (64UL << 20)
+#define CHUNK_MIN_BYTES (2UL << 20)
+#define CHUNK_MAX_BYTES (2UL << 30)	/* an entry's span holds < 4 GiB */
+#define VA_BITS 47
+
+enum { CLS_READ = 0, CLS_WRITE, CLS_GLOBAL, NCLS };	/* chunk classes */
+enum { EK_FREE = 0, EK_IMPLICIT, EK_CHUNK, EK_RANGE };
+
+struct meta {
+	uint8_t kind;
+	uint32_t rnext;		/* range hash chain (lock) */
+};
+
+struct vbe {
+	struct verbs_common common;	/* first: mode.c reads it */
+	struct odpx_ctx *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr **mr;		/* by entry index */
+	struct ibv_mr *anchor;
+	struct vbe *reg_next;		/* registry of open contexts */
+	bool in_registry;
+
+	/* ODP modes */
+	pthread_mutex_t lock;
+	bool odp;
+	unsigned chunk_shift;
+	uint64_t nchunks, max_reg_bytes;
+	_Atomic uint32_t *ctab[NCLS];	/* entry index + 1 per chunk, 0: none */
+	size_t ctab_bytes;
+	uint32_t cls_access[NCLS];	/* the MR access of each chunk class */
+	uint32_t implicit_idx, implicit_global_idx;
+	uint32_t *free_stack, nfree;
+	uint32_t *rbucket, rmask;
+	struct meta *meta;
+};
+
+static struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
+
+static int verr_ptr(void) { return mode_verbs_err(-1, errno); }
+
+/* ---- registry of open contexts, closed at exit ---- */
+
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vbe *reg_head;
+
+static void close_all_at_exit(void)
+{
+	for (;;) {
+		struct vbe *b;
+
+		pthread_mutex_lock(&reg_lock);
+		b = reg_head;
+		if (b) {
+			reg_head = b->reg_next;
+			b->in_registry = false;
+		}
+		pthread_mutex_unlock(&reg_lock);
+		if (!b)
+			return;
+		odpx_close(b->ctx);
+	}
+}
+
+static void reg_atfork_child(void)
+{
+	pthread_mutex_init(&reg_lock, NULL);
+}
+
+static void reg_init(void)
+{
+	atexit(close_all_at_exit);
+	pthread_atfork(NULL, NULL, reg_atfork_child);
+}
+
+static void registry_add(struct vbe *b)
+{
+	pthread_once(&reg_once, reg_init);
+	pthread_mutex_lock(&reg_lock);
+	b->reg_next = reg_head;
+	reg_head = b;
+	b->in_registry = true;
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static void registry_remove(struct vbe *b)
+{
+	pthread_mutex_lock(&reg_lock);
+	if (b->in_registry) {
+		for (struct vbe **pp = &reg_head; *pp; pp = &(*pp)->reg_next) {
+			if (*pp == b) {
+				*pp = b->reg_next;
+				break;
+			}
+		}
+		b->in_registry = false;
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- ops shared by every mode ---- */
+
+static void verbs_unpin(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_mr *mr = b ? b->mr[idx] : NULL;
+
+	if (!mr)
+		return;
+	b->mr[idx] = NULL;
+	(void)mode_verbs_err(ibv_dereg_mr(mr), errno);	/* nothing to do on failure */
+}
+
+static void verbs_close(struct odpx_ctx *ctx)
+{
+	struct vbe *b = vbe_of(ctx);
+	bool child = ctx->fork_gen != atomic_load(&odpx_fork_gen);
+
+	if (!b)
+		return;
+	if (!child)
+		registry_remove(b);
+	/* a child's MRs are the parent's: never deregistered from here */
+	for (uint32_t i = 0; !child && b->mr && i < ctx->max_entries; i++)
+		verbs_unpin(ctx, i);
+	if (!child && b->anchor)
+		ibv_dereg_mr(b->anchor);
+	for (int c = 0; c < NCLS; c++)
+		if (b->ctab[c])
+			munmap(b->ctab[c], b->ctab_bytes);
+	free(b->mr);
+	free(b->free_stack);
+	free(b->rbucket);
+	free(b->meta);
+	pthread_mutex_destroy(&b->lock);
+	free(b);
+	ctx->be_priv = NULL;
+}
+
+static int check_access(uint32_t access)
+{
+	if ((access & (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & ODPX_ACCESS_LOCAL_WRITE))
+		return odpx_fail(-EINVAL, "access %#x: verbs needs LOCAL_WRITE with remote write "
+				 "or atomic access (odpx never adds it)", access);
+	return 0;
+}
+
+/* ---- pin and direct modes ---- */
+
+static int verbs_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
+		     uint32_t access, uint32_t *lkey, uint32_t *rkey)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_mr *mr = ibv_reg_mr(b->pd, (void *)start, len, (int)access);
+
+	if (!mr)
+		return verr_ptr();
+	b->mr[idx] = mr;
+	*lkey = mr->lkey;
+	*rkey = access & REMOTE_ACCESS ? mr->rkey : 0;
+	return 0;
+}
+
+static int pin_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		   struct entry **out)
+{
+	int r = check_access(access);
+
+	return r < 0 ? r : cache_reg(ctx, addr, len, access, out);
+}
+
+static const struct backend_ops verbs_pin_ops = {
+	.name = "verbs",
+	.id = ODPX_BACKEND_VERBS,
+	.pin = verbs_pin,
+	.unpin = verbs_unpin,
+	.close = verbs_close,
+	.reg = pin_reg,
+};
+
+/* ---- ODP modes: entries ---- */
+
+static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint32_t acc,
+		     uintptr_t start, uint64_t bytes, uint32_t ref)
+{
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+
+	vbe_of(ctx)->mr[idx] = mr;
+	e->lkey = mr->lkey;
+	e->rkey = acc & REMOTE_ACCESS ? mr->rkey : 0;
+	e->access = (uint8_t)acc;
+	e->kind = KIND_CACHED;
+	atomic_store_explicit(&e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0,
+			      memory_order_relaxed);
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), memory_order_release);
+}
+
+static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
+
+/* A free entry (b->lock held); may evict an unused range, whose MR goes to *victim. */
+static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
+{
+	struct vbe *b = vbe_of(ctx);
+
+	*victim = NULL;
+	if (!b->nfree) {
+		for (uint32_t i = 0; i < ctx->max_entries; i++) {
+			struct entry *e = &ctx->ent[i];
+			uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+
+			if (b->meta[i].kind != EK_RANGE || W_STATE(w) != ST_ALIVE || W_REF(w))
+				continue;
+			if (!atomic_compare_exchange_strong(&e->word, &w,
+							    W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
+				continue;
+			uint64_t span = atomic_load_explicit(&e->span, memory_order_relaxed);
+			uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span),
+							 e->access)];
+			while (*pp != NIL && *pp != i)
+				pp = &b->meta[*pp].rnext;
+			if (*pp == i)
+				*pp = b->meta[i].rnext;
+			*victim = b->mr[i];
+			b->mr[i] = NULL;
+			b->meta[i].kind = EK_FREE;
+			STAT_INC(ctx, evictions);
+			return i;
+		}
+		return NIL;
+	}
+	return b->free_stack[--b->nfree];
+}
+
+static void ent_free(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0), memory_order_release);
+	b->meta[idx].kind = EK_FREE;
+	b->free_stack[b->nfree++] = idx;
+}
+
+static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
+{
+	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, memory_order_acquire);
+	stats_hit(ctx, slow);
+	*out = &ctx->ent[idx];
+}
+
+static struct ibv_mr *reg_odp(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
+			      uint32_t access, int *err)
+{
+	struct ibv_mr *mr = ibv_reg_mr(vbe_of(ctx)->pd, (void *)start, bytes,
+				       (int)access | IBV_ACCESS_ON_DEMAND);
+
+	if (!mr) {
+		*err = verr_ptr();
+		return NULL;
+	}
+	atomic_fetch_add_explicit(&vbe_of(ctx)->common.odp_mrs, 1, memory_order_relaxed);
+	STAT_INC(ctx, misses);
+	return mr;
+}
+
+/* ---- ODP modes: ranges cached by (start, pages, access) ---- */
+
+static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc)
+{
+	uint64_t k = (s >> PAGE_SHIFT) * 0x9E3779B97F4A7C15ULL ^ (bytes >> PAGE_SHIFT) * 31 ^ acc;
+
+	return (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 40) & b->rmask;
+}
+
+static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc)
+{
+	struct vbe *b = vbe_of(ctx);
+
+	for (uint32_t i = b->rbucket[rhash(b, s, bytes, acc)]; i != NIL; i = b->meta[i].rnext) {
+		uint64_t span = atomic_load_explicit(&ctx->ent[i].span, memory_order_relaxed);
+		if (SPAN_START(span) == s && SPAN_BYTES(span) == bytes && ctx->ent[i].access == acc)
+			return i;
+	}
+	return NIL;
+}
+
+static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
+		     struct entry **out)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_mr *mr, *victim = NULL;
+	uint32_t idx;
+	int err = 0;
+
+	pthread_mutex_lock(&b->lock);
+	idx = rfind(ctx, s, end - s, acc);
+	if (idx != NIL) {
+		take(ctx, idx, out, 1);
+		pthread_mutex_unlock(&b->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&b->lock);
+
+	mr = reg_odp(ctx, s, end - s, acc, &err);
+	if (!mr) {
+		STAT_INC(ctx, pin_failures);
+		return odpx_fail(err, "ODP registration of %#lx-%#lx (access %#x): %s",
+				 (unsigned long)s, (unsigned long)end, acc, strerror(-err));
+	}
+	pthread_mutex_lock(&b->lock);
+	idx = rfind(ctx, s, end - s, acc);
+	if (idx != NIL) {	/* another thread registered it meanwhile */
+		take(ctx, idx, out, 1);
+		pthread_mutex_unlock(&b->lock);
+		ibv_dereg_mr(mr);
+		return 0;
+	}
+	idx = ent_alloc(ctx, &victim);
+	if (idx == NIL) {
+		pthread_mutex_unlock(&b->lock);
+		ibv_dereg_mr(mr);
+		return odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
+	}
+	b->meta[idx].kind = EK_RANGE;
+	ent_fill(ctx, idx, mr, acc, s, end - s, 1);
+	uint32_t h = rhash(b, s, end - s, acc);
+	b->meta[idx].rnext = b->rbucket[h];
+	b->rbucket[h] = idx;
+	pthread_mutex_unlock(&b->lock);
+	if (victim)
+		ibv_dereg_mr(victim);
+	*out = &ctx->ent[idx];
+	return 0;
+}
+
+/* ---- ODP modes: chunks ---- */
+
+/* The chunk's entry, registered if needed; NIL + *err on failure.  No reference taken. */
+static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_mr *mr, *victim = NULL;
+	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+
+	if (idx)
+		return idx - 1;
+	pthread_mutex_lock(&b->lock);
+	idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_relaxed);
+	if (idx) {
+		pthread_mutex_unlock(&b->lock);
+		return idx - 1;
+	}
+	idx = ent_alloc(ctx, &victim);
+	if (idx == NIL) {
+		pthread_mutex_unlock(&b->lock);
+		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
+		return NIL;
+	}
+	mr = reg_odp(ctx, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
+		     b->cls_access[cls], err);
+	if (!mr) {
+		ent_free(ctx, idx);
+		pthread_mutex_unlock(&b->lock);
+		if (victim)
+			ibv_dereg_mr(victim);
+		return NIL;
+	}
+	b->meta[idx].kind = EK_CHUNK;
+	ent_fill(ctx, idx, mr, b->cls_access[cls], (uintptr_t)c << b->chunk_shift,
+		 1ULL << b->chunk_shift, 0);
+	atomic_store_explicit(&b->ctab[cls][c], idx + 1, memory_order_release);
+	pthread_mutex_unlock(&b->lock);
+	if (victim)
+		ibv_dereg_mr(victim);
+	return idx;
+}
+
+static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		   struct entry **out)
+{
+	struct vbe *b = vbe_of(ctx);
+	uintptr_t s = addr & ~(PAGE_SIZE - 1);
+	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
+	unsigned cls;
+	int r;
+
+	if (!(access & REMOTE_ACCESS)) {
+		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
+			take(ctx, b->implicit_idx, out, 0);
+			return 0;
+		}
+		cls = access ? CLS_WRITE : CLS_READ;
+	} else {
+		if (unlikely((r = check_access(access)) < 0))
+			return r;
+		if (!b->common.global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
+			goto range;
+		if (b->implicit_global_idx != NIL) {
+			take(ctx, b->implicit_global_idx, out, 0);
+			return 0;
+		}
+		cls = CLS_GLOBAL;
+	}
+	if (likely(c0 == c1 && c0 < b->nchunks)) {
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c0], memory_order_acquire);
+		if (likely(idx)) {
+			take(ctx, idx - 1, out, 0);
+			return 0;
+		}
+		idx = chunk_ensure(ctx, cls, c0, &r);
+		if (idx != NIL) {
+			take(ctx, idx, out, 1);
+			return 0;
+		}
+		/* e.g. a chunk beyond what the device can map: the range alone */
+		atomic_fetch_add_explicit(&b->common.odp_fallbacks, 1, memory_order_relaxed);
+	}
+range:
+	if (end - s > b->max_reg_bytes)
+		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
+				 len, (unsigned long long)b->max_reg_bytes);
+	return range_get(ctx, s, end, access, out);
+}
+
+static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
+{
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+
+	do {
+		if (W_STATE(w) != ST_ALIVE || W_REF(w) == 0)
+			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
+					 (void *)e);
+	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, memory_order_release,
+							memory_order_relaxed));
+	stats_dereg(ctx);
+	return 0;
+}
+
+static int odp_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
+		   uint32_t access, uint32_t *lkey, uint32_t *rkey)
+{
+	(void)ctx, (void)idx, (void)start, (void)len, (void)access, (void)lkey, (void)rkey;
+	return -EOPNOTSUPP;	/* the ODP modes never use the pin cache */
+}
+
+/* ---- prefetch: ibv_advise_mr ---- */
+
+static const enum ibv_advise_mr_advice advice_of[ADV_NR] = {
+	[ADV_PREFETCH] = IBV_ADVISE_MR_ADVICE_PREFETCH,
+	[ADV_PREFETCH_WRITE] = IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+	[ADV_PREFETCH_NO_FAULT] = IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+};
+
+/* One ibv_advise_mr call for a batch of pieces of one advice.  Return: 0 or -errno. */
+static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_t n,
+			uint32_t flags)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_sge sge[ADV_MAX_SGE];
+	uint32_t k = 0;
+	int r = 0, err;
+
+	for (uint32_t i = 0; i < n && k < ADV_MAX_SGE; i++) {
+		uint32_t idx = b->implicit_idx;
+		uint64_t c = p[i].addr >> b->chunk_shift;
+
+		if (idx == NIL) {
+			if (c >= b->nchunks ||
+			    (idx = chunk_ensure(ctx, CLS_WRITE, c, &err)) == NIL) {
+				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
+				r = c >= b->nchunks ? -EFAULT : err;
+				continue;
+			}
+		}
+		sge[k++] = (struct ibv_sge){ .addr = p[i].addr, .length = p[i].len,
+					     .lkey = ctx->ent[idx].lkey };
+	}
+	if (!k)
+		return r;
+	err = mode_verbs_err(ibv_advise_mr(b->pd, advice_of[p[0].advice], flags, sge, k), errno);
+	if (err < 0) {
+		STAT_INC(ctx, prefetch_failed);
+		atomic_store_explicit(&b->common.prefetch_errno, (uint64_t)-err,
+				      memory_order_relaxed);
+		return err;
+	}
+	STAT_INC(ctx, prefetch_issued);
+	atomic_fetch_add_explicit(&b->common.prefetch_sges, k, memory_order_relaxed);
+	return r;
+}
+
+static int advise_ranges(struct odpx_ctx *ctx, const struct pf_range *r, size_t n,
+			 uint32_t flags)
+{
+	struct vbe *b = vbe_of(ctx);
+	unsigned shift = b->implicit_idx != NIL ? 0 : b->chunk_shift;
+	size_t k = adv_count(r, n, shift), nb;
+	struct adv_piece *p = malloc(k * sizeof(*p));
+	struct adv_batch *bt = malloc(k * sizeof(*bt));
+	int ret = 0, e;
+
+	if (!p || !bt) {
+		free(p);
+		free(bt);
+		STAT_INC(ctx, prefetch_failed);
+		return -ENOMEM;
+	}
+	k = adv_split(r, n, shift, p, k);
+	nb = adv_batches(p, k, ADV_MAX_SGE, bt);
+	for (size_t i = 0; i < nb; i++)
+		if ((e = advise_batch(ctx, p + bt[i].first, bt[i].count, flags)) < 0 && !ret)
+			ret = e;
+	free(p);
+	free(bt);
+	return ret;
+}
+
+/* Engine thread: coalesced, de-duplicated hints; never a FLUSH. */
+static void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n)
+{
+	(void)advise_ranges(ctx, r, n, 0);
+}
+
+/* ODPX_PREFETCH_SYNC: on the caller's thread, IBV_ADVISE_MR_FLAG_FLUSH. */
+static int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
+{
+	struct pf_range r = {
+		.start = addr & ~(PAGE_SIZE - 1),
+		.end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1),
+		.flags = flags,
+	};
+	int e;
+
+	stats_prefetch(ctx);
+	e = advise_ranges(ctx, &r, 1, IBV_ADVISE_MR_FLAG_FLUSH);
+	return e < 0 ? odpx_fail(e, "ibv_advise_mr(FLUSH) of %#lx-%#lx: %s",
+				 (unsigned long)r.start, (unsigned long)r.end, strerror(-e)) : 0;
+}
+
+static const struct backend_ops verbs_odp_ops = {
+	.name = "verbs",
+	.id = ODPX_BACKEND_VERBS,
+	.pin = odp_pin,
+	.unpin = verbs_unpin,
+	.close = verbs_close,
+	.reg = odp_reg,
+	.dereg = odp_dereg,
+	.advise = odp_advise,
+};
+
+/* ---- open ---- */
+
+static __attribute__((aligned(4096))) char anchor_page[4096];
+
+static unsigned log2_u64(uint64_t v)
+{
+	return 63 - (unsigned)__builtin_clzll(v);
+}
+
+static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
+		     uint64_t max_mr_size, uint32_t global_access)
+{
+	uint32_t nb = 1;
+
+	b->odp = true;
+	b->chunk_shift = log2_u64(chunk_bytes);
+	b->nchunks = 1ULL << (VA_BITS - b->chunk_shift);
+	b->ctab_bytes = b->nchunks * sizeof(uint32_t);
+	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
+	b->cls_access[CLS_READ] = 0;
+	b->cls_access[CLS_WRITE] = ODPX_ACCESS_LOCAL_WRITE;
+	b->cls_access[CLS_GLOBAL] = global_access;
+	for (int c = 0; c < NCLS; c++) {
+		void *p = mmap(NULL, b->ctab_bytes, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return -ENOMEM;
+		b->ctab[c] = p;
+	}
+	while (nb < ctx->max_entries)
+		nb *= 2;
+	b->rmask = nb - 1;
+	b->rbucket = malloc(nb * sizeof(uint32_t));
+	b->free_stack = malloc(ctx->max_entries * sizeof(uint32_t));
+	b->meta = calloc(ctx->max_entries, sizeof(*b->meta));
+	if (!b->rbucket || !b->free_stack || !b->meta)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nb; i++)
+		b->rbucket[i] = NIL;
+	/* this backend owns the slab: the core's free list is emptied */
+	pthread_mutex_lock(&ctx->lock);
+	ctx->free_head = NIL;
+	pthread_mutex_unlock(&ctx->lock);
+	for (uint32_t i = ctx->max_entries; i-- > 0;)
+		b->free_stack[b->nfree++] = i;
+	return 0;
+}
+
+static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t acc)
+{
+	struct vbe *b = vbe_of(ctx);
+	uint32_t idx = b->free_stack[--b->nfree];
+
+	b->meta[idx].kind = EK_IMPLICIT;
+	ent_fill(ctx, idx, mr, acc, 0, 0, 0);
+	return idx;
+}
+
+static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_size)
+{
+	struct ibv_device_attr_ex ax;
+	int r;
+
+	memset(&ax, 0, sizeof(ax));
+	memset(c, 0, sizeof(*c));
+	r = mode_verbs_err(ibv_query_device_ex(pd->context, NULL, &ax), errno);
+	*max_mr_size = UINT64_MAX;
+	if (r < 0) {
+		c->query_err = -r;
+		return;
+	}
+	c->queried = true;
+	c->general = ax.odp_caps.general_caps;
+	c->rc = ax.odp_caps.per_transport_caps.rc_odp_caps;
+	c->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
+	c->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
+	c->xrc = ax.xrc_odp_caps;
+	if (ax.orig_attr.max_mr_size)
+		*max_mr_size = ax.orig_attr.max_mr_size;
+}
+
+ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
+				struct odpx_ctx **out)
+{
+	struct odpx_attr a = { 0 }, a2;
+	struct mode_request rq = { 0 };
+	struct mode_choice ch;
+	struct mode_caps caps;
+	struct ibv_mr *impl = NULL, *impl_global = NULL;
+	struct odpx_ctx *ctx;
+	struct vbe *b;
+	uint64_t max_mr_size, chunk;
+	uint32_t global_access;
+	int r;
+
+	if (!out)
+		return odpx_fail(-EINVAL, "NULL ctx pointer");
+	*out = NULL;
+	if (!pd)
+		return odpx_fail(-EINVAL, "NULL protection domain");
+	if (attr)
+		a = *attr;
+	if (a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
+				 (unsigned long long)(a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if (!(a.comp_mask & ODPX_ATTR_FLAGS))
+		a.flags = 0;
+	rq.transports = a.comp_mask & ODPX_ATTR_TRANSPORTS ? a.transports : ODPX_TRANSPORT_RC;
+	if ((a.comp_mask & ODPX_ATTR_MODE) && a.mode != ODPX_MODE_AUTO) {
+		rq.forced = a.mode;
+		rq.forced_by = "attributes";
+	} else {
+		if (mode_parse(getenv("ODPX_MODE"), &rq.forced) < 0)
+			return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, "
+					 "pin, direct", getenv("ODPX_MODE"));
+		rq.forced_by = "ODPX_MODE";
+	}
+	query_caps(pd, &caps, &max_mr_size);
+	chunk = CHUNK_DEFAULT_BYTES;
+	if (a.comp_mask & ODPX_ATTR_CHUNK) {
+		chunk = a.chunk_bytes;
+		if (chunk < CHUNK_MIN_BYTES || chunk > CHUNK_MAX_BYTES || (chunk & (chunk - 1)) ||
+		    chunk > max_mr_size)
+			return odpx_fail(-EINVAL, "chunk_bytes %llu: a power of 2 from 2 MiB to "
+					 "2 GiB and at most max_mr_size %llu",
+					 (unsigned long long)chunk, (unsigned long long)max_mr_size);
+	}
+	while (chunk > max_mr_size && chunk > CHUNK_MIN_BYTES)
+		chunk /= 2;
+	global_access = ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE |
+			((caps.rc & MODE_ODP_ATOMIC) ? ODPX_ACCESS_REMOTE_ATOMIC : 0);
+
+	if ((r = mode_decide(&caps, &rq, &ch)) < 0)
+		return odpx_fail(r, "%s", ch.reason);
+	if (ch.mode == ODPX_MODE_IMPLICIT) {
+		impl = ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
+		r = impl ? 0 : verr_ptr();
+		if (impl && (a.flags & ODPX_OPEN_GLOBAL_RKEY)) {
+			impl_global = ibv_reg_mr(pd, NULL, SIZE_MAX,
+						 IBV_ACCESS_ON_DEMAND | (int)global_access);
+			r = impl_global ? 0 : verr_ptr();
+		}
+		if (r < 0) {
+			if (impl)
+				ibv_dereg_mr(impl);
+			impl = NULL;
+			rq.implicit_err = -r;
+			if ((r = mode_decide(&caps, &rq, &ch)) < 0)
+				return odpx_fail(r, "%s", ch.reason);
+		}
+	}
+
+	a2 = a;
+	a2.comp_mask |= ODPX_ATTR_MODE;
+	a2.mode = ch.mode;
+	a2.comp_mask &= ~(uint64_t)(ODPX_ATTR_TRANSPORTS | ODPX_ATTR_CHUNK);
+	bool odp = ch.mode == ODPX_MODE_IMPLICIT || ch.mode == ODPX_MODE_EXPLICIT;
+	r = odpx_open_backend(odp ? &verbs_odp_ops : &verbs_pin_ops, &a2, &ctx);
+	if (r < 0) {
+		if (impl)
+			ibv_dereg_mr(impl);
+		if (impl_global)
+			ibv_dereg_mr(impl_global);
+		return r;	/* its reason stands */
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		r = -ENOMEM;
+		goto out_close;
+	}
+	pthread_mutex_init(&b->lock, NULL);
+	b->ctx = ctx;
+	b->pd = pd;
+	b->implicit_idx = b->implicit_global_idx = NIL;
+	b->common.prefetch_sync = odp_prefetch_sync;
+	ctx->be_priv = b;
+	b->mr = calloc(ctx->max_entries, sizeof(*b->mr));
+	if (!b->mr) {
+		r = -ENOMEM;
+		goto out_close;
+	}
+	b->anchor = ibv_reg_mr(pd, anchor_page, sizeof(anchor_page), 0);
+	if (!b->anchor) {
+		r = verr_ptr();
+		goto out_close;
+	}
+	if (odp) {
+		if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
+			goto out_close;
+		b->common.global_rkey = !!(a.flags & ODPX_OPEN_GLOBAL_RKEY);
+		if (impl)
+			b->implicit_idx = implicit_entry(ctx, impl, ODPX_ACCESS_LOCAL_WRITE);
+		if (impl_global)
+			b->implicit_global_idx = implicit_entry(ctx, impl_global, global_access);
+		impl = impl_global = NULL;	/* the entries own them now */
+	}
+	snprintf(ctx->reason, sizeof(ctx->reason), "%.130s%s", ch.reason,
+		 b->common.global_rkey ? "; GLOBAL_RKEY: remote access may exceed the request" : "");
+	registry_add(b);
+	*out = ctx;
+	return 0;
+
+out_close:
+	odpx_close(ctx);
+	if (impl)
+		ibv_dereg_mr(impl);
+	if (impl_global)
+		ibv_dereg_mr(impl_global);
+	return odpx_fail(r, "odpx_open_verbs: %s", strerror(-r));
+}
+
+#endif /* ODPX_HAVE_VERBS */

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mode.c - which mode a verbs context runs in, and why; the pure helpers of
+ * the verbs backend (error conversion, prefetch scatter lists); the verbs
+ * counters and the synchronous prefetch, reachable from the core without
+ * linking libibverbs.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "mode.h"
+
+static const struct {
+	uint32_t bit;
+	const char *name;
+	const char *caps;
+} transports[] = {
+	{ ODPX_TRANSPORT_RC, "RC", "rc_odp_caps" },
+	{ ODPX_TRANSPORT_UD, "UD", "ud_odp_caps" },
+	{ ODPX_TRANSPORT_UC, "UC", "uc_odp_caps" },
+	{ ODPX_TRANSPORT_XRC, "XRC", "xrc_odp_caps" },
+};
+
+static const struct {
+	uint32_t bit;
+	const char *name;
+} cap_bits[] = {
+	{ MODE_ODP_SEND, "SEND" },
+	{ MODE_ODP_RECV, "RECV" },
+	{ MODE_ODP_WRITE, "WRITE" },
+	{ MODE_ODP_READ, "READ" },
+	{ MODE_ODP_ATOMIC, "ATOMIC" },
+	{ MODE_ODP_SRQ_RECV, "SRQ_RECV" },
+};
+
+uint32_t mode_transport_need(uint32_t t)
+{
+	switch (t) {
+	case ODPX_TRANSPORT_RC:
+		return MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE | MODE_ODP_READ;
+	case ODPX_TRANSPORT_UD:
+		return MODE_ODP_SEND | MODE_ODP_RECV;
+	case ODPX_TRANSPORT_UC:
+		return MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE;
+	case ODPX_TRANSPORT_XRC:
+		return MODE_ODP_SEND | MODE_ODP_WRITE | MODE_ODP_READ | MODE_ODP_SRQ_RECV;
+	}
+	return 0;
+}
+
+static uint32_t caps_of(const struct mode_caps *c, uint32_t t)
+{
+	switch (t) {
+	case ODPX_TRANSPORT_RC: return c->rc;
+	case ODPX_TRANSPORT_UD: return c->ud;
+	case ODPX_TRANSPORT_UC: return c->uc;
+	case ODPX_TRANSPORT_XRC: return c->xrc;
+	}
+	return 0;
+}
+
+/* The first per-transport capability missing, as "RC WRITE not in rc_odp_caps". */
+static bool transport_missing(const struct mode_caps *c, uint32_t want, char *why, size_t len)
+{
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+		uint32_t t = transports[i].bit, need, have;
+
+		if (!(want & t))
+			continue;
+		need = mode_transport_need(t);
+		have = caps_of(c, t);
+		for (size_t b = 0; b < sizeof(cap_bits) / sizeof(cap_bits[0]); b++) {
+			if ((need & cap_bits[b].bit) && !(have & cap_bits[b].bit)) {
+				snprintf(why, len, "%s %s not in %s", transports[i].name,
+					 cap_bits[b].name, transports[i].caps);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static void transport_names(uint32_t want, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+		if (want & transports[i].bit)
+			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "+" : "",
+				 transports[i].name);
+}
+
+int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
+		struct mode_choice *out)
+{
+	char no_impl[128], no_expl[128], tr[32], miss[64];
+	const char *by = rq->forced_by ? rq->forced_by : "attributes";
+	bool odp, missing, impl_ok, expl_ok;
+
+	out->mode = ODPX_MODE_PIN;
+	out->reason[0] = '\0';
+	if ((unsigned)rq->forced >= ODPX_MODE_RESERVED) {
+		snprintf(out->reason, sizeof(out->reason), "mode %d out of range", rq->forced);
+		return -EINVAL;
+	}
+	if (!rq->transports || rq->transports & ~(uint32_t)(ODPX_TRANSPORT_RESERVED - 1)) {
+		snprintf(out->reason, sizeof(out->reason), "transports %#x: none or unknown bits",
+			 rq->transports);
+		return -EINVAL;
+	}
+	transport_names(rq->transports, tr, sizeof(tr));
+	odp = c->queried && (c->general & MODE_ODP_SUPPORT);
+	missing = c->queried && transport_missing(c, rq->transports, miss, sizeof(miss));
+
+	if (!c->queried)
+		snprintf(no_expl, sizeof(no_expl), "no ODP caps: ibv_query_device_ex failed (%s)",
+			 strerror(c->query_err ? c->query_err : EIO));
+	else if (!odp)
+		snprintf(no_expl, sizeof(no_expl), "no ODP (IBV_ODP_SUPPORT not in general_caps)");
+	else if (missing)
+		snprintf(no_expl, sizeof(no_expl), "%s", miss);
+	else
+		no_expl[0] = '\0';
+	expl_ok = !no_expl[0];
+
+	if (!expl_ok)
+		snprintf(no_impl, sizeof(no_impl), "%s", no_expl);
+	else if (!(c->general & MODE_ODP_SUPPORT_IMPLICIT))
+		snprintf(no_impl, sizeof(no_impl),
+			 "no implicit ODP (no IBV_ODP_SUPPORT_IMPLICIT in general_caps)");
+	else if (rq->implicit_err)
+		snprintf(no_impl, sizeof(no_impl), "the implicit ODP MR failed: %s",
+			 strerror(rq->implicit_err));
+	else
+		no_impl[0] = '\0';
+	impl_ok = !no_impl[0];
+
+	switch (rq->forced) {
+	case ODPX_MODE_IMPLICIT:
+		if (!impl_ok) {
+			snprintf(out->reason, sizeof(out->reason), "implicit forced (%s) but %s",
+				 by, no_impl);
+			return -EOPNOTSUPP;
+		}
+		out->mode = ODPX_MODE_IMPLICIT;
+		snprintf(out->reason, sizeof(out->reason),
+			 "implicit forced (%s): one ODP MR over the address space, %s ODP caps present",
+			 by, tr);
+		return 0;
+	case ODPX_MODE_EXPLICIT:
+		if (!expl_ok) {
+			snprintf(out->reason, sizeof(out->reason), "explicit forced (%s) but %s",
+				 by, no_expl);
+			return -EOPNOTSUPP;
+		}
+		out->mode = ODPX_MODE_EXPLICIT;
+		snprintf(out->reason, sizeof(out->reason),
+			 "explicit forced (%s): ODP MRs over aligned chunks, %s ODP caps present",
+			 by, tr);
+		return 0;
+	case ODPX_MODE_PIN:
+		out->mode = ODPX_MODE_PIN;
+		snprintf(out->reason, sizeof(out->reason),
+			 "pin forced (%s): pin-down cache invalidated by userfaultfd", by);
+		return 0;
+	case ODPX_MODE_DIRECT:
+		out->mode = ODPX_MODE_DIRECT;
+		snprintf(out->reason, sizeof(out->reason),
+			 "direct forced (%s): register and deregister per request", by);
+		return 0;
+	default:
+		break;
+	}
+	if (impl_ok) {
+		out->mode = ODPX_MODE_IMPLICIT;
+		snprintf(out->reason, sizeof(out->reason),
+			 "implicit ODP: IBV_ODP_SUPPORT_IMPLICIT and %s ODP caps present", tr);
+	} else if (expl_ok) {
+		out->mode = ODPX_MODE_EXPLICIT;
+		snprintf(out->reason, sizeof(out->reason), "explicit ODP: %s; %s ODP caps present",
+			 no_impl, tr);
+	} else {
+		out->mode = ODPX_MODE_PIN;
+		snprintf(out->reason, sizeof(out->reason),
+			 "pin: %s; pin-down cache invalidated by userfaultfd", no_expl);
+	}
+	return 0;
+}
+
+int mode_parse(const char *s, enum odpx_mode *m)
+{
+	if (!s || !*s || !strcmp(s, "auto")) {
+		*m = ODPX_MODE_AUTO;
+		return 0;
+	}
+	for (int i = ODPX_MODE_IMPLICIT; i < ODPX_MODE_RESERVED; i++) {
+		if (!strcmp(s, odpx_mode_str(i))) {
+			*m = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int mode_verbs_err(int rc, int err)
+{
+	if (rc == 0)
+		return 0;
+	if (rc > 0)
+		return -rc;
+	if (rc == -1)
+		return err > 0 ? -err : -EIO;
+	return rc;
+}
+
+/* ---- prefetch scatter lists ---- */
+
+unsigned adv_of_flags(uint32_t f)
+{
+	if (f & ODPX_PREFETCH_NO_FAULT)
+		return ADV_PREFETCH_NO_FAULT;
+	return f & ODPX_PREFETCH_WRITE ? ADV_PREFETCH_WRITE : ADV_PREFETCH;
+}
+
+/* Length of the next piece at @a below @end. */
+static uint64_t piece_len(uint64_t a, uint64_t end, unsigned chunk_shift)
+{
+	uint64_t lim = end - a;
+
+	if (chunk_shift) {
+		uint64_t ce = ((a >> chunk_shift) + 1) << chunk_shift;
+		if (ce - a < lim)
+			lim = ce - a;
+	}
+	return lim > ADV_SGE_MAX_BYTES ? ADV_SGE_MAX_BYTES : lim;
+}
+
+size_t adv_count(const struct pf_range *r, size_t n, unsigned chunk_shift)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		for (uint64_t a = r[i].start; a < r[i].end; a += piece_len(a, r[i].end, chunk_shift))
+			k++;
+	return k;
+}
+
+size_t adv_split(const struct pf_range *r, size_t n, unsigned chunk_shift,
+		 struct adv_piece *out, size_t max)
+{
+	size_t k = 0;
+
+	for (unsigned adv = 0; adv < ADV_NR; adv++) {
+		for (size_t i = 0; i < n; i++) {
+			if (adv_of_flags(r[i].flags) != adv)
+				continue;
+			for (uint64_t a = r[i].start; a < r[i].end && k < max;) {
+				uint64_t l = piece_len(a, r[i].end, chunk_shift);
+				out[k++] = (struct adv_piece){ a, (uint32_t)l, (uint8_t)adv };
+				a += l;
+			}
+		}
+	}
+	return k;
+}
+
+size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge, struct adv_batch *out)
+{
+	size_t nb = 0;
+
+	if (!max_sge)
+		max_sge = 1;
+	for (size_t i = 0; i < n; i++) {
+		if (nb && out[nb - 1].advice == p[i].advice && out[nb - 1].count < max_sge)
+			out[nb - 1].count++;
+		else
+			out[nb++] = (struct adv_batch){ p[i].advice, (uint32_t)i, 1 };
+	}
+	return nb;
+}
+
+/* ---- the core's view of the verbs backend ---- */
+
+static struct verbs_common *verbs_common_of(struct odpx_ctx *ctx)
+{
+	return ctx->be && ctx->be->id == ODPX_BACKEND_VERBS ? ctx->be_priv : NULL;
+}
+
+/* Fills the verbs counters of @st (odpx_stats_read calls it last). */
+void mode_stats_fill(struct odpx_ctx *ctx, struct odpx_stats *st)
+{
+	struct verbs_common *vc = verbs_common_of(ctx);
+
+	if (!vc)
+		return;
+	st->prefetch_sges = atomic_load_explicit(&vc->prefetch_sges, memory_order_relaxed);
+	st->prefetch_errno = atomic_load_explicit(&vc->prefetch_errno, memory_order_relaxed);
+	st->odp_mrs = atomic_load_explicit(&vc->odp_mrs, memory_order_relaxed);
+	st->odp_fallbacks = atomic_load_explicit(&vc->odp_fallbacks, memory_order_relaxed);
+	st->global_rkey = vc->global_rkey;
+}
+
+/*
+ * mode_prefetch_sync - serve a prefetch now and return when it is done (what
+ * ODPX_PREFETCH_SYNC asks of odpx_prefetch): ibv_advise_mr with
+ * IBV_ADVISE_MR_FLAG_FLUSH in the ODP modes, a pre-pin into the cache in pin
+ * mode; counted and ignored in direct mode.  Return: 0 or -errno.
+ */
+int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
+{
+	struct verbs_common *vc = verbs_common_of(ctx);
+	struct entry *e;
+	int r;
+
+	flags &= ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT;
+	if (ctx->mode == ODPX_MODE_DIRECT) {
+		stats_prefetch(ctx);
+		return 0;
+	}
+	if (ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT)
+		return vc && vc->prefetch_sync ? vc->prefetch_sync(ctx, addr, len, flags)
+					       : -EOPNOTSUPP;
+	stats_prefetch(ctx);
+	r = cache_reg(ctx, addr, len, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask, &e);
+	if (r < 0) {
+		STAT_INC(ctx, prefetch_failed);
+		return r;
+	}
+	cache_dereg(ctx, e);
+	STAT_INC(ctx, prefetch_issued);
+	return 0;
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mode.h - the mode decision and the verbs backend's pure helpers.
+ *
+ * Everything here is free of libibverbs so the host suite can test it
+ * without a device: the decision from ODP capabilities to a mode and its
+ * reason, the conversion of verbs errors, and the cutting of prefetch hints
+ * into ibv_advise_mr scatter lists.  Bit values equal rdma-core's.
+ */
+#ifndef ODPX_MODE_H
+#define ODPX_MODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* enum ibv_odp_general_caps */
+#define MODE_ODP_SUPPORT		(1u << 0)
+#define MODE_ODP_SUPPORT_IMPLICIT	(1u << 1)
+/* enum ibv_odp_transport_cap_bits */
+#define MODE_ODP_SEND		(1u << 0)
+#define MODE_ODP_RECV		(1u << 1)
+#define MODE_ODP_WRITE		(1u << 2)
+#define MODE_ODP_READ		(1u << 3)
+#define MODE_ODP_ATOMIC		(1u << 4)
+#define MODE_ODP_SRQ_RECV	(1u << 5)
+
+/* What ibv_query_device_ex() said (queried false: it failed with query_err). */
+struct mode_caps {
+	bool queried;
+	int query_err;			/* positive errno */
+	uint64_t general;		/* odp_caps.general_caps */
+	uint32_t rc, uc, ud, xrc;	/* per-transport ODP caps */
+};
+
+struct mode_request {
+	enum odpx_mode forced;		/* ODPX_MODE_AUTO: choose */
+	const char *forced_by;		/* "attributes", "ODPX_MODE" */
+	uint32_t transports;		/* enum odpx_transport, non-zero */
+	int implicit_err;		/* the implicit MR failed with this errno: skip it */
+};
+
+struct mode_choice {
+	enum odpx_mode mode;
+	char reason[192];
+};
+
+/*
+ * mode_decide - pure: the mode for these caps and this request, and why.
+ * Auto: implicit (general IMPLICIT + every declared transport's caps, and
+ * the implicit MR did not fail), else explicit (ODP_SUPPORT + the caps),
+ * else pin.  A forced mode is taken when possible.
+ * Return: 0, or -EOPNOTSUPP for a forced mode the caps cannot do (the reason
+ * says why), -EINVAL for a mode or transports out of range.
+ */
+int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
+		struct mode_choice *out);
+
+/* The transport caps each declared transport needs of ODP. */
+uint32_t mode_transport_need(uint32_t transport);
+
+/* "auto", "" or NULL -> AUTO; a mode name -> it; else -EINVAL. */
+int mode_parse(const char *s, enum odpx_mode *m);
+
+/*
+ * mode_verbs_err - the one conversion of libibverbs' errors to -errno.
+ * @rc: a verbs return: 0, a positive errno (most verbs), -1 with @err the
+ *   errno (the NULL + errno of constructors is passed as -1), or a negative
+ *   errno.  A failure that left no errno becomes -EIO.
+ */
+int mode_verbs_err(int rc, int err);
+
+/*
+ * Prefetch scatter lists.  A piece is one SGE: inside one chunk when
+ * @chunk_shift is non-zero (an SGE names one MR), at most ADV_SGE_MAX_BYTES.
+ * Pieces come out grouped by advice (PREFETCH, PREFETCH_WRITE, NO_FAULT),
+ * by address within each group; batches are runs of one advice, at most
+ * @max_sge pieces each: one ibv_advise_mr call per batch.
+ */
+enum { ADV_PREFETCH = 0, ADV_PREFETCH_WRITE, ADV_PREFETCH_NO_FAULT, ADV_NR };
+#define ADV_SGE_MAX_BYTES (1UL << 30)
+#define ADV_MAX_SGE 32
+
+struct adv_piece {
+	uint64_t addr;
+	uint32_t len;
+	uint8_t advice;
+};
+
+struct adv_batch {
+	uint8_t advice;
+	uint32_t first, count;
+};
+
+unsigned adv_of_flags(uint32_t prefetch_flags);
+size_t adv_count(const struct pf_range *r, size_t n, unsigned chunk_shift);
+size_t adv_split(const struct pf_range *r, size_t n, unsigned chunk_shift,
+		 struct adv_piece *out, size_t max);
+size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge,
+		   struct adv_batch *out);
+
+/*
+ * The head of the verbs backend's be_priv: counters that odpx_stats_read()
+ * reports (through mode_stats_fill) and the synchronous prefetch.
+ */
+struct verbs_common {
+	_Atomic uint64_t prefetch_sges, prefetch_errno, odp_mrs, odp_fallbacks;
+	bool global_rkey;
+	int (*prefetch_sync)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+};
+
+#endif

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * counters.h - sysfs-stats: counter sources, the published stats segment,
+ * the thrash detector and odpstat.  Private to libodpx and its tools/tests.
+ *
+ * Every source fills one struct ctr_set: named counters, each tagged with
+ * its source and where it was read (device/port, PCI name, MR number, PID).
+ * A source that is absent adds nothing; a file or message that is present
+ * but unreadable (empty, garbage, out of range, truncated) adds an error to
+ * the set, never a counter, and never stops the other sources.
+ */
+#ifndef ODPX_SYSFS_STATS_COUNTERS_H
+#define ODPX_SYSFS_STATS_COUNTERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <limits.h>
+#include <sys/types.h>
+
+#include "odpx.h"
+
+enum ctr_source {
+	SRC_UVERBS = 0,		/* legacy MLNX_OFED infiniband_verbs/uverbs* files */
+	SRC_DEBUGFS,		/* mlx5 debugfs odp_stats/ */
+	SRC_HW_COUNTERS,	/* class/infiniband/<dev>/ports/<n>/hw_counters */
+	SRC_NL_PORT,		/* RDMA_NLDEV_CMD_STAT_GET of a port */
+	SRC_NL_MR,		/* RDMA_NLDEV_CMD_STAT_GET, STAT_RES = RES_MR */
+	SRC_NL_RES_MR,		/* RDMA_NLDEV_CMD_RES_MR_GET */
+	SRC_VMSTAT,		/* /proc/vmstat */
+	SRC_PROC_PID,		/* /proc/<pid>/stat */
+	SRC_ODPX,		/* an odpx context's published segment */
+	SRC_MAX,
+};
+
+const char *ctr_source_name(enum ctr_source s);
+
+struct ctr {
+	char name[48];
+	char where[48];		/* "rxe0/1", "uverbs0", "0000:08:00.0", "1234/0" */
+	uint8_t src;		/* enum ctr_source */
+	bool gauge;		/* not a counter: no rate */
+	uint64_t value;
+};
+
+struct ctr_err {
+	uint8_t src;
+	char msg[240];
+};
+
+struct ctr_set {
+	struct ctr *v;
+	size_t n, cap;
+	struct ctr_err *err;
+	size_t nerr, errcap;
+};
+
+void ctr_set_init(struct ctr_set *s);
+void ctr_set_clear(struct ctr_set *s);	/* keeps the memory */
+void ctr_set_free(struct ctr_set *s);
+int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const char *name,
+	    uint64_t value, bool gauge);
+void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const char *where,
+			   const char *name);
+/* sum of every counter of @src named @name (any where) */
+uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name, bool *found);
+
+/*
+ * Increase of a counter between two samples.  A counter that went down
+ * wrapped if it was in the top half of the range (2^64 wrap), else it was
+ * reset (device re-created): the increase is then its new value.
+ */
+static inline uint64_t ctr_delta(uint64_t prev, uint64_t cur)
+{
+	if (cur >= prev)
+		return cur - prev;
+	if (prev >= (1ULL << 63))
+		return cur - prev;	/* modulo 2^64 */
+	return cur;
+}
+
+/*
+ * Roots of the trees the sources read: an option, else the environment
+ * (ODPX_SYSFS_ROOT, ODPX_DEBUGFS_ROOT, ODPX_PROCFS_ROOT), else /sys,
+ * /sys/kernel/debug and /proc.  Tests point them at recorded fixture trees.
+ */
+struct stats_roots {
+	char sys[PATH_MAX];
+	char debugfs[PATH_MAX];
+	char proc[PATH_MAX];
+	bool sys_default;	/* the real /sys: netlink describes the same devices */
+};
+void stats_roots_init(struct stats_roots *r, const char *sys, const char *debugfs,
+		      const char *proc);
+
+/*
+ * Parse a sysfs/debugfs counter file's text: one unsigned decimal (or 0x
+ * hex) number, optional surrounding blanks and a newline.  Return 0, or
+ * -ENODATA (empty), -EINVAL (garbage), -ERANGE (above 2^64 - 1).
+ */
+int ctr_parse_value(const char *text, size_t len, uint64_t *v);
+/* Read and parse one file: 0, -ENOENT (absent: not an error), or as above. */
+int ctr_read_file(const char *path, uint64_t *v);
+
+/* sources.c: each returns the number of counters added or -errno */
+int src_uverbs_read(const struct stats_roots *r, const char *dev, struct ctr_set *s);
+int src_debugfs_read(const struct stats_roots *r, struct ctr_set *s);
+int src_hw_counters_read(const struct stats_roots *r, const char *dev, struct ctr_set *s);
+int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s);
+int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s);
+/* RDMA devices under <sys>/class/infiniband; returns the count, names in @names */
+int src_devices(const struct stats_roots *r, char names[][64], int max);
+
+/* ---- netlink.c: RDMA netlink (NETLINK_RDMA, the nldev client) ---- */
+
+struct nl_mr {
+	char dev[64];
+	uint32_t dev_index, mrn, rkey, lkey, pdn, pid;
+	uint64_t mrlen;
+	bool has_keys, has_pid;
+};
+
+struct nl_result {
+	struct ctr_set *ctrs;	/* port and per-MR counters go here */
+	struct nl_mr *mr;
+	size_t nmr, mrcap;
+	char devs[16][64];	/* from RDMA_NLDEV_CMD_GET */
+	uint32_t dev_index[16], dev_ports[16];
+	int ndev;
+};
+
+/*
+ * Parse a buffer of netlink messages as received from the kernel (one or
+ * more, a dump ending in NLMSG_DONE or not).  Port statistics become
+ * SRC_NL_PORT counters "<dev>/<port>", per-MR ODP statistics SRC_NL_MR
+ * counters "<dev>/mr<mrn>", MR dump entries fill @res->mr.  Return the
+ * number of messages parsed, or -EBADMSG (truncated, malformed, wrong
+ * attribute types), -EPROTO (an unexpected message type), or the negative
+ * error carried by an NLMSG_ERROR.
+ */
+int nl_parse(const void *buf, size_t len, struct nl_result *res);
+void nl_result_free(struct nl_result *res);
+
+/*
+ * Live queries.  @dev limits them to one device (NULL: all).  @record, if
+ * not NULL, is a directory where every raw reply is written as
+ * <what>-<dev>.bin (odpstat --record, for fixtures and bug reports).
+ * Return 0, -EPROTONOSUPPORT (no RDMA netlink here), or -errno.
+ */
+int nl_collect(const char *dev, struct nl_result *res, const char *record);
+
+/* ---- shm.c: the segment each context publishes ---- */
+
+#define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
+#define ODPX_SHM_VERSION 1
+#define ODPX_SHM_PREFIX "odpx."
+#define ODPX_SHM_DIR "/dev/shm"
+
+/* One context found by odpstat, its counters summed. */
+struct odpx_seg_info {
+	pid_t pid;
+	unsigned n;
+	enum odpx_mode mode;
+	enum odpx_backend backend;
+	char reason[192];
+	uint32_t tick_ms;
+	struct odpx_stats st;
+};
+
+/*
+ * Find the segments of @pid (0: every process of the caller's uid), map
+ * them read-only and sum their counters; at most @max.  Segments of dead
+ * processes (or of an earlier process with a reused PID) are skipped and,
+ * when they are the caller's, unlinked.  Return the count, or -errno of
+ * the first segment that could not be opened (-EACCES for another user's).
+ */
+int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max);
+/* Unlink stale segments of this uid (dead owners); returns how many. */
+int odpx_seg_clean_stale(void);
+
+/* ---- thrash.c: the detector ---- */
+
+/*
+ * Thresholds.  Rates are per second over the window; ratios compare counts
+ * of the same window.  A window with less than min_rate faults and misses
+ * per second is idle.  THRASH is entered after enter_n consecutive windows
+ * over a threshold and left after exit_n consecutive windows under
+ * exit_factor x every threshold; WARMING and OK likewise need enter_n
+ * windows to replace one another.  Defaults in thrash.c, overridden by the
+ * string form "key=value,..." (ODPX_THRASH, odpstat --thresholds).
+ */
+struct thrash_cfg {
+	double min_rate;		/* events/s below which a window is idle: 10 */
+	double fault_rate;		/* device faulted pages/s: 50000 */
+	double inval_ratio;		/* invalidated / faulted pages: 0.5 */
+	double refault_ratio;		/* refaulted / faulted: 0.2 */
+	double repin_ratio;		/* repins / misses: 0.25 */
+	double evict_miss_ratio;	/* evictions / misses: 0.5 */
+	double warm_ratio;		/* invalidations below this x faults: warming: 0.05 */
+	double exit_factor;		/* 0.5 */
+	unsigned enter_n, exit_n;	/* 2, 3 */
+	unsigned window_ms;		/* library: windows of ticks, 1000 */
+};
+
+/* The inputs of one window: counter increases over @secs seconds. */
+struct thrash_in {
+	double secs;
+	/* device (ODP): pages */
+	uint64_t dev_faults, dev_inval, dev_refaults;
+	bool have_dev;
+	/* pin cache */
+	uint64_t misses, evictions, repins, invals, evict_remiss;
+	bool have_pin, have_evict_remiss;
+};
+
+struct thrash {
+	struct thrash_cfg cfg;
+	enum odpx_thrash_state state;
+	enum odpx_thrash_metric metric;	/* what decided the state */
+	double value;			/* that metric's value */
+	enum odpx_thrash_state cand;	/* candidate and its run length */
+	unsigned run;
+	uint64_t changes;
+};
+
+void thrash_cfg_default(struct thrash_cfg *c);
+/* "key=value,..." into @c; -EINVAL with a message in @err on an unknown key or bad value */
+int thrash_cfg_parse(struct thrash_cfg *c, const char *spec, char *err, size_t errlen);
+void thrash_init(struct thrash *t, const struct thrash_cfg *c);
+/* One window; returns true when the state changed. */
+bool thrash_step(struct thrash *t, const struct thrash_in *in);
+const char *thrash_state_str(enum odpx_thrash_state s);
+const char *thrash_metric_str(enum odpx_thrash_metric m);
+/* The device inputs from a set of counters (legacy files, debugfs, netlink per-MR). */
+void thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur, struct thrash_in *in);
+
+/* ---- odpstat.c ---- */
+int odpstat_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: MIT
+/*
+ * netlink.c - RDMA netlink (the kernel's nldev client) through libmnl:
+ * the device list, port statistics, the MR resource dump, and the per-MR
+ * ODP statistics of drivers that provide them (mlx5: page_faults,
+ * page_faults_handled, page_invalidations, page_invalidations_handled,
+ * page_prefetch, as a STAT_HWCOUNTERS table in each MR entry).
+ *
+ * Replies as the kernel builds them (drivers/infiniband/core/nldev.c):
+ *   CMD_GET (dump)       DEV_INDEX DEV_NAME PORT_INDEX(=number of ports) ...
+ *   CMD_STAT_GET port    DEV_INDEX DEV_NAME PORT_INDEX
+ *                        STAT_HWCOUNTERS { HWCOUNTER_ENTRY { _NAME _VALUE } ... }
+ *   CMD_RES_MR_GET dump  DEV_INDEX DEV_NAME RES_MR { RES_MR_ENTRY { [RKEY LKEY]
+ *                        MRLEN MRN [PDN] [PID] ... } ... }
+ *   CMD_STAT_GET dump with STAT_RES = RES_MR: the same RES_MR table (message
+ *                        type RES_MR_GET) with entries { MRN [STAT_HWCOUNTERS] }
+ * The parser checks every length (messages, attributes, nests: nothing
+ * may be left over or run past its container) and every attribute type it
+ * uses; attribute numbers it does not know (newer kernels) are skipped.
+ * The attributes used are all in the rdma_netlink.h of Debian bookworm
+ * (linux-libc-dev 6.1); nothing newer is needed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/netlink.h>
+#include <rdma/rdma_netlink.h>
+
+#include "config.h"	/* ODPX_HAVE_MNL */
+#include "counters.h"
+
+#ifdef ODPX_HAVE_MNL
+#include <libmnl/libmnl.h>
+#ifndef MNL_SOCKET_DUMP_SIZE	/* libmnl 1.0.5 (bookworm) lacks it */
+#define MNL_SOCKET_DUMP_SIZE 32768
+#endif
+#endif
+
+#define NL_TB 256	/* attribute numbers we keep; later ones are skipped */
+
+/* The per-MR ODP counters mlx5 reports (drivers/infiniband/hw/mlx5/restrack.c). */
+const char *const nl_mr_odp_names[] = {
+	"page_faults", "page_faults_handled", "page_invalidations",
+	"page_invalidations_handled", "page_prefetch",
+};
+
+void nl_result_free(struct nl_result *res)
+{
+	free(res->mr);
+	res->mr = NULL;
+	res->nmr = res->mrcap = 0;
+	res->ndev = 0;
+}
+
+#ifdef ODPX_HAVE_MNL
+
+typedef const struct nlattr *nl_tb[NL_TB];
+
+/*
+ * Walk [p, p+len) as attributes into @tb.  -EBADMSG when an attribute is
+ * shorter than its header, runs past the end, or bytes other than the
+ * last attribute's padding are left over.
+ */
+static int walk(const void *p, size_t len, nl_tb tb)
+{
+	const struct nlattr *a = p;
+	int left = (int)len;
+
+	memset(tb, 0, sizeof(nl_tb));
+	while (left > 0) {
+		if (!mnl_attr_ok(a, left))
+			return -EBADMSG;
+		uint16_t t = mnl_attr_get_type(a);
+		if (t < NL_TB)
+			tb[t] = a;
+		left -= (int)MNL_ALIGN(a->nla_len);
+		a = mnl_attr_next(a);
+	}
+	return left > -4 ? 0 : -EBADMSG;
+}
+
+static int walk_nest(const struct nlattr *nest, nl_tb tb)
+{
+	return walk(mnl_attr_get_payload(nest), mnl_attr_get_payload_len(nest), tb);
+}
+
+static bool ok_type(const nl_tb tb, int t, enum mnl_attr_data_type type)
+{
+	return !tb[t] || mnl_attr_validate(tb[t], type) >= 0;
+}
+
+static uint32_t u32_or(const nl_tb tb, int t, uint32_t dflt)
+{
+	return tb[t] ? mnl_attr_get_u32(tb[t]) : dflt;
+}
+
+/* STAT_HWCOUNTERS { HWCOUNTER_ENTRY { NAME VALUE } ... } into counters. */
+static int parse_hwcounters(const struct nlattr *table, struct ctr_set *s, enum ctr_source src,
+			    const char *where)
+{
+	const struct nlattr *e = mnl_attr_get_payload(table);
+	int left = (int)mnl_attr_get_payload_len(table), n = 0;
+
+	while (left > 0) {
+		nl_tb tb;
+		if (!mnl_attr_ok(e, left))
+			return -EBADMSG;
+		if (mnl_attr_get_type(e) == RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY) {
+			if (walk_nest(e, tb) < 0 ||
+			    !tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME] ||
+			    !tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE] ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, MNL_TYPE_NUL_STRING) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, MNL_TYPE_U64))
+				return -EBADMSG;
+			if (s && ctr_add(s, src, where,
+					 mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME]),
+					 mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE]),
+					 false) < 0)
+				return -ENOMEM;
+			n++;
+		}
+		left -= (int)MNL_ALIGN(e->nla_len);
+		e = mnl_attr_next(e);
+	}
+	return left > -4 ? n : -EBADMSG;
+}
+
+static int add_mr(struct nl_result *res, const struct nl_mr *m)
+{
+	if (res->nmr == res->mrcap) {
+		size_t cap = res->mrcap ? res->mrcap * 2 : 16;
+		struct nl_mr *v = realloc(res->mr, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		res->mr = v;
+		res->mrcap = cap;
+	}
+	res->mr[res->nmr++] = *m;
+	return 0;
+}
+
+/* RES_MR { RES_MR_ENTRY { ... } ... } */
+static int parse_mr_table(const struct nlattr *table, struct nl_result *res, const char *dev,
+			  uint32_t dev_index)
+{
+	const struct nlattr *e = mnl_attr_get_payload(table);
+	int left = (int)mnl_attr_get_payload_len(table), r;
+
+	while (left > 0) {
+		nl_tb tb;
+		if (!mnl_attr_ok(e, left))
+			return -EBADMSG;
+		if (mnl_attr_get_type(e) == RDMA_NLDEV_ATTR_RES_MR_ENTRY) {
+			struct nl_mr m = { 0 };
+			if (walk_nest(e, tb) < 0 || !tb[RDMA_NLDEV_ATTR_RES_MRN])
+				return -EBADMSG;
+			if (!ok_type(tb, RDMA_NLDEV_ATTR_RES_MRN, MNL_TYPE_U32) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_RKEY, MNL_TYPE_U32) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_LKEY, MNL_TYPE_U32) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_PDN, MNL_TYPE_U32) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_PID, MNL_TYPE_U32) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_MRLEN, MNL_TYPE_U64) ||
+			    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, MNL_TYPE_NESTED))
+				return -EBADMSG;
+			snprintf(m.dev, sizeof(m.dev), "%s", dev);
+			m.dev_index = dev_index;
+			m.mrn = mnl_attr_get_u32(tb[RDMA_NLDEV_ATTR_RES_MRN]);
+			m.rkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_RKEY, 0);
+			m.lkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_LKEY, 0);
+			m.has_keys = tb[RDMA_NLDEV_ATTR_RES_LKEY] != NULL;
+			m.pdn = u32_or(tb, RDMA_NLDEV_ATTR_RES_PDN, 0);
+			m.pid = u32_or(tb, RDMA_NLDEV_ATTR_RES_PID, 0);
+			m.has_pid = tb[RDMA_NLDEV_ATTR_RES_PID] != NULL;
+			if (tb[RDMA_NLDEV_ATTR_RES_MRLEN]) {
+				m.mrlen = mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_RES_MRLEN]);
+				if ((r = add_mr(res, &m)) < 0)
+					return r;
+			}
+			if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
+				char where[64];
+				snprintf(where, sizeof(where), "%.40s/mr%u", dev, m.mrn);
+				r = parse_hwcounters(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], res->ctrs,
+						     SRC_NL_MR, where);
+				if (r < 0)
+					return r;
+			}
+		}
+		left -= (int)MNL_ALIGN(e->nla_len);
+		e = mnl_attr_next(e);
+	}
+	return left > -4 ? 0 : -EBADMSG;
+}
+
+static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
+{
+	unsigned op = nlh->nlmsg_type & ((1U << 10) - 1);
+	char dev[64] = "";
+	uint32_t idx = 0;
+	nl_tb tb;
+	int r;
+
+	if ((nlh->nlmsg_type >> 10) != RDMA_NL_NLDEV)
+		return -EPROTO;
+	if (walk(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), tb) < 0)
+		return -EBADMSG;
+	if (!ok_type(tb, RDMA_NLDEV_ATTR_DEV_INDEX, MNL_TYPE_U32) ||
+	    !ok_type(tb, RDMA_NLDEV_ATTR_DEV_NAME, MNL_TYPE_NUL_STRING) ||
+	    !ok_type(tb, RDMA_NLDEV_ATTR_PORT_INDEX, MNL_TYPE_U32) ||
+	    !ok_type(tb, RDMA_NLDEV_ATTR_RES_MR, MNL_TYPE_NESTED) ||
+	    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, MNL_TYPE_NESTED))
+		return -EBADMSG;
+	if (tb[RDMA_NLDEV_ATTR_DEV_NAME])
+		snprintf(dev, sizeof(dev), "%s", mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_DEV_NAME]));
+	idx = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
+	if ((tb[RDMA_NLDEV_ATTR_RES_MR] || tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS] ||
+	     op == RDMA_NLDEV_CMD_GET) && (!dev[0] || !tb[RDMA_NLDEV_ATTR_DEV_INDEX]))
+		return -EBADMSG;	/* every such reply names its device */
+	if (op == RDMA_NLDEV_CMD_GET && res->ndev < 16) {
+		snprintf(res->devs[res->ndev], sizeof(res->devs[0]), "%s", dev);
+		res->dev_index[res->ndev] = idx;
+		res->dev_ports[res->ndev] = u32_or(tb, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
+		res->ndev++;
+	}
+	if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
+		char where[64];
+		if (!tb[RDMA_NLDEV_ATTR_PORT_INDEX])
+			return -EBADMSG;
+		snprintf(where, sizeof(where), "%.40s/%u", dev,
+			 mnl_attr_get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]));
+		r = parse_hwcounters(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], res->ctrs, SRC_NL_PORT, where);
+		if (r < 0)
+			return r;
+	}
+	if (tb[RDMA_NLDEV_ATTR_RES_MR] &&
+	    (r = parse_mr_table(tb[RDMA_NLDEV_ATTR_RES_MR], res, dev, idx)) < 0)
+		return r;
+	return 0;
+}
+
+int nl_parse(const void *buf, size_t len, struct nl_result *res)
+{
+	const struct nlmsghdr *nlh = buf;
+	int left = (int)len, n = 0, r;
+
+	if (len > INT32_MAX)
+		return -EBADMSG;
+	while (left > 0) {
+		if (!mnl_nlmsg_ok(nlh, left))
+			return -EBADMSG;	/* truncated header or message */
+		switch (nlh->nlmsg_type) {
+		case NLMSG_NOOP:
+			break;
+		case NLMSG_DONE:
+			return n;
+		case NLMSG_ERROR: {
+			const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
+			if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*e))
+				return -EBADMSG;
+			if (e->error)
+				return e->error < 0 ? e->error : -EPROTO;
+			break;	/* an acknowledgement */
+		}
+		default:
+			if ((r = parse_msg(nlh, res)) < 0)
+				return r;
+			n++;
+		}
+		nlh = mnl_nlmsg_next(nlh, &left);
+	}
+	return left == 0 ? n : -EBADMSG;
+}
+
+/* ---- live queries ---- */
+
+struct nl_conn {
+	struct mnl_socket *sk;
+	unsigned seq, portid;
+	char *buf;		/* one reply, all datagrams */
+	size_t len, cap;
+};
+
+static void record(const char *dir, const char *what, const void *buf, size_t len)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/%s.bin", dir, what);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, buf, len) != (ssize_t)len) {
+		/* a partial fixture is useless, but the query itself succeeded */
+	}
+	close(fd);
+}
+
+/* Send one request and gather the reply: until NLMSG_DONE or an error for a dump. */
+static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint32_t port,
+		 uint32_t stat_res)
+{
+	char req[MNL_SOCKET_BUFFER_SIZE];
+	char *rx = malloc(MNL_SOCKET_DUMP_SIZE);
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
+	int r = 0;
+
+	if (!rx)
+		return -ENOMEM;
+	nlh->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd);
+	nlh->nlmsg_flags = NLM_F_REQUEST | (dump ? NLM_F_DUMP : 0);
+	nlh->nlmsg_seq = ++c->seq;
+	if (dev != UINT32_MAX)
+		mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_DEV_INDEX, dev);
+	if (port)
+		mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_PORT_INDEX, port);
+	if (stat_res)
+		mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_STAT_RES, stat_res);
+	c->len = 0;
+	if (mnl_socket_sendto(c->sk, nlh, nlh->nlmsg_len) < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = mnl_socket_recvfrom(c->sk, rx, MNL_SOCKET_DUMP_SIZE);
+		const struct nlmsghdr *m = (const struct nlmsghdr *)rx;
+		int left = (int)n;
+		bool end = !dump;
+
+		if (n < 0) {
+			r = errno == EAGAIN ? -ETIMEDOUT : -errno;
+			goto out;
+		}
+		if (c->len + (size_t)n > c->cap) {
+			size_t cap = (c->len + (size_t)n) * 2;
+			char *b = realloc(c->buf, cap);
+			if (!b) {
+				r = -ENOMEM;
+				goto out;
+			}
+			c->buf = b;
+			c->cap = cap;
+		}
+		memcpy(c->buf + c->len, rx, (size_t)n);
+		c->len += (size_t)n;
+		while (mnl_nlmsg_ok(m, left)) {
+			if (m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR)
+				end = true;
+			m = mnl_nlmsg_next(m, &left);
+		}
+		if (end)
+			break;
+	}
+out:
+	free(rx);
+	return r;
+}
+
+int nl_collect(const char *dev, struct nl_result *res, const char *rec)
+{
+	struct nl_conn c = { 0 };
+	struct timeval tv = { .tv_sec = 2 };
+	char what[128];
+	int r, found = 0;
+
+	c.sk = mnl_socket_open(NETLINK_RDMA);
+	if (!c.sk)
+		return errno == EPROTONOSUPPORT || errno == EAFNOSUPPORT ? -EPROTONOSUPPORT : -errno;
+	if (mnl_socket_bind(c.sk, 0, MNL_SOCKET_AUTOPID) < 0) {
+		r = -errno;
+		goto out;
+	}
+	setsockopt(mnl_socket_get_fd(c.sk), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	c.seq = (unsigned)time(NULL);
+	if ((r = query(&c, RDMA_NLDEV_CMD_GET, true, UINT32_MAX, 0, 0)) < 0)
+		goto out;
+	record(rec, "dev-get", c.buf, c.len);
+	res->ndev = 0;
+	if ((r = nl_parse(c.buf, c.len, res)) < 0)
+		goto out;
+	r = 0;
+	for (int i = 0; i < res->ndev; i++) {
+		const char *name = res->devs[i];
+		uint32_t di = res->dev_index[i];
+
+		if (dev && strcmp(dev, name))
+			continue;
+		found++;
+		for (uint32_t p = 1; p <= res->dev_ports[i] && p < 256; p++) {
+			if (query(&c, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
+				continue;
+			snprintf(what, sizeof(what), "stat-port-%s-%u", name, p);
+			record(rec, what, c.buf, c.len);
+			nl_parse(c.buf, c.len, res);	/* no hw counters: -EINVAL, skipped */
+		}
+		if (query(&c, RDMA_NLDEV_CMD_RES_MR_GET, true, di, 0, 0) == 0) {
+			snprintf(what, sizeof(what), "res-mr-%s", name);
+			record(rec, what, c.buf, c.len);
+			if ((r = nl_parse(c.buf, c.len, res)) < 0 && r != -EPERM && r != -EOPNOTSUPP)
+				goto out;
+		}
+		if (query(&c, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0) {
+			snprintf(what, sizeof(what), "stat-mr-%s", name);
+			record(rec, what, c.buf, c.len);
+			nl_parse(c.buf, c.len, res);	/* older kernels: -EINVAL */
+		}
+		r = 0;
+	}
+	if (dev && !found)
+		r = -ENODEV;
+out:
+	free(c.buf);
+	mnl_socket_close(c.sk);
+	return r;
+}
+
+#else /* !ODPX_HAVE_MNL */
+
+int nl_parse(const void *buf, size_t len, struct nl_result *res)
+{
+	return -EPROTONOSUPPORT;
+}
+
+int nl_collect(const char *dev, struct nl_result *res, const char *rec)
+{
+	return -EPROTONOSUPPORT;
+}
+
+#endif

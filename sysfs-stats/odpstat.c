@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: MIT
+/*
+ * odpstat.c - report ODP, registration-cache and paging activity (odpstat(1)).
+ *
+ *   odpstat [-d DEV] [-p PID] [--json] [--once] [interval [count]]
+ *
+ * Every interval: sample every source (counters.h), turn increases into
+ * rates, run the thrash detector over the interval, print one vmstat-like
+ * line (the header again every screenful) or one JSON object (NDJSON).
+ * The tool lives in the library (odpstat_main) so that the device tests
+ * can run it inside the guest without a separate binary.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"	/* ODPX_HAVE_VERBS */
+#include "counters.h"
+#include "internal.h"
+
+#ifdef ODPX_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
+
+#define MAX_SEGS 64
+#define MAX_DEVS 16
+
+static const struct {
+	const char *name;
+	size_t off;
+	bool gauge;
+} stat_fields[] = {
+#define F(f) { #f, offsetof(struct odpx_stats, f), false }
+#define G(f) { #f, offsetof(struct odpx_stats, f), true }
+	F(hits), F(misses), F(hits_slow), F(deregs), G(entries), G(pinned_bytes),
+	G(unused_bytes), F(pins), F(unpins), F(pin_failures), F(evictions),
+	F(enomem_retries), F(merges), F(superseded), F(miss_retries), F(repins),
+	F(inval_unmap), F(inval_remove), F(inval_remap), F(inval_entries), F(inval_bytes),
+	F(dead_unpinned), G(watch_vmas), F(watch_regs), F(direct_regs), F(direct_shared),
+	F(direct_unwatchable), F(direct_budget), F(direct_no_monitor), F(direct_racing),
+	F(prefetch_queued), F(prefetch_merged), F(prefetch_dropped), F(prefetch_issued),
+	F(prefetch_failed), F(engine_wakeups), F(engine_ticks), G(unsafe_no_monitor),
+	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
+#undef F
+#undef G
+};
+
+struct devcaps {
+	char name[64];
+	bool queried;
+	char err[96];
+	uint64_t general;
+	uint32_t rc, uc, ud, xrc;
+};
+
+struct sample {
+	double t;
+	struct ctr_set c;
+	struct nl_result nl;
+	struct odpx_seg_info seg[MAX_SEGS];
+	int nseg;
+};
+
+struct opts {
+	const char *dev;
+	pid_t pid;
+	bool json, once, netlink;
+	double interval;
+	long count;
+	const char *record;
+	struct stats_roots roots;
+	struct thrash_cfg cfg;
+};
+
+static const char *prog = "odpstat";
+
+__attribute__((format(printf, 1, 2)))
+static int die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *backend_str(enum odpx_backend b)
+{
+	return b == ODPX_BACKEND_URING ? "uring" : b == ODPX_BACKEND_VERBS ? "verbs" : "?";
+}
+
+/* ---- device capabilities ---- */
+
+static int query_caps(const char *dev, struct devcaps *out, int max)
+{
+	int n = 0;
+#ifdef ODPX_HAVE_VERBS
+	int nd = 0;
+	struct ibv_device **list = ibv_get_device_list(&nd);
+
+	for (int i = 0; list && i < nd && n < max; i++) {
+		struct devcaps *d = &out[n];
+		struct ibv_device_attr_ex ax;
+		struct ibv_context *c;
+		int r;
+
+		if (dev && strcmp(dev, ibv_get_device_name(list[i])))
+			continue;
+		memset(d, 0, sizeof(*d));
+		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(list[i]));
+		n++;
+		if (!(c = ibv_open_device(list[i]))) {
+			snprintf(d->err, sizeof(d->err), "ibv_open_device: %s", strerror(errno));
+			continue;
+		}
+		memset(&ax, 0, sizeof(ax));
+		r = ibv_query_device_ex(c, NULL, &ax);
+		if (r) {
+			snprintf(d->err, sizeof(d->err), "ibv_query_device_ex: %s", strerror(r));
+		} else {
+			d->queried = true;
+			d->general = ax.odp_caps.general_caps;
+			d->rc = ax.odp_caps.per_transport_caps.rc_odp_caps;
+			d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
+			d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
+			d->xrc = ax.xrc_odp_caps;
+		}
+		ibv_close_device(c);
+	}
+	if (list)
+		ibv_free_device_list(list);
+#endif
+	return n;
+}
+
+static void transport_bits(char *buf, size_t len, uint32_t v)
+{
+	static const char *const names[] = { "SEND", "RECV", "WRITE", "READ", "ATOMIC",
+					     "SRQ_RECV", "FLUSH", "ATOMIC_WRITE" };
+	size_t o = 0;
+
+	buf[0] = 0;
+	for (unsigned b = 0; b < 8; b++)
+		if (v & (1u << b))
+			o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s", o ? " " : "",
+					      names[b]);
+	if (!o)
+		snprintf(buf, len, "-");
+}
+
+/* "rxe0: explicit ODP (rc: SEND RECV ...; ud: ...), no implicit" */
+static void caps_line(const struct devcaps *d, char *buf, size_t len)
+{
+	char rc[96], ud[96], uc[96];
+
+	if (!d->queried) {
+		snprintf(buf, len, "%s: capabilities unknown (%s)", d->name, d->err);
+		return;
+	}
+	if (!(d->general & 1)) {	/* IBV_ODP_SUPPORT */
+		snprintf(buf, len, "%s: no ODP (pin mode)", d->name);
+		return;
+	}
+	transport_bits(rc, sizeof(rc), d->rc);
+	transport_bits(ud, sizeof(ud), d->ud);
+	transport_bits(uc, sizeof(uc), d->uc);
+	snprintf(buf, len, "%s: ODP%s (rc: %s; ud: %s; uc: %s)", d->name,
+		 d->general & 2 ? " with implicit" : " explicit only, no implicit", rc, ud, uc);
+}
+
+/* ---- sampling ---- */
+
+static void add_seg_counters(struct sample *s)
+{
+	for (int i = 0; i < s->nseg; i++) {
+		char where[32];
+		snprintf(where, sizeof(where), "%d/%u", (int)s->seg[i].pid, s->seg[i].n);
+		for (size_t f = 0; f < sizeof(stat_fields) / sizeof(stat_fields[0]); f++)
+			ctr_add(&s->c, SRC_ODPX, where, stat_fields[f].name,
+				*(const uint64_t *)((const char *)&s->seg[i].st + stat_fields[f].off),
+				stat_fields[f].gauge);
+	}
+}
+
+static int take_sample(const struct opts *o, struct sample *s, bool first)
+{
+	int r;
+
+	ctr_set_clear(&s->c);
+	nl_result_free(&s->nl);
+	s->nl.ctrs = &s->c;
+	s->t = now_s();
+	src_uverbs_read(&o->roots, o->dev, &s->c);
+	src_debugfs_read(&o->roots, &s->c);
+	src_hw_counters_read(&o->roots, o->dev, &s->c);
+	src_vmstat_read(&o->roots, &s->c);
+	if (o->pid) {
+		r = src_pid_stat_read(&o->roots, o->pid, &s->c);
+		if (r == -ESRCH)
+			return die("%d: no such process", (int)o->pid), -ESRCH;
+	}
+	if (o->netlink) {
+		r = nl_collect(o->dev, &s->nl, first ? o->record : NULL);
+		if (r < 0 && r != -EPROTONOSUPPORT && r != -ENODEV)
+			ctr_error(&s->c, SRC_NL_PORT, "RDMA netlink: %s", strerror(-r));
+		/* port counters through netlink only where sysfs had none */
+		for (size_t i = 0; i < s->c.n; i++) {
+			struct ctr *c = &s->c.v[i];
+			if (c->src == SRC_NL_PORT && ctr_find(&s->c, SRC_HW_COUNTERS, c->where, c->name))
+				c->src = SRC_MAX;	/* hidden duplicate */
+		}
+		size_t k = 0;
+		for (size_t i = 0; i < s->c.n; i++)
+			if (s->c.v[i].src != SRC_MAX)
+				s->c.v[k++] = s->c.v[i];
+		s->c.n = k;
+		for (size_t i = 0; i < s->nl.nmr; i++) {
+			struct nl_mr *m = &s->nl.mr[i];
+			char where[64];
+			if (o->pid && (!m->has_pid || m->pid != (uint32_t)o->pid))
+				continue;
+			snprintf(where, sizeof(where), "%.40s/mr%u", m->dev, m->mrn);
+			ctr_add(&s->c, SRC_NL_RES_MR, where, "mrlen", m->mrlen, true);
+		}
+	}
+	r = odpx_seg_scan(o->pid, s->seg, MAX_SEGS);
+	if (r < 0) {
+		if (o->pid)
+			return die("%d: cannot read its odpx statistics: %s", (int)o->pid,
+				   strerror(-r)), r;
+		s->nseg = 0;
+		ctr_error(&s->c, SRC_ODPX, "odpx segments: %s", strerror(-r));
+	} else {
+		s->nseg = r;
+	}
+	add_seg_counters(s);
+	return 0;
+}
+
+static uint64_t inc(const struct sample *a, const struct sample *b, enum ctr_source src,
+		    const char *name, bool *found)
+{
+	bool f0 = false, f1 = false;
+	uint64_t x = ctr_sum(&a->c, src, name, &f0), y = ctr_sum(&b->c, src, name, &f1);
+
+	if (found)
+		*found = f0 && f1;
+	return ctr_delta(x, y);
+}
+
+/* Increase of every counter of @src whose name contains @part (and not @but). */
+static uint64_t inc_match(const struct sample *a, const struct sample *b, enum ctr_source src,
+			  const char *part, const char *but)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < b->c.n; i++) {
+		const struct ctr *c = &b->c.v[i], *p;
+		if (c->src != src || !strstr(c->name, part) || (but && strstr(c->name, but)))
+			continue;
+		if ((p = ctr_find(&a->c, src, c->where, c->name)))
+			sum += ctr_delta(p->value, c->value);
+	}
+	return sum;
+}
+
+struct row {
+	double hit, miss, evict, inval, repin, pin_mb, dflt, dinv, retry, rnr, minflt, majflt;
+};
+
+static void compute(const struct opts *o, const struct sample *a, const struct sample *b,
+		    struct thrash *t, struct row *rw)
+{
+	double dt = b->t - a->t > 1e-6 ? b->t - a->t : 1e-6;
+	struct thrash_in in = { .secs = dt };
+	bool found;
+
+	memset(rw, 0, sizeof(*rw));
+	in.misses = inc(a, b, SRC_ODPX, "misses", NULL);
+	in.evictions = inc(a, b, SRC_ODPX, "evictions", NULL);
+	in.repins = inc(a, b, SRC_ODPX, "repins", NULL);
+	in.invals = inc(a, b, SRC_ODPX, "inval_entries", NULL);
+	for (int i = 0; i < b->nseg; i++)
+		if (b->seg[i].mode == ODPX_MODE_PIN)
+			in.have_pin = true;
+	thrash_dev_inputs(&a->c, &b->c, &in);
+	thrash_step(t, &in);
+
+	rw->hit = (double)inc(a, b, SRC_ODPX, "hits", NULL) / dt;
+	rw->miss = (double)in.misses / dt;
+	rw->evict = (double)in.evictions / dt;
+	rw->inval = (double)in.invals / dt;
+	rw->repin = (double)in.repins / dt;
+	rw->pin_mb = (double)ctr_sum(&b->c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
+	rw->dflt = (double)in.dev_faults / dt;
+	rw->dinv = (double)in.dev_inval / dt;
+	rw->retry = (double)(inc_match(a, b, SRC_HW_COUNTERS, "retry", "rnr") +
+			     inc_match(a, b, SRC_HW_COUNTERS, "timeout", "rnr") +
+			     inc_match(a, b, SRC_NL_PORT, "retry", "rnr") +
+			     inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt;
+	rw->rnr = (double)(inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) +
+			   inc_match(a, b, SRC_NL_PORT, "rnr", NULL)) / dt;
+	if (o->pid) {
+		rw->minflt = (double)inc(a, b, SRC_PROC_PID, "minflt", NULL) / dt;
+		rw->majflt = (double)inc(a, b, SRC_PROC_PID, "majflt", NULL) / dt;
+	} else {
+		rw->minflt = (double)inc(a, b, SRC_VMSTAT, "pgfault", &found) / dt;
+		rw->majflt = (double)inc(a, b, SRC_VMSTAT, "pgmajfault", NULL) / dt;
+	}
+}
+
+/* ---- output ---- */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_rate(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.3f", v);
+	else
+		fputs("null", f);
+}
+
+static void print_json(const struct opts *o, const struct sample *a, const struct sample *b,
+		       const struct thrash *t, const struct row *rw, const struct devcaps *caps,
+		       int ncaps)
+{
+	FILE *f = stdout;
+	double dt = b->t - a->t;
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	fprintf(f, "{\"time\":%.3f,\"interval\":%.3f,\"state\":\"%s\",\"metric\":\"%s\",\"value\":",
+		(double)rt.tv_sec + (double)rt.tv_nsec / 1e9, dt, thrash_state_str(t->state),
+		thrash_metric_str(t->metric));
+	json_rate(f, t->value);
+	fprintf(f, ",\"rates\":{\"hits\":%.3f,\"misses\":%.3f,\"evictions\":%.3f,"
+		"\"invalidations\":%.3f,\"repins\":%.3f,\"pinned_mib\":%.3f,\"dev_fault_pages\":%.3f,"
+		"\"dev_inval_pages\":%.3f,\"retries\":%.3f,\"rnr\":%.3f,\"minflt\":%.3f,\"majflt\":%.3f}",
+		rw->hit, rw->miss, rw->evict, rw->inval, rw->repin, rw->pin_mb, rw->dflt, rw->dinv,
+		rw->retry, rw->rnr, rw->minflt, rw->majflt);
+	fputs(",\"devices\":[", f);
+	for (int i = 0; i < ncaps; i++) {
+		char line[512];
+		caps_line(&caps[i], line, sizeof(line));
+		fprintf(f, "%s{\"name\":", i ? "," : "");
+		json_str(f, caps[i].name);
+		if (caps[i].queried)
+			fprintf(f, ",\"odp\":%s,\"implicit\":%s,\"general_caps\":%" PRIu64
+				",\"rc_odp_caps\":%u,\"uc_odp_caps\":%u,\"ud_odp_caps\":%u,\"xrc_odp_caps\":%u",
+				caps[i].general & 1 ? "true" : "false",
+				caps[i].general & 2 ? "true" : "false", caps[i].general, caps[i].rc,
+				caps[i].uc, caps[i].ud, caps[i].xrc);
+		fputs(",\"summary\":", f);
+		json_str(f, line);
+		fputc('}', f);
+	}
+	fputs("]", f);
+	if (!ncaps)
+		fputs(",\"rdma\":\"no RDMA device\"", f);
+	fputs(",\"contexts\":[", f);
+	for (int i = 0; i < b->nseg; i++) {
+		const struct odpx_seg_info *s = &b->seg[i];
+		fprintf(f, "%s{\"pid\":%d,\"ctx\":%u,\"mode\":\"%s\",\"backend\":\"%s\",\"reason\":",
+			i ? "," : "", (int)s->pid, s->n, odpx_mode_str(s->mode),
+			backend_str(s->backend));
+		json_str(f, s->reason);
+		fprintf(f, ",\"thrash_state\":\"%s\",\"thrash_metric\":\"%s\",\"stats\":{",
+			thrash_state_str((enum odpx_thrash_state)s->st.thrash_state),
+			thrash_metric_str((enum odpx_thrash_metric)s->st.thrash_metric));
+		for (size_t k = 0; k < sizeof(stat_fields) / sizeof(stat_fields[0]); k++)
+			fprintf(f, "%s\"%s\":%" PRIu64, k ? "," : "", stat_fields[k].name,
+				*(const uint64_t *)((const char *)&s->st + stat_fields[k].off));
+		fputs("}}", f);
+	}
+	fputs("],\"mrs\":[", f);
+	int nm = 0;
+	for (size_t i = 0; i < b->nl.nmr; i++) {
+		const struct nl_mr *m = &b->nl.mr[i];
+		if (o->pid && (!m->has_pid || m->pid != (uint32_t)o->pid))
+			continue;
+		fprintf(f, "%s{\"dev\":", nm++ ? "," : "");
+		json_str(f, m->dev);
+		fprintf(f, ",\"mrn\":%u,\"mrlen\":%" PRIu64 ",\"pdn\":%u", m->mrn, m->mrlen, m->pdn);
+		if (m->has_pid)
+			fprintf(f, ",\"pid\":%u", m->pid);
+		if (m->has_keys)
+			fprintf(f, ",\"lkey\":%u,\"rkey\":%u", m->lkey, m->rkey);
+		fputc('}', f);
+	}
+	fputs("],\"counters\":[", f);
+	for (size_t i = 0; i < b->c.n; i++) {
+		const struct ctr *c = &b->c.v[i], *p = ctr_find(&a->c, c->src, c->where, c->name);
+		fprintf(f, "%s{\"source\":\"%s\",\"where\":", i ? "," : "", ctr_source_name(c->src));
+		json_str(f, c->where);
+		fputs(",\"name\":", f);
+		json_str(f, c->name);
+		fprintf(f, ",\"value\":%" PRIu64 ",\"rate\":", c->value);
+		if (c->gauge || !p)
+			fputs("null", f);
+		else
+			json_rate(f, (double)ctr_delta(p->value, c->value) / (dt > 1e-6 ? dt : 1e-6));
+		fputc('}', f);
+	}
+	fputs("],\"errors\":[", f);
+	for (size_t i = 0; i < b->c.nerr; i++) {
+		if (i)
+			fputc(',', f);
+		json_str(f, b->c.err[i].msg);
+	}
+	fputs("]}\n", f);
+	fflush(f);
+}
+
+static void print_banner(const struct opts *o, const struct sample *s, const struct devcaps *caps,
+			 int ncaps)
+{
+	char line[512];
+
+	if (!ncaps)
+		printf("# no RDMA device\n");
+	for (int i = 0; i < ncaps; i++) {
+		caps_line(&caps[i], line, sizeof(line));
+		printf("# %s\n", line);
+	}
+	if (o->netlink) {
+		for (int d = 0; d < s->nl.ndev; d++) {
+			unsigned n = 0;
+			uint64_t bytes = 0;
+			if (o->dev && strcmp(o->dev, s->nl.devs[d]))
+				continue;
+			for (size_t i = 0; i < s->nl.nmr; i++)
+				if (!strcmp(s->nl.mr[i].dev, s->nl.devs[d]) &&
+				    (!o->pid || s->nl.mr[i].pid == (uint32_t)o->pid)) {
+					n++;
+					bytes += s->nl.mr[i].mrlen;
+				}
+			printf("# %s: %u MRs%s, %.1f MiB\n", s->nl.devs[d], n,
+			       o->pid ? " of this PID" : "", (double)bytes / 1048576.0);
+		}
+	}
+	if (!s->nseg)
+		printf("# no odpx context%s\n", o->pid ? " in this process" : " of this user");
+	for (int i = 0; i < s->nseg; i++)
+		printf("# pid %d ctx %u: mode %s, backend %s%s%s\n", (int)s->seg[i].pid, s->seg[i].n,
+		       odpx_mode_str(s->seg[i].mode), backend_str(s->seg[i].backend),
+		       s->seg[i].reason[0] ? ": " : "", s->seg[i].reason);
+	for (size_t i = 0; i < s->c.nerr; i++)
+		printf("# error: %s\n", s->c.err[i].msg);
+}
+
+static void print_header(void)
+{
+	printf("%-8s %-16s %8s %7s %7s %7s %7s %8s %8s %8s %7s %6s %8s %7s\n", "state", "metric",
+	       "hit/s", "miss/s", "evict/s", "inval/s", "repin/s", "pin_MiB", "dflt/s", "dinval/s",
+	       "retry/s", "rnr/s", "minflt/s", "majflt/s");
+}
+
+static void print_row(const struct thrash *t, const struct row *r)
+{
+	printf("%-8s %-16s %8.0f %7.0f %7.0f %7.0f %7.0f %8.1f %8.0f %8.0f %7.0f %6.0f %8.0f %7.0f\n",
+	       thrash_state_str(t->state), thrash_metric_str(t->metric), r->hit, r->miss, r->evict,
+	       r->inval, r->repin, r->pin_mb, r->dflt, r->dinv, r->retry, r->rnr, r->minflt,
+	       r->majflt);
+	fflush(stdout);
+}
+
+static int screen_rows(void)
+{
+	struct winsize ws;
+
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 5)
+		return ws.ws_row - 2;
+	return 22;
+}
+
+static void sleep_until(double t)
+{
+	for (;;) {
+		double left = t - now_s();
+		struct timespec ts;
+		if (left <= 0)
+			return;
+		ts.tv_sec = (time_t)left;
+		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s [options] [interval [count]]\n"
+		"  -d, --device DEV      one RDMA device\n"
+		"  -p, --pid PID         one process (its odpx contexts, faults and MRs)\n"
+		"  -j, --json            one JSON object per interval (NDJSON)\n"
+		"  -1, --once            one report, then exit (count 1)\n"
+		"      --sysfs DIR       sysfs root (ODPX_SYSFS_ROOT, default /sys)\n"
+		"      --debugfs DIR     debugfs root (ODPX_DEBUGFS_ROOT, default /sys/kernel/debug)\n"
+		"      --procfs DIR      procfs root (ODPX_PROCFS_ROOT, default /proc)\n"
+		"      --no-netlink      do not query RDMA netlink\n"
+		"      --thresholds SPEC thrash thresholds, key=value,... (see odpstat(1))\n"
+		"      --record DIR      write the raw netlink replies to DIR\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         version\n", prog);
+}
+
+static bool parse_num(const char *s, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	return !errno && end != s && !*end && isfinite(*v);
+}
+
+int odpstat_main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "once", no_argument, NULL, '1' },
+		{ "sysfs", required_argument, NULL, 's' },
+		{ "debugfs", required_argument, NULL, 'D' },
+		{ "procfs", required_argument, NULL, 'P' },
+		{ "no-netlink", no_argument, NULL, 'n' },
+		{ "thresholds", required_argument, NULL, 't' },
+		{ "record", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	const char *sys = NULL, *dbg = NULL, *proc = NULL, *thr = NULL;
+	struct opts o = { .interval = 1, .count = -1, .netlink = true };
+	struct devcaps caps[MAX_DEVS];
+	struct sample *a, *b;
+	struct thrash t;
+	bool interval_given = false;
+	int c, ncaps, rc = 0, rows, lines = 0;
+	char err[160];
+
+	optind = 1;
+	thrash_cfg_default(&o.cfg);
+	while ((c = getopt_long(argc, argv, "d:p:j1hV", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': o.dev = optarg; break;
+		case 'p': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v <= 0 || v > INT32_MAX)
+				return die("-p %s: not a process ID", optarg);
+			o.pid = (pid_t)v;
+			break;
+		}
+		case 'j': o.json = true; break;
+		case '1': o.once = true; break;
+		case 's': sys = optarg; break;
+		case 'D': dbg = optarg; break;
+		case 'P': proc = optarg; break;
+		case 'n': o.netlink = false; break;
+		case 't': thr = optarg; break;
+		case 'r': o.record = optarg; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("%s from odpx 0.1\n", prog); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	if (optind < argc) {
+		if (!parse_num(argv[optind], &o.interval) || o.interval <= 0 || o.interval > 86400)
+			return die("interval '%s': not a positive number of seconds", argv[optind]);
+		interval_given = true;
+		optind++;
+	}
+	if (optind < argc) {
+		double v;
+		if (!parse_num(argv[optind], &v) || v < 1 || v != (double)(long)v)
+			return die("count '%s': not a positive integer", argv[optind]);
+		o.count = (long)v;
+		optind++;
+	}
+	if (optind < argc)
+		return usage(stderr), 1;
+	if (o.once || !interval_given)
+		o.count = 1;
+	if (thr && thrash_cfg_parse(&o.cfg, thr, err, sizeof(err)) < 0)
+		return die("--thresholds: %s", err);
+	stats_roots_init(&o.roots, sys, dbg, proc);
+	if (!o.roots.sys_default || getenv("ODPX_NO_NETLINK"))
+		o.netlink = false;
+	if (o.pid) {
+		char path[PATH_MAX + 32];
+		struct stat sb;
+		snprintf(path, sizeof(path), "%s/%d", o.roots.proc, (int)o.pid);
+		if (stat(path, &sb) < 0)
+			return die("%d: no such process", (int)o.pid);
+	}
+	ncaps = query_caps(o.dev, caps, MAX_DEVS);
+	if (o.dev) {
+		char path[PATH_MAX + 128];
+		struct stat sb;
+		snprintf(path, sizeof(path), "%s/class/infiniband/%s", o.roots.sys, o.dev);
+		if (!ncaps && stat(path, &sb) < 0)
+			return die("%s: no such RDMA device", o.dev);
+	}
+	a = calloc(1, sizeof(*a));
+	b = calloc(1, sizeof(*b));
+	if (!a || !b)
+		return die("out of memory");
+	thrash_init(&t, &o.cfg);
+	rows = screen_rows();
+	if (take_sample(&o, a, true) < 0) {
+		rc = 1;
+		goto out;
+	}
+	if (!o.json)
+		print_banner(&o, a, caps, ncaps);
+	for (long i = 0; o.count < 0 || i < o.count; i++) {
+		struct row rw;
+		struct sample *x;
+
+		sleep_until(a->t + o.interval);
+		if (take_sample(&o, b, false) < 0) {
+			rc = 1;
+			break;
+		}
+		if (o.pid && !b->nseg && a->nseg) {
+			/* the process closed its contexts or ended: like vmstat, keep going */
+		}
+		compute(&o, a, b, &t, &rw);
+		if (o.json) {
+			print_json(&o, a, b, &t, &rw, caps, ncaps);
+		} else {
+			if (lines % rows == 0)
+				print_header();
+			print_row(&t, &rw);
+			lines++;
+		}
+		x = a;
+		a = b;
+		b = x;
+	}
+out:
+	ctr_set_free(&a->c);
+	ctr_set_free(&b->c);
+	nl_result_free(&a->nl);
+	nl_result_free(&b->nl);
+	free(a);
+	free(b);
+	return rc;
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+/*
+ * publish.c - the writer side of the stats segment (layout in segment.h)
+ * and the library's thrash detector, run on the engine's tick.
+ *
+ * The segment is created at odpx_open (stats_region_open) as
+ * /dev/shm/odpx.<pid>.<n>, mode 0600, O_EXCL; a file of that name left by an
+ * earlier process with the same PID is stale and replaced.  Where /dev/shm
+ * cannot be used the segment is a memfd of the same name (found by odpstat
+ * through /proc/<pid>/fd); where even that fails, private memory, counted
+ * as a fallback: the context works, odpstat cannot see it.  Stale segments
+ * of dead processes of this uid are unlinked once per process.
+ *
+ * Detector (owner-only state after the cold counters, engine thread only):
+ * every tick adds to a window; when the window is at least cfg.window_ms
+ * old, the increases of misses, evictions, repins and invalidated entries
+ * (and, in the ODP modes, of the device's legacy fault/invalidation files)
+ * go through thrash_step(); a state change is published in the header and
+ * reported to the callback of the open attributes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "counters.h"
+#include "segment.h"
+
+struct seg_priv {
+	struct thrash t;
+	struct odpx_stats prev;
+	uint64_t win_start_ns;
+	bool have_prev;
+	bool dev_inputs;		/* ODP mode: read the device's files too */
+	struct ctr_set *dev_prev, *dev_cur;
+	struct stats_roots *roots;
+	odpx_thrash_cb cb;
+	void *cb_arg;
+	bool on_shm;			/* named in /dev/shm: unlink at close */
+	char path[96];
+};
+
+static _Atomic uint32_t seg_next;
+static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+static struct seg_priv *priv_of(struct odpx_ctx *ctx)
+{
+	struct seg_hdr *h = seg_hdr_of(ctx);
+
+	return (struct seg_priv *)((char *)h + align64(h->cold_off + h->cold_bytes));
+}
+
+/* Field 22 of /proc/self/stat: start time in clock ticks since boot. */
+uint64_t proc_start_time(pid_t pid);
+uint64_t proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if (!(p = strrchr(buf, ')')))
+		return 0;
+	/* after ") " come fields 3.. : state is 3, starttime 22 */
+	p += 2;
+	for (int f = 3; f < 22 && p; f++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (p)
+		v = strtoull(p, NULL, 10);
+	return v;
+}
+
+static void clean_stale(void)
+{
+	odpx_seg_clean_stale();
+}
+
+/* Create and map the backing file: /dev/shm, else a memfd, else private. */
+static void *seg_map(size_t bytes, pid_t pid, unsigned n, struct seg_priv *tmp)
+{
+	char name[64];
+	void *p;
+	int fd;
+
+	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
+	snprintf(tmp->path, sizeof(tmp->path), ODPX_SHM_DIR "/%s", name);
+	for (int tries = 0; tries < 2; tries++) {
+		fd = open(tmp->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+		/* our PID and our <n>: left by an earlier process with this PID */
+		unlink(tmp->path);
+	}
+	tmp->on_shm = fd >= 0;
+	if (fd < 0)
+		fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd >= 0) {
+		if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)bytes) == 0) {
+			p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (p != MAP_FAILED) {
+				/* a memfd stays reachable through this fd, kept open */
+				if (tmp->on_shm)
+					close(fd);
+				return p;
+			}
+		}
+		if (tmp->on_shm)
+			unlink(tmp->path);
+		close(fd);
+		tmp->on_shm = false;
+	}
+	tmp->path[0] = 0;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int stats_seg_open(struct odpx_ctx *ctx)
+{
+	size_t shards = sizeof(struct stat_shard) * (STAT_SHARDS + 1);
+	size_t cold_off = SEG_HDR_BYTES + shards;
+	size_t priv_off = align64(cold_off + sizeof(struct cold_stats));
+	size_t bytes = (priv_off + sizeof(struct seg_priv) + sizeof(struct stats_roots) +
+			2 * sizeof(struct ctr_set) + 4095) & ~(size_t)4095;
+	struct seg_priv tmp = { 0 }, *pv;
+	pid_t pid = getpid();
+	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, memory_order_relaxed);
+	struct seg_hdr *h;
+	char *p;
+
+	pthread_once(&clean_once, clean_stale);
+	if (!(p = seg_map(bytes, pid, n, &tmp)))
+		return -ENOMEM;
+	h = (struct seg_hdr *)p;
+	h->version = ODPX_SHM_VERSION;
+	h->hdr_bytes = SEG_HDR_BYTES;
+	h->total_bytes = bytes;
+	h->shards_off = SEG_HDR_BYTES;
+	h->shard_bytes = sizeof(struct stat_shard);
+	h->nshards = STAT_SHARDS + 1;
+	h->cold_off = (uint32_t)cold_off;
+	h->cold_bytes = sizeof(struct cold_stats);
+	h->stats_bytes = sizeof(struct odpx_stats);
+	h->pid = pid;
+	h->n = n;
+	h->start_time = proc_start_time(pid);
+	h->mode = ctx->mode;
+	h->backend = ctx->be ? ctx->be->id : 0;
+	h->flags = ctx->flags;
+	h->tick_ms = ctx->tick_ms;
+
+	pv = (struct seg_priv *)(p + priv_off);
+	*pv = tmp;
+	pv->roots = (struct stats_roots *)(pv + 1);
+	pv->dev_prev = (struct ctr_set *)(pv->roots + 1);
+	pv->dev_cur = pv->dev_prev + 1;
+	ctr_set_init(pv->dev_prev);
+	ctr_set_init(pv->dev_cur);
+	thrash_cfg_default(&pv->t.cfg);
+	{
+		const char *spec = getenv("ODPX_THRASH");
+		char err[128];
+		if (spec && *spec && thrash_cfg_parse(&pv->t.cfg, spec, err, sizeof(err)) < 0)
+			thrash_cfg_default(&pv->t.cfg);	/* a bad ODPX_THRASH: defaults */
+	}
+	thrash_init(&pv->t, &pv->t.cfg);
+	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT;
+	if (pv->dev_inputs)
+		stats_roots_init(pv->roots, NULL, NULL, NULL);
+
+	ctx->stats_region = p;
+	ctx->stats_region_bytes = bytes;
+	ctx->shards = (struct stat_shard *)(p + SEG_HDR_BYTES);
+	ctx->cs = (struct cold_stats *)(p + cold_off);
+	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
+	return 0;
+}
+
+void stats_seg_close(struct odpx_ctx *ctx)
+{
+	struct seg_hdr *h = seg_hdr_of(ctx);
+	struct seg_priv *pv = priv_of(ctx);
+
+	/* a child after fork holds the parent's mapping: never unlink its name */
+	if (h->pid == getpid()) {
+		atomic_store_explicit(&h->magic, 0, memory_order_release);
+		if (pv->on_shm)
+			unlink(pv->path);
+		ctr_set_free(pv->dev_prev);
+		ctr_set_free(pv->dev_cur);
+	}
+	munmap(ctx->stats_region, ctx->stats_region_bytes);
+}
+
+void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)
+{
+	struct seg_priv *pv = priv_of(ctx);
+
+	if (attr && (attr->comp_mask & ODPX_ATTR_THRASH_CB)) {
+		pv->cb = attr->thrash_cb;
+		pv->cb_arg = attr->thrash_arg;
+	}
+}
+
+/* The reason is set by odpx_open after the region exists: copy it once. */
+static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
+{
+	uint32_t z = 0;
+
+	if (atomic_load_explicit(&h->reason_state, memory_order_relaxed) || !ctx->reason[0])
+		return;
+	if (!atomic_compare_exchange_strong_explicit(&h->reason_state, &z, 1,
+						     memory_order_relaxed, memory_order_relaxed))
+		return;
+	memcpy(h->reason, ctx->reason, sizeof(h->reason));
+	h->reason[sizeof(h->reason) - 1] = 0;
+	atomic_store_explicit(&h->reason_state, 2, memory_order_release);
+}
+
+#define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)
+
+void stats_seg_gauges(struct odpx_ctx *ctx)
+{
+	struct seg_hdr *h = seg_hdr_of(ctx);
+
+	/* on the miss path: two plain stores; the timestamp is the tick's */
+	PUT(entries, ctx->nentries);
+	PUT(pinned_bytes, ctx->pinned_bytes);
+	publish_reason(ctx, h);
+}
+
+void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
+{
+	struct seg_hdr *h = seg_hdr_of(ctx);
+
+	PUT(entries, st->entries);
+	PUT(pinned_bytes, st->pinned_bytes);
+	PUT(unused_bytes, st->unused_bytes);
+	PUT(watch_vmas, st->watch_vmas);
+	PUT(watch_regs, st->watch_regs);
+	PUT(gauges_ns, mono_ns());
+	publish_reason(ctx, h);
+	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);
+	st->thrash_metric = atomic_load_explicit(&h->thrash_metric, memory_order_relaxed);
+	st->thrash_value_milli = atomic_load_explicit(&h->thrash_value_milli, memory_order_relaxed);
+	st->thrash_changes = atomic_load_explicit(&h->thrash_changes, memory_order_relaxed);
+}
+
+/* The device's own fault/invalidation counters (ODP modes). */
+static void sample_device(struct seg_priv *pv)
+{
+	struct ctr_set *t;
+
+	ctr_set_clear(pv->dev_cur);
+	src_uverbs_read(pv->roots, NULL, pv->dev_cur);
+	src_debugfs_read(pv->roots, pv->dev_cur);
+	t = pv->dev_prev;
+	pv->dev_prev = pv->dev_cur;
+	pv->dev_cur = t;
+}
+
+void stats_seg_tick(struct odpx_ctx *ctx)
+{
+	struct seg_hdr *h = seg_hdr_of(ctx);
+	struct seg_priv *pv = priv_of(ctx);
+	struct odpx_stats st;
+	struct thrash_in in = { 0 };
+	enum odpx_thrash_state was;
+	uint64_t now = mono_ns();
+
+	/* gauges, the unused bytes and the watch counts included */
+	if (odpx_stats_read(ctx, &st, sizeof(st)) < 0)
+		return;
+	if (!pv->have_prev) {
+		pv->prev = st;
+		pv->win_start_ns = now;
+		pv->have_prev = true;
+		if (pv->dev_inputs) {
+			sample_device(pv);
+			ctr_set_clear(pv->dev_cur);
+		}
+		return;
+	}
+	if (now - pv->win_start_ns < (uint64_t)pv->t.cfg.window_ms * 1000000ULL)
+		return;
+	in.secs = (double)(now - pv->win_start_ns) / 1e9;
+	in.have_pin = ctx->cache_enabled;
+	in.misses = ctr_delta(pv->prev.misses, st.misses);
+	in.evictions = ctr_delta(pv->prev.evictions, st.evictions);
+	in.repins = ctr_delta(pv->prev.repins, st.repins);
+	in.invals = ctr_delta(pv->prev.inval_entries, st.inval_entries);
+	if (pv->dev_inputs) {
+		struct ctr_set *old = pv->dev_prev;
+		sample_device(pv);	/* dev_prev is now the new sample, dev_cur the old */
+		thrash_dev_inputs(pv->dev_cur, pv->dev_prev, &in);
+		(void)old;
+	}
+	was = pv->t.state;
+	bool changed = thrash_step(&pv->t, &in);
+	pv->prev = st;
+	pv->win_start_ns = now;
+	PUT(thrash_state, pv->t.state);
+	PUT(thrash_metric, pv->t.metric);
+	PUT(thrash_value_milli, pv->t.value > 0 ? (uint64_t)(pv->t.value * 1000.0) : 0);
+	PUT(thrash_changes, pv->t.changes);
+	atomic_fetch_add_explicit(&h->thrash_windows, 1, memory_order_relaxed);
+	if (changed && pv->cb) {
+		struct odpx_thrash_event ev = {
+			.state = pv->t.state, .prev = was,
+			.metric = pv->t.metric, .value = pv->t.value,
+		};
+		pv->cb(ctx, &ev, pv->cb_arg);
+	}
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * segment.h - layout of the stats segment a context publishes.
+ *
+ *   /dev/shm/odpx.<pid>.<n>   mode 0600, owner only; <n> counts the contexts
+ *                             the process opened.  Unlinked at odpx_close().
+ *   (memfd "odpx.<pid>.<n>" when /dev/shm cannot be used; odpstat finds it
+ *    through /proc/<pid>/fd)
+ *
+ *   offset 0        struct seg_hdr (one page)
+ *   shards_off      struct stat_shard[nshards]   hot-path counters, per thread
+ *   cold_off        struct cold_stats            other counters
+ *   priv_off        owner-only working state (detector); not part of the ABI
+ *
+ * Writers never lock for a reader: shards and cold counters are the live
+ * counters themselves (relaxed stores and atomic adds, see lib/stats.c);
+ * gauges and the detector's state are relaxed atomic stores of whole
+ * 64-bit words, so a reader sees each value whole, possibly a tick old, and
+ * the values of different fields possibly from different moments.  The
+ * fields above @reason_state are written once, before @magic, which is
+ * stored last (release; readers load it acquire and skip a segment whose
+ * magic is not there yet).
+ * @reason is written once later: reason_state 0 -> 1 (CAS, the writer owns
+ * it) -> 2 (release store after the text; readers load it acquire).
+ */
+#ifndef ODPX_SYSFS_STATS_SEGMENT_H
+#define ODPX_SYSFS_STATS_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define SEG_HDR_BYTES 4096
+
+struct seg_hdr {
+	_Atomic uint64_t magic;		/* ODPX_SHM_MAGIC, stored last */
+	uint32_t version;		/* ODPX_SHM_VERSION */
+	uint32_t hdr_bytes;		/* SEG_HDR_BYTES */
+	uint64_t total_bytes;		/* of the segment */
+	uint32_t shards_off, shard_bytes, nshards;
+	uint32_t cold_off, cold_bytes;
+	uint32_t stats_bytes;		/* sizeof(struct odpx_stats) of the writer */
+	int32_t pid;
+	uint32_t n;
+	uint64_t start_time;		/* /proc/<pid>/stat field 22: detects PID reuse */
+	uint32_t mode, backend;		/* enum odpx_mode, enum odpx_backend */
+	uint32_t flags;			/* enum odpx_open_flags */
+	uint32_t tick_ms;
+	_Atomic uint32_t reason_state;	/* 0 none, 1 being written, 2 set */
+	char reason[192];
+	/* gauges */
+	_Atomic uint64_t entries, pinned_bytes, unused_bytes, watch_vmas, watch_regs;
+	_Atomic uint64_t gauges_ns;	/* CLOCK_MONOTONIC of the last publication */
+	/* detector */
+	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
+	_Atomic uint64_t thrash_windows;
+};
+
+_Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");
+
+static inline struct seg_hdr *seg_hdr_of(struct odpx_ctx *ctx)
+{
+	return ctx->stats_region;
+}
+
+#endif

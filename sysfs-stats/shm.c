@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * shm.c - the reader side of the stats segments (layout in segment.h):
+ * find a process's segments, map them read-only, sum their counters.
+ *
+ * A segment is live when its magic is set, its header matches this
+ * build's layout, and the process named in it still runs with the start
+ * time recorded in it.  Anything else under the odpx.<pid>.<n> names is
+ * stale: skipped, and unlinked when it belongs to the caller.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "counters.h"
+#include "segment.h"
+
+uint64_t proc_start_time(pid_t pid);	/* publish.c */
+
+static bool parse_name(const char *name, pid_t *pid, unsigned *n)
+{
+	int p, used = 0;
+	unsigned x;
+
+	if (strncmp(name, ODPX_SHM_PREFIX, sizeof(ODPX_SHM_PREFIX) - 1))
+		return false;
+	name += sizeof(ODPX_SHM_PREFIX) - 1;
+	if (sscanf(name, "%d.%u%n", &p, &x, &used) != 2 || name[used] || p <= 0)
+		return false;
+	*pid = p;
+	*n = x;
+	return true;
+}
+
+static bool pid_alive(pid_t pid)
+{
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * Map @fd and fill @out.  -EAGAIN: not ready or closed; -ESTALE: left by a
+ * process that is gone (or an earlier one with the same PID); -EPROTO:
+ * another layout.
+ */
+static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
+{
+	struct stat sb;
+	const struct seg_hdr *h;
+	void *p;
+	int r = 0;
+
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if ((size_t)sb.st_size < SEG_HDR_BYTES)
+		return -ESTALE;
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	h = p;
+	if (atomic_load_explicit(&((struct seg_hdr *)h)->magic, memory_order_acquire) != ODPX_SHM_MAGIC) {
+		r = -EAGAIN;	/* being created, or closed */
+		goto out;
+	}
+	if (h->pid != pid) {
+		r = -ESTALE;
+		goto out;
+	}
+	if (h->version != ODPX_SHM_VERSION || h->hdr_bytes != SEG_HDR_BYTES ||
+	    h->shard_bytes != sizeof(struct stat_shard) || h->nshards != STAT_SHARDS + 1 ||
+	    h->cold_bytes != sizeof(struct cold_stats) || h->total_bytes > (uint64_t)sb.st_size ||
+	    (uint64_t)h->cold_off + h->cold_bytes > h->total_bytes ||
+	    (uint64_t)h->shards_off + (uint64_t)h->shard_bytes * h->nshards > h->cold_off) {
+		r = -EPROTO;	/* another odpx version's layout */
+		goto out;
+	}
+	if (!pid_alive(pid) || proc_start_time(pid) != h->start_time) {
+		r = -ESTALE;
+		goto out;
+	}
+	memset(out, 0, sizeof(*out));
+	out->pid = pid;
+	out->n = h->n;
+	out->mode = (enum odpx_mode)h->mode;
+	out->backend = (enum odpx_backend)h->backend;
+	out->tick_ms = h->tick_ms;
+	if (atomic_load_explicit(&((struct seg_hdr *)h)->reason_state, memory_order_acquire) == 2)
+		snprintf(out->reason, sizeof(out->reason), "%s", h->reason);
+	stats_region_sum((const struct stat_shard *)((const char *)p + h->shards_off),
+			 (const struct cold_stats *)((const char *)p + h->cold_off), &out->st);
+#define G(f) atomic_load_explicit(&((struct seg_hdr *)h)->f, memory_order_relaxed)
+	out->st.entries = G(entries);
+	out->st.pinned_bytes = G(pinned_bytes);
+	out->st.unused_bytes = G(unused_bytes);
+	out->st.watch_vmas = G(watch_vmas);
+	out->st.watch_regs = G(watch_regs);
+	out->st.thrash_state = G(thrash_state);
+	out->st.thrash_metric = G(thrash_metric);
+	out->st.thrash_value_milli = G(thrash_value_milli);
+	out->st.thrash_changes = G(thrash_changes);
+#undef G
+	out->st.unsafe_no_monitor = !!(h->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
+out:
+	munmap(p, (size_t)sb.st_size);
+	return r;
+}
+
+/* memfd segments of @pid: links in /proc/<pid>/fd to "/memfd:odpx.<pid>.<n> (deleted)" */
+static int scan_memfds(pid_t pid, struct odpx_seg_info *out, int max, int found)
+{
+	char dir[64], link[300], path[400], want[64];
+	struct dirent *d;
+	DIR *dp;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "/memfd:" ODPX_SHM_PREFIX "%d.", (int)pid);
+	if (!(dp = opendir(dir)))
+		return found;
+	while ((d = readdir(dp)) && found < max) {
+		ssize_t n;
+		int fd;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = 0;
+		if (strncmp(link, want, strlen(want)))
+			continue;
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		if (seg_read_fd(fd, pid, &out[found]) == 0)
+			found++;
+		close(fd);
+	}
+	closedir(dp);
+	return found;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct odpx_seg_info *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
+{
+	struct dirent *d;
+	DIR *dp = opendir(ODPX_SHM_DIR);
+	uid_t me = geteuid();
+	int found = 0, first_err = 0;
+
+	if (dp) {
+		while ((d = readdir(dp)) && found < max) {
+			char path[300];
+			struct stat sb;
+			pid_t p;
+			unsigned n;
+			int fd, r;
+
+			if (!parse_name(d->d_name, &p, &n) || (pid && p != pid))
+				continue;
+			snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
+			if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+				continue;
+			if (!pid && sb.st_uid != me)
+				continue;	/* all: the caller's own processes */
+			if (!pid_alive(p)) {
+				if (sb.st_uid == me)
+					unlink(path);	/* stale: its process is gone */
+				continue;
+			}
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (fd < 0) {
+				if (!first_err)
+					first_err = -errno;
+				continue;
+			}
+			r = seg_read_fd(fd, p, &out[found]);
+			close(fd);
+			if (r == 0)
+				found++;
+			else if (r == -ESTALE && sb.st_uid == me)
+				unlink(path);
+			else if (r != -ESTALE && r != -EAGAIN && !first_err)
+				first_err = r;
+		}
+		closedir(dp);
+	}
+	if (pid && found < max)
+		found = scan_memfds(pid, out, max, found);
+	qsort(out, (size_t)found, sizeof(*out), cmp_seg);
+	if (!found && first_err)
+		return first_err;
+	return found;
+}
+
+int odpx_seg_clean_stale(void)
+{
+	struct dirent *d;
+	DIR *dp = opendir(ODPX_SHM_DIR);
+	uid_t me = geteuid();
+	int cleaned = 0;
+
+	if (!dp)
+		return 0;
+	while ((d = readdir(dp))) {
+		char path[300];
+		struct stat sb;
+		pid_t p;
+		unsigned n;
+
+		if (!parse_name(d->d_name, &p, &n))
+			continue;
+		snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
+		if (lstat(path, &sb) < 0 || sb.st_uid != me || !S_ISREG(sb.st_mode))
+			continue;
+		if (!pid_alive(p) && unlink(path) == 0)
+			cleaned++;
+	}
+	closedir(dp);
+	return cleaned;
+}

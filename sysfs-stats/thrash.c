@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: MIT
+/*
+ * thrash.c - the thrash detector: counter increases over a window in, a
+ * state (OK, WARMING, THRASH) and the metric that decided it out.
+ *
+ * One window is classified first (raw), from the device side (ODP: pages
+ * faulted, invalidated, faulted again) and the pin-cache side (misses,
+ * evictions, re-pins), the worse of the two winning:
+ *
+ *   idle: fewer than min_rate faults and misses per second        -> OK
+ *   device: refaulted/faulted >= refault_ratio                     -> THRASH
+ *           invalidated/faulted >= inval_ratio                     -> THRASH
+ *           faulted/s >= fault_rate with any invalidation          -> THRASH
+ *           invalidated < warm_ratio x faulted                     -> WARMING
+ *   pin:    repins/misses >= repin_ratio                           -> THRASH
+ *           evict-then-miss/misses >= evict_miss_ratio             -> THRASH
+ *           no eviction and no invalidation                        -> WARMING
+ *   else OK
+ *
+ * Hysteresis: while in THRASH, the thresholds are multiplied by
+ * exit_factor (a window must fall clearly below them to count as "not
+ * thrashing"), and a new state replaces the current one only after
+ * enter_n (into THRASH or WARMING or OK from WARMING) or exit_n (out of
+ * THRASH) consecutive windows classified so.  A window classified as the
+ * current state resets the run.
+ *
+ * Evictions followed by a miss on the same range need the cache to report
+ * them (thrash_in.evict_remiss); without that the pin side counts
+ * min(evictions, misses): in a cache at its limits each miss of a cycled
+ * working set evicts one range that is missed again later.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "counters.h"
+
+void thrash_cfg_default(struct thrash_cfg *c)
+{
+	c->min_rate = 10;
+	c->fault_rate = 50000;
+	c->inval_ratio = 0.5;
+	c->refault_ratio = 0.2;
+	c->repin_ratio = 0.25;
+	c->evict_miss_ratio = 0.5;
+	c->warm_ratio = 0.05;
+	c->exit_factor = 0.5;
+	c->enter_n = 2;
+	c->exit_n = 3;
+	c->window_ms = 1000;
+}
+
+static const struct {
+	const char *key;
+	size_t off;
+	bool integer;
+} keys[] = {
+#define K(f, i) { #f, offsetof(struct thrash_cfg, f), i }
+	K(min_rate, false), K(fault_rate, false), K(inval_ratio, false),
+	K(refault_ratio, false), K(repin_ratio, false), K(evict_miss_ratio, false),
+	K(warm_ratio, false), K(exit_factor, false), K(enter_n, true), K(exit_n, true),
+	K(window_ms, true),
+#undef K
+};
+
+int thrash_cfg_parse(struct thrash_cfg *c, const char *spec, char *err, size_t errlen)
+{
+	char *dup = strdup(spec), *tok, *save = NULL;
+	struct thrash_cfg n = *c;
+	int r = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		char *eq = strchr(tok, '='), *end;
+		size_t i;
+		double v;
+
+		if (!eq) {
+			snprintf(err, errlen, "'%s': expected key=value", tok);
+			r = -EINVAL;
+			break;
+		}
+		*eq = 0;
+		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (!strcmp(keys[i].key, tok))
+				break;
+		if (i == sizeof(keys) / sizeof(keys[0])) {
+			snprintf(err, errlen, "unknown threshold '%s'", tok);
+			r = -EINVAL;
+			break;
+		}
+		v = strtod(eq + 1, &end);
+		if (end == eq + 1 || *end || !(v >= 0) || v > 1e12 ||
+		    (keys[i].integer && (v < 1 || v != (double)(unsigned)v))) {
+			snprintf(err, errlen, "%s=%s: not a %s", tok, eq + 1,
+				 keys[i].integer ? "positive integer" : "non-negative number");
+			r = -EINVAL;
+			break;
+		}
+		if (keys[i].integer)
+			*(unsigned *)((char *)&n + keys[i].off) = (unsigned)v;
+		else
+			*(double *)((char *)&n + keys[i].off) = v;
+	}
+	free(dup);
+	if (r == 0 && n.exit_factor > 1) {
+		snprintf(err, errlen, "exit_factor=%g: must be at most 1", n.exit_factor);
+		r = -EINVAL;
+	}
+	if (r == 0)
+		*c = n;
+	return r;
+}
+
+void thrash_init(struct thrash *t, const struct thrash_cfg *c)
+{
+	struct thrash_cfg cfg = *c;
+
+	memset(t, 0, sizeof(*t));
+	t->cfg = cfg;
+	t->state = ODPX_THRASH_OK;
+	t->cand = ODPX_THRASH_OK;
+}
+
+const char *thrash_state_str(enum odpx_thrash_state s)
+{
+	static const char *const n[] = { "OK", "WARMING", "THRASH" };
+
+	return (unsigned)s < ODPX_THRASH_RESERVED ? n[s] : "?";
+}
+
+const char *thrash_metric_str(enum odpx_thrash_metric m)
+{
+	static const char *const n[] = {
+		"none", "fault_rate", "inval_ratio", "refault_ratio", "repin_ratio",
+		"evict_miss_ratio", "miss_rate",
+	};
+
+	return (unsigned)m < ODPX_METRIC_RESERVED ? n[m] : "?";
+}
+
+struct verdict {
+	enum odpx_thrash_state state;
+	enum odpx_thrash_metric metric;
+	double value;
+};
+
+static void worse(struct verdict *v, enum odpx_thrash_state s, enum odpx_thrash_metric m,
+		  double value)
+{
+	if (s > v->state) {
+		v->state = s;
+		v->metric = m;
+		v->value = value;
+	}
+}
+
+static struct verdict classify(const struct thrash_cfg *c, const struct thrash_in *in, double f)
+{
+	struct verdict v = { ODPX_THRASH_OK, ODPX_METRIC_NONE, 0 };
+	double secs = in->secs > 0 ? in->secs : 1;
+
+	if (in->have_dev && in->dev_faults / secs >= c->min_rate) {
+		double faults = (double)in->dev_faults;
+		double rate = faults / secs;
+		double inval = (double)in->dev_inval / faults;
+		double refault = (double)in->dev_refaults / faults;
+
+		if (refault >= c->refault_ratio * f)
+			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_REFAULT_RATIO, refault);
+		else if (inval >= c->inval_ratio * f)
+			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_INVAL_RATIO, inval);
+		else if (rate >= c->fault_rate * f && in->dev_inval)
+			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_FAULT_RATE, rate);
+		else if (inval < c->warm_ratio)
+			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_FAULT_RATE, rate);
+	}
+	if (in->have_pin && in->misses / secs >= c->min_rate) {
+		double misses = (double)in->misses;
+		double repin = (double)in->repins / misses;
+		uint64_t em = in->have_evict_remiss ? in->evict_remiss
+			      : in->evictions < in->misses ? in->evictions : in->misses;
+		double evm = (double)em / misses;
+
+		if (repin >= c->repin_ratio * f)
+			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_REPIN_RATIO, repin);
+		else if (evm >= c->evict_miss_ratio * f)
+			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_EVICT_MISS_RATIO, evm);
+		else if (!in->evictions && !in->invals)
+			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_MISS_RATE, misses / secs);
+	}
+	return v;
+}
+
+bool thrash_step(struct thrash *t, const struct thrash_in *in)
+{
+	/* in THRASH, a window must fall below exit_factor x the thresholds */
+	double f = t->state == ODPX_THRASH_THRASH ? t->cfg.exit_factor : 1.0;
+	struct verdict v = classify(&t->cfg, in, f);
+	unsigned need;
+
+	if (v.state == t->state) {
+		t->metric = v.metric;
+		t->value = v.value;
+		t->cand = t->state;
+		t->run = 0;
+		return false;
+	}
+	if (v.state != t->cand) {
+		t->cand = v.state;
+		t->run = 0;
+	}
+	t->run++;
+	need = t->state == ODPX_THRASH_THRASH ? t->cfg.exit_n : t->cfg.enter_n;
+	if (t->run < need)
+		return false;
+	t->state = v.state;
+	t->metric = v.metric;
+	t->value = v.value;
+	t->run = 0;
+	t->changes++;
+	return true;
+}
+
+/*
+ * Device inputs between two samples: faulted pages (legacy files, else
+ * netlink per-MR page_faults, else debugfs num_odp_mr_pages is no rate and
+ * is not used), invalidated pages, and refaults (faults that raced an
+ * invalidation: invalidations_faults_contentions).
+ */
+void thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur, struct thrash_in *in)
+{
+	static const struct {
+		enum ctr_source src;
+		const char *faults, *inval, *refault;
+	} srcs[] = {
+		{ SRC_UVERBS, "num_page_fault_pages", "num_invalidation_pages",
+		  "invalidations_faults_contentions" },
+		{ SRC_NL_MR, "page_faults", "page_invalidations", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
+		bool f0 = false, f1 = false;
+		uint64_t a = ctr_sum(prev, srcs[i].src, srcs[i].faults, &f0);
+		uint64_t b = ctr_sum(cur, srcs[i].src, srcs[i].faults, &f1);
+
+		if (!f0 || !f1)
+			continue;
+		in->have_dev = true;
+		in->dev_faults += ctr_delta(a, b);
+		in->dev_inval += ctr_delta(ctr_sum(prev, srcs[i].src, srcs[i].inval, NULL),
+					   ctr_sum(cur, srcs[i].src, srcs[i].inval, NULL));
+		if (srcs[i].refault)
+			in->dev_refaults += ctr_delta(ctr_sum(prev, srcs[i].src, srcs[i].refault, NULL),
+						      ctr_sum(cur, srcs[i].src, srcs[i].refault, NULL));
+		break;	/* one source: the legacy files and netlink count the same faults */
+	}
+}

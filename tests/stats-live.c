@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats-live: another process reads a live odpx context's counters.
+ *
+ * A child opens an io_uring context (pin mode), makes misses, hits and an
+ * eviction, reads its own odpx_stats_read() and hands it over; then
+ * `odpstat -p CHILD --json --once` must show that context (mode pin,
+ * backend uring, its reason) with every counter equal to the child's own
+ * (the engine's tick counters may only have grown).  `odpstat --json`
+ * without -p lists it among the caller's own.  The segment is
+ * /dev/shm/odpx.<pid>.0, mode 0600: `setpriv --reuid=nobody odpstat -p
+ * CHILD` fails with one line and exit status 1.  odpx_close() unlinks it;
+ * a context of a process killed with SIGKILL leaves it behind, and the
+ * next scan ignores and removes it.  A missing PID is one line, exit 1.
+ */
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "test.h"
+#include "../sysfs-stats/counters.h"
+
+static char odpstat[PATH_MAX];
+
+static const char *const fields[] = {
+	"hits", "misses", "hits_slow", "deregs", "entries", "pinned_bytes", "unused_bytes", "pins",
+	"unpins", "pin_failures", "evictions", "enomem_retries", "merges", "superseded",
+	"miss_retries", "repins", "inval_unmap", "inval_remove", "inval_remap", "inval_entries",
+	"inval_bytes", "dead_unpinned", "watch_vmas", "watch_regs", "direct_regs", "direct_shared",
+	"direct_unwatchable", "direct_budget", "direct_no_monitor", "direct_racing",
+	"prefetch_queued", "prefetch_merged", "prefetch_dropped", "prefetch_issued",
+	"prefetch_failed", "unsafe_no_monitor", "thrash_state", "thrash_changes",
+};
+
+static uint64_t field_of(const struct odpx_stats *st, const char *name)
+{
+#define X(f) if (!strcmp(name, #f)) return st->f;
+	X(hits) X(misses) X(hits_slow) X(deregs) X(entries) X(pinned_bytes) X(unused_bytes)
+	X(pins) X(unpins) X(pin_failures) X(evictions) X(enomem_retries) X(merges) X(superseded)
+	X(miss_retries) X(repins) X(inval_unmap) X(inval_remove) X(inval_remap) X(inval_entries)
+	X(inval_bytes) X(dead_unpinned) X(watch_vmas) X(watch_regs) X(direct_regs)
+	X(direct_shared) X(direct_unwatchable) X(direct_budget) X(direct_no_monitor)
+	X(direct_racing) X(prefetch_queued) X(prefetch_merged) X(prefetch_dropped)
+	X(prefetch_issued) X(prefetch_failed) X(unsafe_no_monitor) X(thrash_state)
+	X(thrash_changes) X(engine_ticks) X(engine_wakeups)
+#undef X
+	FAIL("no field %s", name);
+}
+
+/* Run a command; its stdout in @out; returns the exit status. */
+static int run(const char *cmd, char *out, size_t cap)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n;
+	int st;
+
+	CHECK(p, "popen %s", cmd);
+	n = fread(out, 1, cap - 1, p);
+	out[n] = 0;
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* "name":value inside the context object of @pid in odpstat's JSON */
+static uint64_t json_field(const char *json, pid_t pid, const char *name)
+{
+	char key[96];
+	const char *ctx, *end, *p;
+
+	snprintf(key, sizeof(key), "{\"pid\":%d,\"ctx\":", (int)pid);
+	CHECK((ctx = strstr(json, key)), "no context of pid %d in: %.400s", (int)pid, json);
+	CHECK((end = strstr(ctx, "}}")), "unterminated context");
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	for (p = strstr(ctx, "\"stats\":{"); p && p < end; p++) {
+		if (!strncmp(p, key, strlen(key)))
+			return strtoull(p + strlen(key), NULL, 10);
+	}
+	FAIL("no %s in the context of pid %d", name, (int)pid);
+}
+
+struct handoff {
+	struct odpx_stats st;
+	const char *reason;
+	char reason_text[192];
+};
+
+/* The child: a context with some activity; hands its stats over, waits. */
+static void child(int wr, int rd, bool hold_forever)
+{
+	struct odpx_attr a = {
+		.comp_mask = ODPX_ATTR_LIMITS,
+		.limits = { .max_pinned_bytes = 8 * 4096 },
+	};
+	struct handoff h = { 0 };
+	struct odpx_ctx *ctx;
+	struct odpx_mr *mr;
+	unsigned char *buf = map_anon(NULL, 16 * 4096);
+	char c;
+
+	CHECK_RC(odpx_open_uring(&a, &ctx), 0);
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 3; i++) {	/* 3 x 4 pages in 8: evicts */
+			CHECK_RC(odpx_reg(ctx, buf + i * 4 * 4096, 4 * 4096, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+			CHECK_RC(odpx_dereg(ctx, mr), 0);
+		}
+	CHECK_RC(odpx_reg(ctx, buf + 8 * 4096, 4096, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);	/* a hit, held */
+	CHECK_RC(odpx_mode_get(ctx, NULL, &h.reason), 0);
+	snprintf(h.reason_text, sizeof(h.reason_text), "%s", h.reason);
+	h.st = stats_of(ctx);
+	CHECK(write(wr, &h, sizeof(h)) == (ssize_t)sizeof(h), "handoff");
+	if (hold_forever)
+		for (;;)
+			pause();
+	CHECK(read(rd, &c, 1) == 1, "go");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	_exit(0);
+}
+
+static pid_t spawn(int *to_child, struct handoff *h, bool hold_forever)
+{
+	int up[2], down[2];
+	pid_t pid;
+
+	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		child(up[1], down[0], hold_forever);
+	}
+	close(up[1]);
+	close(down[0]);
+	CHECK(read(up[0], h, sizeof(*h)) == (ssize_t)sizeof(*h), "child's stats");
+	close(up[0]);
+	*to_child = down[1];
+	return pid;
+}
+
+int main(void)
+{
+	static char out[1 << 20];
+	char cmd[PATH_MAX + 256], path[96], exe[PATH_MAX];
+	struct handoff h;
+	struct stat sb;
+	int go, st;
+	pid_t pid;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	CHECK(n > 0, "readlink");
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(odpstat, sizeof(odpstat), "%.4000s/../odpstat", exe);
+	CHECK(access(odpstat, X_OK) == 0, "%s: not built", odpstat);
+
+	pid = spawn(&go, &h, false);
+	CHECK(h.st.misses >= 3 && h.st.evictions >= 1 && h.st.hits >= 1,
+	      "child activity: misses %lu evictions %lu hits %lu", (unsigned long)h.st.misses,
+	      (unsigned long)h.st.evictions, (unsigned long)h.st.hits);
+
+	/* the segment: owner only */
+	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
+	CHECK(stat(path, &sb) == 0, "%s: %s", path, strerror(errno));
+	CHECK((sb.st_mode & 07777) == 0600 && sb.st_uid == geteuid(), "%s: mode %o", path,
+	      sb.st_mode & 07777);
+
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 0.1", odpstat, (int)pid);
+	CHECK(run(cmd, out, sizeof(out)) == 0, "%s failed: %s", cmd, out);
+	CHECK(strchr(out, '\n') == out + strlen(out) - 1, "one JSON line");
+	CHECK(strstr(out, "\"mode\":\"pin\",\"backend\":\"uring\",\"reason\":\""), "mode/backend: %.300s", out);
+	CHECK(strstr(out, h.reason_text), "reason '%s' missing", h.reason_text);
+	CHECK(strstr(out, "\"no RDMA device\"") || strstr(out, "\"devices\":[{"), "device caps");
+	CHECK(strstr(out, "{\"source\":\"proc_pid\""), "the process's fault counters");
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		uint64_t want = field_of(&h.st, fields[i]), got = json_field(out, pid, fields[i]);
+		CHECK(got == want, "%s: odpstat %lu, odpx_stats_read %lu", fields[i],
+		      (unsigned long)got, (unsigned long)want);
+	}
+	CHECK(json_field(out, pid, "engine_ticks") >= h.st.engine_ticks, "ticks");
+	printf("odpstat -p %d: %zu counters equal to the process's own odpx_stats_read\n", (int)pid,
+	       sizeof(fields) / sizeof(fields[0]));
+
+	snprintf(cmd, sizeof(cmd), "%s --json --once 0.05", odpstat);
+	CHECK(run(cmd, out, sizeof(out)) == 0, "odpstat (all)");
+	(void)json_field(out, pid, "misses");
+
+	/* text mode names the context */
+	snprintf(cmd, sizeof(cmd), "%s -p %d 0.05 2", odpstat, (int)pid);
+	CHECK(run(cmd, out, sizeof(out)) == 0, "text mode");
+	snprintf(path, sizeof(path), "# pid %d ctx 0: mode pin, backend uring", (int)pid);
+	CHECK(strstr(out, path) && strstr(out, "state") && strstr(out, "hit/s"), "text: %s", out);
+
+	/* another user cannot read it */
+	snprintf(cmd, sizeof(cmd),
+		 "setpriv --reuid=nobody --regid=nogroup --clear-groups %s -p %d --json --once 0.05 2>&1",
+		 odpstat, (int)pid);
+	st = run(cmd, out, sizeof(out));
+	CHECK(st == 1 && strstr(out, "Permission denied") && !strstr(out, "\"contexts\""),
+	      "as nobody: status %d: %s", st, out);
+	CHECK(strchr(out, '\n') == out + strlen(out) - 1, "one line: %s", out);
+	printf("as nobody: %s", out);
+
+	/* close unlinks */
+	CHECK(write(go, "x", 1) == 1, "go");
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child");
+	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
+	CHECK(access(path, F_OK) < 0 && errno == ENOENT, "%s left after odpx_close", path);
+
+	/* SIGKILL leaves it; the next scan ignores and removes it */
+	pid = spawn(&go, &h, true);
+	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
+	CHECK(kill(pid, SIGKILL) == 0 && waitpid(pid, &st, 0) == pid, "kill");
+	CHECK(access(path, F_OK) == 0, "stale segment expected");
+	snprintf(cmd, sizeof(cmd), "%s --json --once 0.05", odpstat);
+	CHECK(run(cmd, out, sizeof(out)) == 0, "odpstat after kill");
+	snprintf(cmd, sizeof(cmd), "{\"pid\":%d,", (int)pid);
+	CHECK(!strstr(out, cmd), "a dead process's context listed");
+	CHECK(access(path, F_OK) < 0, "stale %s not cleaned", path);
+
+	/* errors like procps: one line, status 1 */
+	snprintf(cmd, sizeof(cmd), "%s -p %d --once 2>&1", odpstat, (int)pid);
+	st = run(cmd, out, sizeof(out));
+	CHECK(st == 1 && strstr(out, "no such process") && strchr(out, '\n') == out + strlen(out) - 1,
+	      "dead PID: %d %s", st, out);
+	snprintf(cmd, sizeof(cmd), "%s -d nosuchdev0 --once 2>&1", odpstat);
+	st = run(cmd, out, sizeof(out));
+	CHECK(st == 1 && strstr(out, "nosuchdev0: no such RDMA device"), "bad device: %d %s", st, out);
+	snprintf(cmd, sizeof(cmd), "%s -x 2>&1 >/dev/null", odpstat);
+	CHECK(run(cmd, out, sizeof(out)) == 1, "bad option");
+	snprintf(cmd, sizeof(cmd), "%s 0 2>&1", odpstat);
+	CHECK(run(cmd, out, sizeof(out)) == 1 && strstr(out, "interval"), "bad interval: %s", out);
+	return 0;
+}

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats-netlink: RDMA netlink replies parse to the right counters.
+ *
+ * - recorded in the Soft-RoCE guest (tests/fixtures/netlink-rxe, written by
+ *   `odpstat --record` with two ibv_rc_pingpong servers holding one MR
+ *   each; rdma-resource-show-mr.json is `rdma -j resource show mr` of the
+ *   same moment): the device list, port 1's 17 hw counters, the MR dump
+ *   (MR numbers, lengths, keys, PDs and PIDs as `rdma` shows them) and the
+ *   per-MR statistics dump (rxe has no per-MR counters: entries, no values);
+ * - built here with libmnl: a dump carrying the mlx5 per-MR ODP counters
+ *   (page_faults, page_faults_handled, page_invalidations,
+ *   page_invalidations_handled, page_prefetch) for two MRs;
+ * - rejected: every truncation of the recorded and built buffers that does
+ *   not end on a message boundary, attributes running past their nest,
+ *   wrong attribute sizes, an entry without its value, another netlink
+ *   client's message, an NLMSG_ERROR (its errno comes back); and a
+ *   thousand random corruptions never crash the parser.
+ */
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <rdma/rdma_netlink.h>
+
+#include "test.h"
+#include "../sysfs-stats/counters.h"
+
+static char fx[PATH_MAX];
+
+static void find_fixtures(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (getenv("ODPX_FIXTURES")) {
+		snprintf(fx, sizeof(fx), "%s", getenv("ODPX_FIXTURES"));
+		return;
+	}
+	if (access("tests/fixtures/netlink-rxe", R_OK) == 0) {
+		snprintf(fx, sizeof(fx), "tests/fixtures");
+		return;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	CHECK(n > 0, "readlink");
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(fx, sizeof(fx), "%.4000s/../../tests/fixtures", exe);
+}
+
+static size_t load(const char *name, char *buf, size_t cap)
+{
+	char path[PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/netlink-rxe/%s", fx, name);
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0, "%s: %s", path, strerror(errno));
+	n = read(fd, buf, cap);
+	CHECK(n > 0, "read %s", path);
+	close(fd);
+	return (size_t)n;
+}
+
+static int parse(const void *buf, size_t len, struct ctr_set *s, struct nl_result *r)
+{
+	ctr_set_clear(s);
+	nl_result_free(r);
+	r->ctrs = s;
+	return nl_parse(buf, len, r);
+}
+
+/* every prefix: no crash; one that cuts a message must be rejected */
+static void truncations(const char *what, const char *buf, size_t len)
+{
+	struct ctr_set s;
+	struct nl_result r = { 0 };
+	size_t bound[64], nb = 0;
+	const struct nlmsghdr *h = (const void *)buf;
+	int left = (int)len;
+
+	ctr_set_init(&s);
+	while (mnl_nlmsg_ok(h, left) && nb < 64) {
+		h = mnl_nlmsg_next(h, &left);
+		bound[nb++] = len - (size_t)left;
+	}
+	for (size_t cut = 1; cut < len; cut++) {
+		char *copy = malloc(cut);	/* exact size: ASan-style overreads would show */
+		bool at_bound = false;
+		memcpy(copy, buf, cut);
+		int rc = parse(copy, cut, &s, &r);
+		for (size_t i = 0; i < nb; i++)
+			at_bound |= bound[i] == cut;
+		if (!at_bound)
+			CHECK(rc == -EBADMSG, "%s cut at %zu/%zu: %d, want -EBADMSG", what, cut, len, rc);
+		free(copy);
+	}
+	ctr_set_free(&s);
+	nl_result_free(&r);
+}
+
+static void test_recorded(void)
+{
+	char buf[8192];
+	size_t n;
+	struct ctr_set s;
+	struct nl_result r = { 0 };
+
+	ctr_set_init(&s);
+	n = load("dev-get.bin", buf, sizeof(buf));
+	CHECK_RC(parse(buf, n, &s, &r), 1);
+	CHECK(r.ndev == 1 && !strcmp(r.devs[0], "rxe0") && r.dev_ports[0] == 1, "dev list");
+	truncations("dev-get", buf, n);
+
+	n = load("stat-port-rxe0-1.bin", buf, sizeof(buf));
+	CHECK_RC(parse(buf, n, &s, &r), 1);
+	CHECK(s.n == 17, "port counters: %zu", s.n);
+	for (size_t i = 0; i < s.n; i++)
+		CHECK(s.v[i].src == SRC_NL_PORT && !strcmp(s.v[i].where, "rxe0/1"), "port ctr %s",
+		      s.v[i].name);
+	CHECK(ctr_find(&s, SRC_NL_PORT, "rxe0/1", "retry_exceeded_err"), "retry_exceeded_err");
+	CHECK(ctr_find(&s, SRC_NL_PORT, "rxe0/1", "rcvd_rnr_err"), "rcvd_rnr_err");
+	truncations("stat-port", buf, n);
+
+	/* rdma -j resource show mr at the same moment: mrn 0 65536 pd 2 pid 145, mrn 1 131072 pd 1 pid 146 */
+	n = load("res-mr-rxe0.bin", buf, sizeof(buf));
+	CHECK_RC(parse(buf, n, &s, &r), 1);
+	CHECK(r.nmr == 2, "MRs: %zu", r.nmr);
+	CHECK(r.mr[0].mrn == 0 && r.mr[0].mrlen == 65536 && r.mr[0].pdn == 2 && r.mr[0].pid == 145 &&
+	      r.mr[0].lkey == 0x2c4 && r.mr[0].rkey == 0x2c4 && !strcmp(r.mr[0].dev, "rxe0"),
+	      "MR 0: mrn %u len %llu pdn %u pid %u lkey %#x", r.mr[0].mrn,
+	      (unsigned long long)r.mr[0].mrlen, r.mr[0].pdn, r.mr[0].pid, r.mr[0].lkey);
+	CHECK(r.mr[1].mrn == 1 && r.mr[1].mrlen == 131072 && r.mr[1].pdn == 1 && r.mr[1].pid == 146 &&
+	      r.mr[1].lkey == 0x33d, "MR 1");
+	truncations("res-mr", buf, n);
+
+	n = load("stat-mr-rxe0.bin", buf, sizeof(buf));
+	CHECK_RC(parse(buf, n, &s, &r), 1);
+	CHECK(s.n == 0 && r.nmr == 0, "rxe per-MR stats: no counters");
+	truncations("stat-mr", buf, n);
+	ctr_set_free(&s);
+	nl_result_free(&r);
+}
+
+static const char *const odp[] = { "page_faults", "page_faults_handled", "page_invalidations",
+				   "page_invalidations_handled", "page_prefetch" };
+
+/* A RES_MR_GET-typed dump, as the kernel answers STAT_GET with STAT_RES = RES_MR on mlx5. */
+static size_t build_mlx5(char *buf, int variant)
+{
+	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+	struct nlattr *tab, *ent, *hw, *e;
+	size_t len;
+
+	h->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_RES_MR_GET);
+	h->nlmsg_flags = NLM_F_MULTI;
+	mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_DEV_INDEX, 3);
+	mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_DEV_NAME, "mlx5_0");
+	tab = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR);
+	for (uint32_t mr = 7; mr <= 8; mr++) {
+		ent = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR_ENTRY);
+		if (variant == 2)
+			mnl_attr_put_u16(h, RDMA_NLDEV_ATTR_RES_MRN, (uint16_t)mr);	/* wrong size */
+		else
+			mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_RES_MRN, mr);
+		hw = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
+		for (unsigned i = 0; i < 5; i++) {
+			e = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY);
+			mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, odp[i]);
+			if (!(variant == 3 && i == 4))	/* entry without its value */
+				mnl_attr_put_u64(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE,
+						 i == 0 && mr == 8 ? UINT64_MAX - 1 : mr * 1000 + i);
+			mnl_attr_nest_end(h, e);
+		}
+		/* an attribute from a newer kernel: skipped */
+		mnl_attr_put_u32(h, 250, 1);
+		mnl_attr_nest_end(h, hw);
+		mnl_attr_nest_end(h, ent);
+	}
+	mnl_attr_nest_end(h, tab);
+	if (variant == 1)	/* the table claims more than the message holds */
+		tab->nla_len += 8;
+	len = h->nlmsg_len;
+	h = mnl_nlmsg_put_header(buf + len);
+	h->nlmsg_type = NLMSG_DONE;
+	h->nlmsg_len = NLMSG_LENGTH(4);
+	memset(mnl_nlmsg_get_payload(h), 0, 4);
+	return len + h->nlmsg_len;
+}
+
+static void test_built(void)
+{
+	static char buf[16384];
+	struct ctr_set s;
+	struct nl_result r = { 0 };
+	size_t n;
+
+	ctr_set_init(&s);
+	n = build_mlx5(buf, 0);
+	CHECK_RC(parse(buf, n, &s, &r), 1);
+	CHECK(s.n == 10, "per-MR counters: %zu", s.n);
+	for (unsigned i = 0; i < 5; i++) {
+		const struct ctr *c = ctr_find(&s, SRC_NL_MR, "mlx5_0/mr7", odp[i]);
+		CHECK(c && c->value == 7000 + i, "mr7 %s", odp[i]);
+	}
+	CHECK(ctr_find(&s, SRC_NL_MR, "mlx5_0/mr8", "page_faults")->value == UINT64_MAX - 1, "mr8");
+	CHECK(ctr_sum(&s, SRC_NL_MR, "page_invalidations", NULL) == 7002 + 8002, "sum");
+	CHECK(r.nmr == 0, "a stats entry has no length: not an MR dump entry");
+	truncations("mlx5 per-MR", buf, n);
+
+	n = build_mlx5(buf, 1);
+	CHECK_RC(parse(buf, n, &s, &r), -EBADMSG);
+	n = build_mlx5(buf, 2);
+	CHECK_RC(parse(buf, n, &s, &r), -EBADMSG);
+	n = build_mlx5(buf, 3);
+	CHECK_RC(parse(buf, n, &s, &r), -EBADMSG);
+
+	/* another netlink client's message */
+	n = build_mlx5(buf, 0);
+	((struct nlmsghdr *)buf)->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_LS, 1);
+	CHECK_RC(parse(buf, n, &s, &r), -EPROTO);
+
+	/* an error reply: its errno */
+	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+	struct nlmsgerr *err = mnl_nlmsg_put_extra_header(h, sizeof(*err));
+	h->nlmsg_type = NLMSG_ERROR;
+	err->error = -EPERM;
+	CHECK_RC(parse(buf, h->nlmsg_len, &s, &r), -EPERM);
+	h->nlmsg_len = NLMSG_LENGTH(2);	/* too short for struct nlmsgerr */
+	CHECK_RC(parse(buf, h->nlmsg_len, &s, &r), -EBADMSG);
+
+	/* a message length below the header, and one beyond the buffer */
+	n = build_mlx5(buf, 0);
+	((struct nlmsghdr *)buf)->nlmsg_len = 8;
+	CHECK_RC(parse(buf, n, &s, &r), -EBADMSG);
+	((struct nlmsghdr *)buf)->nlmsg_len = (uint32_t)n + 100;
+	CHECK_RC(parse(buf, n, &s, &r), -EBADMSG);
+
+	/* random corruption: any result, no crash, no out-of-range read (exact-size copies) */
+	srand(7);
+	for (int i = 0; i < 1000; i++) {
+		size_t m = build_mlx5(buf, 0);
+		char *copy = malloc(m);
+		memcpy(copy, buf, m);
+		for (int k = 0; k < 1 + i % 4; k++)
+			copy[(size_t)rand() % m] = (char)rand();
+		parse(copy, m, &s, &r);
+		free(copy);
+	}
+	ctr_set_free(&s);
+	nl_result_free(&r);
+}
+
+int main(void)
+{
+	find_fixtures();
+	test_recorded();
+	test_built();
+	printf("recorded rxe replies and built mlx5 per-MR replies parse; malformed ones are rejected\n");
+	return 0;
+}

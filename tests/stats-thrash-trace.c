@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats-thrash-trace: the detector over counter traces (tests/fixtures/
+ * traces, made by make-traces.py there) gives the expected state after
+ * every window: warm-up -> WARMING, steady -> OK, thrash -> THRASH,
+ * recovery -> OK, for the device's ODP counters (faults, invalidations,
+ * refaults) and the pin cache's (misses, evictions, re-pins).  Windows that
+ * cross a threshold one at a time, and a dip inside a thrash phase, change
+ * nothing: the number of state changes is exactly the number of phases that
+ * change the state.  Also: the threshold string parser.
+ */
+#include "test.h"
+#include "../sysfs-stats/counters.h"
+
+static char fx[PATH_MAX];
+
+static void find_fixtures(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (access("tests/fixtures/traces", R_OK) == 0) {
+		snprintf(fx, sizeof(fx), "tests/fixtures");
+		return;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	CHECK(n > 0, "readlink");
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(fx, sizeof(fx), "%.4000s/../../tests/fixtures", exe);
+}
+
+static enum odpx_thrash_state state_of(const char *s)
+{
+	for (int i = 0; i < ODPX_THRASH_RESERVED; i++)
+		if (!strcmp(s, thrash_state_str(i)))
+			return i;
+	FAIL("bad state '%s' in a trace", s);
+}
+
+static unsigned run_trace(const char *name, unsigned want_changes)
+{
+	char path[PATH_MAX + 64], line[512], expect[16];
+	uint64_t prev[7] = { 0 }, cur[7];
+	struct thrash_cfg cfg;
+	struct thrash t;
+	bool dev = false, pin = false;
+	unsigned lineno = 0, windows = 0, flips = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/traces/%s", fx, name);
+	CHECK((f = fopen(path, "r")), "%s: %s", path, strerror(errno));
+	thrash_cfg_default(&cfg);
+	thrash_init(&t, &cfg);
+	while (fgets(line, sizeof(line), f)) {
+		double secs;
+		int d, p;
+		lineno++;
+		if (line[0] == '#') {
+			CHECK(sscanf(line, "# %*s see make-traces.py; dev=%d pin=%d", &d, &p) == 2,
+			      "%s: header", name);
+			dev = d;
+			pin = p;
+			continue;
+		}
+		CHECK(sscanf(line, "%lf %lu %lu %lu %lu %lu %lu %lu %15s", &secs, &cur[0], &cur[1],
+			     &cur[2], &cur[3], &cur[4], &cur[5], &cur[6], expect) == 9,
+		      "%s:%u: bad line", name, lineno);
+		struct thrash_in in = {
+			.secs = secs, .have_dev = dev, .have_pin = pin,
+			.dev_faults = ctr_delta(prev[0], cur[0]), .dev_inval = ctr_delta(prev[1], cur[1]),
+			.dev_refaults = ctr_delta(prev[2], cur[2]), .misses = ctr_delta(prev[3], cur[3]),
+			.evictions = ctr_delta(prev[4], cur[4]), .repins = ctr_delta(prev[5], cur[5]),
+			.invals = ctr_delta(prev[6], cur[6]),
+		};
+		if (thrash_step(&t, &in))
+			flips++;
+		windows++;
+		CHECK(t.state == state_of(expect), "%s:%u: state %s (metric %s %.3f), want %s", name,
+		      lineno, thrash_state_str(t.state), thrash_metric_str(t.metric), t.value, expect);
+		memcpy(prev, cur, sizeof(prev));
+	}
+	fclose(f);
+	CHECK(flips == want_changes && t.changes == flips, "%s: %u state changes, want %u", name,
+	      flips, want_changes);
+	printf("%s: %u windows, %u state changes, as expected\n", name, windows, flips);
+	return flips;
+}
+
+static void test_cfg(void)
+{
+	struct thrash_cfg c;
+	char err[128];
+
+	thrash_cfg_default(&c);
+	CHECK_RC(thrash_cfg_parse(&c, "inval_ratio=0.7,enter_n=3, window_ms=250", err, sizeof(err)), 0);
+	CHECK(c.inval_ratio == 0.7 && c.enter_n == 3 && c.window_ms == 250, "parsed");
+	CHECK_RC(thrash_cfg_parse(&c, "nope=1", err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "unknown threshold 'nope'"), "%s", err);
+	CHECK_RC(thrash_cfg_parse(&c, "enter_n=0", err, sizeof(err)), -EINVAL);
+	CHECK_RC(thrash_cfg_parse(&c, "inval_ratio=-1", err, sizeof(err)), -EINVAL);
+	CHECK_RC(thrash_cfg_parse(&c, "inval_ratio", err, sizeof(err)), -EINVAL);
+	CHECK_RC(thrash_cfg_parse(&c, "exit_factor=2", err, sizeof(err)), -EINVAL);
+	CHECK(c.inval_ratio == 0.7 && c.enter_n == 3, "a failed parse changes nothing");
+}
+
+int main(void)
+{
+	find_fixtures();
+	test_cfg();
+	/* OK -> WARMING -> OK -> THRASH -> OK */
+	run_trace("odp-phases.trace", 4);
+	run_trace("odp-refault.trace", 2);
+	/* OK -> WARMING -> OK -> THRASH -> OK -> THRASH -> OK */
+	run_trace("pin-phases.trace", 6);
+	return 0;
+}

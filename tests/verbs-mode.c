@@ -1,0 +1,94 @@
+/*
+ * verbs-mode: the mode decision (lib/mode.c) as a table: each row gives ODP caps, the
+ * declared transports and a forced mode, and expects a mode, a return value and a phrase of
+ * the reason.  Needs no device.
+ */
+#include "test.h"
+#include "internal.h"
+#include "mode.h"
+
+#define RC_ALL (MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE | MODE_ODP_READ | MODE_ODP_ATOMIC)
+#define RXE_RC (RC_ALL | MODE_ODP_SRQ_RECV)
+#define RXE_UD (MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_SRQ_RECV)
+#define ODP MODE_ODP_SUPPORT
+#define IMPL (MODE_ODP_SUPPORT | MODE_ODP_SUPPORT_IMPLICIT)
+#define RC ODPX_TRANSPORT_RC
+#define UD ODPX_TRANSPORT_UD
+#define UC ODPX_TRANSPORT_UC
+#define XRC ODPX_TRANSPORT_XRC
+
+static const struct row {
+	bool queried;
+	uint64_t general;
+	uint32_t rc, uc, ud, xrc;
+	uint32_t transports;
+	enum odpx_mode forced;
+	int implicit_err;
+	int want_rc;
+	enum odpx_mode want;
+	const char *phrase;
+} rows[] = {
+	/* auto */
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "IBV_ODP_SUPPORT_IMPLICIT and RC ODP caps present" },
+	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "no implicit ODP" },
+	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "RC+UD ODP caps present" },
+	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC | XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "XRC SEND not in xrc_odp_caps" },
+	{ true, ODP, RXE_RC, 0, RXE_UD, 0, UC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "UC SEND not in uc_odp_caps" },
+	{ true, IMPL, MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_READ, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "RC WRITE not in rc_odp_caps" },
+	{ true, IMPL, RC_ALL, 0, MODE_ODP_SEND, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "UD RECV not in ud_odp_caps" },
+	{ true, IMPL, RC_ALL, 0, 0, RXE_RC, XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "XRC ODP caps present" },
+	{ true, 0, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "no ODP (IBV_ODP_SUPPORT not in general_caps)" },
+	{ true, MODE_ODP_SUPPORT_IMPLICIT, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "IBV_ODP_SUPPORT not in general_caps" },
+	{ false, 0, 0, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "ibv_query_device_ex failed" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, EINVAL, 0, ODPX_MODE_EXPLICIT, "the implicit ODP MR failed: Invalid argument" },
+	/* forced */
+	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_IMPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "implicit forced (attributes) but no implicit ODP" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_IMPLICIT, 0, 0, ODPX_MODE_IMPLICIT, "implicit forced" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_IMPLICIT, ENOMEM, -EOPNOTSUPP, ODPX_MODE_PIN, "the implicit ODP MR failed" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_EXPLICIT, 0, 0, ODPX_MODE_EXPLICIT, "explicit forced" },
+	{ true, 0, 0, 0, 0, 0, RC, ODPX_MODE_EXPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "explicit forced (attributes) but no ODP" },
+	{ true, ODP, RXE_RC, 0, 0, 0, RC | UD, ODPX_MODE_EXPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "UD SEND not in ud_odp_caps" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
+	{ false, 0, 0, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_DIRECT, 0, 0, ODPX_MODE_DIRECT, "direct forced" },
+	/* bad requests */
+	{ true, IMPL, RC_ALL, 0, 0, 0, 0, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "transports" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, ODPX_TRANSPORT_RESERVED, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "unknown bits" },
+	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_RESERVED, 0, -EINVAL, ODPX_MODE_PIN, "out of range" },
+};
+
+int main(void)
+{
+	enum odpx_mode m;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *w = &rows[i];
+		struct mode_caps c = { .queried = w->queried, .query_err = w->queried ? 0 : EOPNOTSUPP,
+				       .general = w->general, .rc = w->rc, .uc = w->uc,
+				       .ud = w->ud, .xrc = w->xrc };
+		struct mode_request rq = { .forced = w->forced, .forced_by = "attributes",
+					   .transports = w->transports,
+					   .implicit_err = w->implicit_err };
+		struct mode_choice ch;
+		int r = mode_decide(&c, &rq, &ch);
+
+		printf("row %2zu: %-8s rc %3d  %s\n", i, odpx_mode_str(ch.mode), r, ch.reason);
+		CHECK(r == w->want_rc, "row %zu: rc %d, want %d", i, r, w->want_rc);
+		if (r == 0)
+			CHECK(ch.mode == w->want, "row %zu: mode %s, want %s", i,
+			      odpx_mode_str(ch.mode), odpx_mode_str(w->want));
+		CHECK(strstr(ch.reason, w->phrase), "row %zu: reason \"%s\" lacks \"%s\"", i,
+		      ch.reason, w->phrase);
+	}
+	/* ODPX_MODE strings */
+	CHECK(mode_parse(NULL, &m) == 0 && m == ODPX_MODE_AUTO, "NULL");
+	CHECK(mode_parse("auto", &m) == 0 && m == ODPX_MODE_AUTO, "auto");
+	CHECK(mode_parse("implicit", &m) == 0 && m == ODPX_MODE_IMPLICIT, "implicit");
+	CHECK(mode_parse("explicit", &m) == 0 && m == ODPX_MODE_EXPLICIT, "explicit");
+	CHECK(mode_parse("pin", &m) == 0 && m == ODPX_MODE_PIN, "pin");
+	CHECK(mode_parse("direct", &m) == 0 && m == ODPX_MODE_DIRECT, "direct");
+	CHECK(mode_parse("Pin", &m) == -EINVAL, "case");
+	CHECK(mode_parse("odp", &m) == -EINVAL, "junk");
+	printf("%zu rows\n", sizeof(rows) / sizeof(rows[0]));
+	return 0;
+}
