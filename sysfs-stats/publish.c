@@ -148,7 +148,7 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	size_t shards = sizeof(struct stat_shard) * (STAT_SHARDS + 1);
 	size_t cold_off = SEG_HDR_BYTES + shards;
 	size_t priv_off = align64(cold_off + sizeof(struct cold_stats));
-	size_t bytes = (priv_off + sizeof(struct seg_priv) + sizeof(struct stats_roots) +
+	size_t bytes = (priv_off + sizeof(struct seg_priv) + sizeof(struct stats_roots) + 64 +
 			2 * sizeof(struct ctr_set) + 4095) & ~(size_t)4095;
 	struct seg_priv tmp = { 0 }, *pv;
 	pid_t pid = getpid();
@@ -180,7 +180,8 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	pv = (struct seg_priv *)(p + priv_off);
 	*pv = tmp;
 	pv->roots = (struct stats_roots *)(pv + 1);
-	pv->dev_prev = (struct ctr_set *)(pv->roots + 1);
+	/* stats_roots is three paths and a bool: realign what follows it */
+	pv->dev_prev = (struct ctr_set *)align64((size_t)(uintptr_t)(pv->roots + 1));
 	pv->dev_cur = pv->dev_prev + 1;
 	ctr_set_init(pv->dev_prev);
 	ctr_set_init(pv->dev_cur);
