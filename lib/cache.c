@@ -568,6 +568,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ST(e->dnext, *victims);
 			*victims = idx;
 			STAT_INC(ctx, evictions);
+			ctx->evicted[ctx->nevicted++ % 32].start = e_start(e);
+			ctx->evicted[(ctx->nevicted - 1) % 32].end = e_end(e);
 			stats_gauges_publish(ctx);
 		}
 		idx = prev;
@@ -594,7 +596,21 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v)
  * Reserve an entry and @bytes within the limits, evicting if needed.
  * Returns the entry index or -ENOMEM (everything in use).
  */
-static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home)
+/* A miss on a range evicted lately: the working set does not fit (ctx->lock). */
+static void count_remiss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e)
+{
+	uint32_t n = ctx->nevicted < 32 ? ctx->nevicted : 32;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (ctx->evicted[i].start < e && ctx->evicted[i].end > s) {
+			STAT_INC(ctx, evict_remiss);
+			ctx->evicted[i].start = ctx->evicted[i].end = 0;	/* once */
+			return;
+		}
+	}
+}
+
+static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home, uintptr_t start)
 {
 	uint32_t victims = NIL, idx;
 	bool ok;
@@ -607,6 +623,8 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home)
 		bool again;
 
 		pthread_mutex_lock(&ctx->lock);
+		if (start && ctx->nevicted && tries == 0)
+			count_remiss(ctx, start, start + bytes);
 		ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes,
 			       &victims) && ctx->free_head != NIL;
 		if (ok) {
@@ -680,7 +698,7 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		      struct entry **out)
 {
-	int64_t idx = reserve(ctx, end - s, NIL);
+	int64_t idx = reserve(ctx, end - s, NIL, 0);
 	int r;
 
 	if (idx < 0)
@@ -789,12 +807,12 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		c0 = mon.inval_count;
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
 		pthread_mutex_unlock(&mon.lock);
-		int64_t idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc));
+		int64_t idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc), us);
 		if (idx == -ENOMEM && (us != s || ue != end)) {
 			/* the merged range outgrew the limits: the request alone may fit */
 			us = s;
 			ue = end;
-			idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc));
+			idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc), 0);
 		}
 		if (idx < 0)
 			return (int)idx;

@@ -128,7 +128,7 @@ struct cold_stats {
 		inval_bytes, dead_unpinned, direct_regs, direct_shared,
 		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
 		prefetch_merged, prefetch_dropped, prefetch_issued,
-		prefetch_failed, engine_wakeups, engine_ticks;
+		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss;
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
 #define STAT_ADD(ctx, f, n) atomic_fetch_add_explicit(&(ctx)->cs->f, (n), memory_order_relaxed)
@@ -175,6 +175,9 @@ struct odpx_ctx {
 	uint32_t free_head;		/* free list through lru_prev/lru_next */
 	uint32_t lru_head, lru_tail;	/* head: most recent */
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
+	/* ranges evicted lately: a miss on one is counted in evict_remiss */
+	struct { uintptr_t start, end; } evicted[32];
+	uint32_t nevicted;
 	struct odpx_limits lim;
 	uint32_t tick_ms;
 

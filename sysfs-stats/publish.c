@@ -316,6 +316,8 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	in.have_pin = ctx->cache_enabled;
 	in.misses = ctr_delta(pv->prev.misses, st.misses);
 	in.evictions = ctr_delta(pv->prev.evictions, st.evictions);
+	in.evict_remiss = ctr_delta(pv->prev.evict_remiss, st.evict_remiss);
+	in.have_evict_remiss = true;
 	in.repins = ctr_delta(pv->prev.repins, st.repins);
 	in.invals = ctr_delta(pv->prev.inval_entries, st.inval_entries);
 	if (pv->dev_inputs) {

@@ -24,10 +24,11 @@
  * THRASH) consecutive windows classified so.  A window classified as the
  * current state resets the run.
  *
- * Evictions followed by a miss on the same range need the cache to report
- * them (thrash_in.evict_remiss); without that the pin side counts
- * min(evictions, misses): in a cache at its limits each miss of a cycled
- * working set evicts one range that is missed again later.
+ * Evictions followed by a miss on the same range come from the cache itself
+ * (stats.evict_remiss: a miss on one of the last 32 evicted ranges); a
+ * reader without it (an older segment) falls back to min(evictions,
+ * misses): in a cache at its limits each miss of a cycled working set
+ * evicts one range that is missed again later.
  */
 #include <errno.h>
 #include <stdio.h>

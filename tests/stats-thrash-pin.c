@@ -89,12 +89,7 @@ int main(void)
 	pthread_t thr;
 
 	setenv("ODPX_THRASH", "window_ms=100", 1);
-	CHECK_RC(odpx_open_uring(&a, &the_ctx), 0);
-	/*
-	 * What odpx_open does once lib/ctx.c calls stats_open_attr() after
-	 * stats_region_open(); calling it again is harmless.
-	 */
-	stats_open_attr(the_ctx, &a);
+	CHECK_RC(odpx_open_uring(&a, &the_ctx), 0);	/* the callback comes with the attributes */
 	memset(buf, 1, 4 * LIMIT_PAGES * PG);
 	CHECK(pthread_create(&thr, NULL, worker, buf) == 0, "thread");
 
@@ -103,8 +98,10 @@ int main(void)
 	      (unsigned long)st.misses, (unsigned long)st.evictions, (unsigned long)st.engine_ticks);
 	CHECK(st.thrash_metric == ODPX_METRIC_EVICT_MISS_RATIO, "decided by metric %lu",
 	      (unsigned long)st.thrash_metric);
-	printf("THRASH after %lu misses, %lu evictions (evict/miss %.2f)\n", (unsigned long)st.misses,
-	       (unsigned long)st.evictions, st.thrash_value_milli / 1000.0);
+	CHECK(st.evict_remiss > 0, "THRASH without a miss on an evicted range (evict_remiss 0)");
+	printf("THRASH after %lu misses, %lu evictions, %lu misses on evicted ranges (ratio %.2f)\n",
+	       (unsigned long)st.misses, (unsigned long)st.evictions, (unsigned long)st.evict_remiss,
+	       st.thrash_value_milli / 1000.0);
 	CHECK(WAIT_FOR(odpstat_state("THRASH"), 20), "odpstat -p does not show THRASH");
 	CHECK(WAIT_FOR(atomic_load(&cb_thrash) >= 1, 10), "no THRASH callback");
 	CHECK(!pthread_equal(engine_thread_seen, pthread_self()) &&
