@@ -266,6 +266,15 @@ static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
 	return s <= a && aend <= s + SPAN_BYTES(span);
 }
 
+/*
+ * Remote access is granted over exactly the pages asked for: a remote class
+ * matches only an entry of the same page range (no interior hit, no merge),
+ * so an rkey never reaches memory the caller did not register.
+ */
+#define ACC_REMOTE (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
+
+static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE; }
+
 /* Candidate entry for [a, aend) in class @acc: exact start first, then floor. */
 static uint32_t find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc)
 {
@@ -274,10 +283,17 @@ static uint32_t find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t
 
 	for (int steps = 0; i != NIL && i < ctx->max_entries && steps < MAX_STEPS; steps++) {
 		struct entry *e = &ctx->ent[i];
-		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc)
-			return covers(LD(e->span), a, aend) ? i : NIL;
+		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc) {
+			uint64_t sp = LD(e->span);
+			if (exact_only(acc))
+				return SPAN_START(sp) + SPAN_BYTES(sp) ==
+				       ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) ? i : NIL;
+			return covers(sp, a, aend) ? i : NIL;
+		}
 		i = LD(e->hnext);
 	}
+	if (exact_only(acc))
+		return NIL;
 	i = avl_floor(ctx, LD(ctx->root[acc]), a);
 	return i != NIL && covers(LD(ctx->ent[i].span), a, aend) ? i : NIL;
 }
@@ -796,7 +812,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 				break;
 			uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
 			uintptr_t ns = xs < us ? xs : us, ne = xe > ue ? xe : ue;
-			if (ne - ns <= ctx->lim.max_entry_bytes &&
+			if (ne - ns <= ctx->lim.max_entry_bytes && !exact_only(acc) &&
 			    (unsafe || monitor_covers(ns, ne))) {
 				us = ns;
 				ue = ne;

@@ -2,22 +2,25 @@
 /*
  * dev-stats-odpstat: odpstat on a real RDMA device (rxe0 in the guest).
  *
- * After some RDMA WRITEs on a self-connected RC QP, a child process
- * registers two MRs with plain verbs (an explicit ODP MR of 3 pages and a
- * pinned MR of 5 pages) and waits.  `odpstat -d DEV -p CHILD --json --once`
+ * After some RDMA WRITEs on a self-connected RC QP, a child process that
+ * uses odpx (odpx_open_verbs, pin mode) registers 3 and 5 pages through
+ * odpx_reg and waits.  `odpstat -d DEV -p CHILD --json --once`
  * (odpstat_main, the tool's code, run in a forked process so no separate
  * binary is needed in the guest) must show:
  *   - the device's ODP capabilities from ibv_query_device_ex (rxe: ODP,
  *     no implicit);
  *   - the port's hw_counters with their source, sent_pkts grown by the
  *     writes, and the retry/RNR error counters;
- *   - the MR resource dump over RDMA netlink listing exactly the child's
- *     two MRs with their lengths, lkeys and PID.
+ *   - the MR resource dump over RDMA netlink listing the child's two odpx
+ *     MRs with their lengths, lkeys and PID (and nothing else of the child
+ *     but odpx's one-page anchor MR);
+ *   - the child's odpx context (mode pin, backend verbs) from its segment.
  * The text mode names the device's ODP caps in its banner.
  */
 #include <sys/wait.h>
 
 #include "dev-util.h"
+#include "odpx.h"
 #include "../sysfs-stats/counters.h"
 
 /* Run odpstat_main(argv) in a child; its stdout into @out; returns the exit status. */
@@ -67,7 +70,7 @@ int main(void)
 	static char out[1 << 20];
 	const size_t pg = 4096;
 	unsigned char *src, *dst, *a, *b;
-	struct ibv_mr *smr, *dmr, *ma, *mb;
+	struct ibv_mr *smr, *dmr;
 	int up[2], down[2], st;
 	char pidarg[16], key[256], where[80], c;
 	uint32_t lkeys[2];
@@ -96,21 +99,28 @@ int main(void)
 	if (pipe(up) || pipe(down))
 		dev_fail("pipe");
 	child = fork();
-	if (child == 0) {	/* plain verbs: two MRs, then wait */
+	if (child == 0) {	/* an odpx process: two registrations, then wait */
+		struct odpx_attr at = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_PIN };
+		struct odpx_ctx *octx;
+		struct odpx_mr *ra, *rb;
 		struct dev cd;
 		close(up[0]);
 		close(down[1]);
 		dev_open(&cd);
+		if (odpx_open_verbs(cd.pd, &at, &octx))
+			_exit(2);
 		a = dev_map(3 * pg, NULL);
 		b = dev_map(5 * pg, NULL);
-		ma = dev_reg(&cd, a, 3 * pg, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
-		mb = dev_reg(&cd, b, 5 * pg, IBV_ACCESS_LOCAL_WRITE);
-		lkeys[0] = ma->lkey;
-		lkeys[1] = mb->lkey;
+		if (odpx_reg(octx, a, 3 * pg, ODPX_ACCESS_LOCAL_WRITE, &ra) ||
+		    odpx_reg(octx, b, 5 * pg, ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE, &rb))
+			_exit(3);
+		lkeys[0] = odpx_mr_lkey(ra);
+		lkeys[1] = odpx_mr_lkey(rb);
 		if (write(up[1], lkeys, sizeof(lkeys)) != sizeof(lkeys) || read(down[0], &c, 1) != 1)
 			_exit(1);
-		ibv_dereg_mr(ma);
-		ibv_dereg_mr(mb);
+		odpx_dereg(octx, ra);
+		odpx_dereg(octx, rb);
+		odpx_close(octx);
 		dev_close(&cd);
 		_exit(0);
 	}
@@ -152,8 +162,8 @@ int main(void)
 		dev_fail("no MR dump in: %.400s", out);
 	for (const char *p = strstr(mrs, "{\"dev\":"); p && p < end; p = strstr(p + 1, "{\"dev\":"))
 		n++;
-	if (n != 2)
-		dev_fail("%d MRs of pid %d listed, want 2: %.*s", n, (int)child, (int)(end - mrs + 1), mrs);
+	if (n != 3)	/* the two registrations and odpx's one-page anchor */
+		dev_fail("%d MRs of pid %d listed, want 3: %.*s", n, (int)child, (int)(end - mrs + 1), mrs);
 	for (int i = 0; i < 2; i++) {
 		snprintf(key, sizeof(key), "\"mrlen\":%zu,", (i ? 5 : 3) * pg);
 		const char *p = strstr(mrs, key);
@@ -165,6 +175,14 @@ int main(void)
 				 (int)(strchr(p, '}') - p + 1), p);
 	}
 	printf("MR dump: %.*s\n", (int)(end - mrs + 1), mrs);
+
+	/* the child's odpx context, from the segment it publishes */
+	snprintf(key, sizeof(key), "{\"pid\":%d,\"ctx\":", (int)child);
+	const char *cx = strstr(out, key);
+	if (!cx || !strstr(cx, "\"mode\":\"pin\",\"backend\":\"verbs\""))
+		dev_fail("odpx context of pid %d (pin, verbs) not shown: %.600s", (int)child,
+			 strstr(out, "\"contexts\"") ? strstr(out, "\"contexts\"") : out);
+	printf("context: %.*s\n", (int)(strchr(cx, '}') - cx + 1), cx);
 
 	/* text mode: the banner */
 	char *targs[] = { "odpstat", "-d", (char *)d.name, "0.1", "1", NULL };

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/*
+ * remote-exact: a registration with remote access covers exactly the pages
+ * asked for, in pin mode too.  A cached entry that merely covers the request
+ * (or a merge with a neighbour) would hand out an rkey over memory the caller
+ * never registered.  Local-only requests keep their interior hits and merges.
+ * Runs on the internal backend that pins nothing but keeps the index split by
+ * access, as the verbs backend does (the uring backend ignores access).
+ */
+#include "test.h"
+#include "internal.h"
+
+#define PG 4096
+#define R (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ)
+
+static struct odpx_ctx *ctx;
+
+static struct odpx_mr *reg(void *p, size_t len, uint32_t acc)
+{
+	struct odpx_mr *mr;
+
+	CHECK_RC(odpx_reg(ctx, p, len, acc, &mr), 0);
+	return mr;
+}
+
+static void span_is(struct odpx_mr *mr, void *p, size_t len, const char *what)
+{
+	CHECK(odpx_mr_addr(mr) == p && odpx_mr_length(mr) == len,
+	      "%s: registration %p+%zu, want exactly %p+%zu", what, odpx_mr_addr(mr),
+	      odpx_mr_length(mr), p, len);
+}
+
+int main(void)
+{
+	char *b = map_anon(NULL, 16 * PG);
+	struct odpx_mr *big, *mid, *a, *c, *l1, *l2;
+	struct odpx_stats st0;
+
+	CHECK_RC(odpx_open_backend(&null_ops, NULL, &ctx), 0);
+	memset(b, 1, 16 * PG);
+
+	/* a covering remote entry is not handed out for a sub-range */
+	big = reg(b, 8 * PG, R);
+	span_is(big, b, 8 * PG, "remote 8 pages");
+	mid = reg(b + PG, 2 * PG, R);
+	span_is(mid, b + PG, 2 * PG, "remote sub-range of a cached remote entry");
+	span_is(big, b, 8 * PG, "the holder of the superseded entry");
+	CHECK_RC(odpx_dereg(ctx, mid), 0);
+	CHECK_RC(odpx_dereg(ctx, big), 0);
+
+	/* the same exact range again is a hit */
+	mid = reg(b + PG, 2 * PG, R);
+	st0 = stats_of(ctx);
+	CHECK_RC(odpx_dereg(ctx, mid), 0);
+	mid = reg(b + PG + 100, 2 * PG - 200, R);	/* same pages, unaligned bytes */
+	CHECK(stats_of(ctx).hits == st0.hits + 1, "the same pages again missed");
+	span_is(mid, b + PG, 2 * PG, "remote, same pages");
+	CHECK_RC(odpx_dereg(ctx, mid), 0);
+
+	/* overlapping remote requests are never merged */
+	st0 = stats_of(ctx);
+	a = reg(b + 10 * PG, 2 * PG, R);
+	c = reg(b + 11 * PG, 2 * PG, R);
+	span_is(c, b + 11 * PG, 2 * PG, "overlapping remote request");
+	CHECK(stats_of(ctx).merges == st0.merges, "remote entries were merged");
+	CHECK_RC(odpx_dereg(ctx, a), 0);
+	CHECK_RC(odpx_dereg(ctx, c), 0);
+
+	/* local-only: interior hits and merges as before */
+	l1 = reg(b, 8 * PG, ODPX_ACCESS_LOCAL_WRITE);
+	st0 = stats_of(ctx);
+	l2 = reg(b + PG, 2 * PG, ODPX_ACCESS_LOCAL_WRITE);
+	CHECK(stats_of(ctx).hits == st0.hits + 1, "local interior request missed");
+	span_is(l2, b, 8 * PG, "local interior hit");
+	CHECK_RC(odpx_dereg(ctx, l2), 0);
+	CHECK_RC(odpx_dereg(ctx, l1), 0);
+
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
