@@ -205,25 +205,21 @@ static int scenario(void)
 	return 0;
 }
 
+static int scenario_of(void *arg)
+{
+	(void)arg;
+	return scenario();
+}
+
 int main(void)
 {
 	const char *modes[] = { "wp-async", "wp", "missing" };
 	int failed = 0;
 
 	for (unsigned m = 0; m < 3; m++) {
-		int st;
-		pid_t pid;
-
-		fflush(stdout);
-		pid = fork();
-		CHECK(pid >= 0, "fork");
-		if (pid == 0) {
-			setenv("ODPX_UFFD_MODE", modes[m], 1);
-			_exit(scenario());
-		}
-		CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-		printf("%-8s %s\n", modes[m], WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "FAILED");
-		failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+		int st = run_forked(modes[m], scenario_of, NULL);
+		printf("%-8s %s\n", modes[m], st == 0 ? "ok" : "FAILED");
+		failed |= st != 0;
 	}
 	return failed;
 }

@@ -12,7 +12,6 @@
  * in place, so no control failure is expected there.
  */
 #include <malloc.h>
-#include <sys/wait.h>
 
 #include "test.h"
 
@@ -139,24 +138,23 @@ static int scenario(int s, int control)
 	return ok ? OK : STALE;
 }
 
+struct run { int s, control; };
+
+static int scenario_of(void *arg)
+{
+	const struct run *r = arg;
+
+	return scenario(r->s, r->control);
+}
+
 static int run_child(int s, int control, const char *mode)
 {
-	int st;
-	pid_t pid;
+	struct run r = { s, control };
+	int st = run_forked(mode, scenario_of, &r);
 
-	fflush(stdout);
-	pid = fork();
-
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		if (mode)
-			setenv("ODPX_UFFD_MODE", mode, 1);
-		_exit(scenario(s, control));
-	}
-	CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	if (!WIFEXITED(st))
-		FAIL("%s: child killed by signal %d", names[s], WTERMSIG(st));
-	return WEXITSTATUS(st);
+	if (st > 128)
+		FAIL("%s: child killed by signal %d", names[s], st - 128);
+	return st;
 }
 
 int main(void)

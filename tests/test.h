@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,30 @@ static inline double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Run @fn(@arg) in a forked child, with ODPX_UFFD_MODE=@mode unless NULL (the
+ * monitor reads it once per process).  Returns the child's exit status, or
+ * 128 + N when signal N killed it.
+ */
+static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
+{
+	int st;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		if (mode)
+			setenv("ODPX_UFFD_MODE", mode, 1);
+		_exit(fn(arg));
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		FAIL("waitpid: %s", strerror(errno));
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 static inline void *map_anon(void *at, size_t len)

@@ -376,24 +376,21 @@ static int maps_main(void)
 	return mode_main();
 }
 
+static int call(void *arg)
+{
+	int (*fn)(void) = (int (*)(void))arg;
+
+	if (fn == budget_main)
+		setenv("ODPX_WATCH_MAX", "2", 1);
+	return fn();
+}
+
 static int run(const char *mode, int (*fn)(void), const char *what)
 {
-	int st;
-	pid_t pid;
+	int st = run_forked(mode, call, (void *)fn);
 
-	fflush(stdout);
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		setenv("ODPX_UFFD_MODE", mode, 1);
-		if (fn == budget_main)
-			setenv("ODPX_WATCH_MAX", "2", 1);
-		_exit(fn());
-	}
-	CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-	printf("%-8s %-8s %s\n", mode, what, ok ? "ok" : WIFSIGNALED(st) ? "killed" : "FAILED");
-	return !ok;
+	printf("%-8s %-8s %s\n", mode, what, st == 0 ? "ok" : st > 128 ? "killed" : "FAILED");
+	return st != 0;
 }
 
 int main(void)
