@@ -2,18 +2,19 @@
 /*
  * cache.c - the pin-down registration cache.
  *
- * Index: per access class, the alive entries never overlap.  Two structures
- * share the entries' own memory: a hash by exact start page (the common hit:
- * the same buffer again) and an AVL tree by start (interior hits, overlap and
- * invalidation scans).  Both are written under mon.lock inside a ctx->seq
- * write section and read without any lock: a reader loads ctx->seq, searches,
- * takes a reference with a CAS on the entry's word (which fails if the entry
- * was recycled, since that bumps its generation), and re-reads ctx->seq.  A
- * changed or odd seq means retry; after a few retries it searches under
- * mon.lock.  So a hit writes only to the entry it hits.
+ * Index (index.h, index.c): per access class, the alive entries never
+ * overlap.  Two structures share the entries' own memory: a hash by exact
+ * start page (the common hit: the same buffer again) and an AVL tree by start
+ * (interior hits, overlap and invalidation scans).  Both are written under
+ * mon.lock inside a ctx->seq write section and read without any lock: a
+ * reader loads ctx->seq, searches, takes a reference with a CAS on the
+ * entry's word (which fails if the entry was recycled, since that bumps its
+ * generation), and re-reads ctx->seq.  A changed or odd seq means retry;
+ * after a few retries it searches under mon.lock.  So a hit writes only to
+ * the entry it hits.
  *
  * Miss (the mmu_interval_read_begin/retry protocol of DESIGN.md):
- *   watch the VMA (uffd) -> record mon.inval_count -> pin, no lock held ->
+ *   watch the range (uffd) -> record mon.inval_count -> pin, no lock held ->
  *   lock -> any invalidation of the range since the record?  unpin, retry
  *   (bounded, then direct) : insert.
  * An event that the monitor has not read yet when we insert is fine: the
@@ -23,9 +24,9 @@
  * LRU: lazy and exact at the resolution of misses.  Entries sit in a list
  * ordered by @link_stamp; a release stores ctx->clock (bumped at each miss)
  * in @last_use without a lock.  The evictor takes the tail; an entry used
- * since it was linked goes back to the head with its new stamp.  The first
- * tail entry with last_use == link_stamp and no reference is the least
- * recently released one.
+ * since it was linked is re-linked at the place of its new stamp (the list
+ * stays sorted).  The first tail entry with last_use == link_stamp and no
+ * reference is the least recently released one.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -34,24 +35,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "index.h"
 #include "../uffd/monitor.h"
 
-#define RLX memory_order_relaxed
-#define ACQ memory_order_acquire
-#define REL memory_order_release
-#define LD(p) atomic_load_explicit(&(p), RLX)
-#define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
 #define MISS_RETRIES 3
 #define FAST_TRIES 4
-#define MAX_STEPS 96		/* bound on any optimistic walk */
-
-static inline uintptr_t e_start(const struct entry *e) { return SPAN_START(LD(e->span)); }
-static inline uintptr_t e_end(const struct entry *e)
-{
-	uint64_t s = LD(e->span);
-	return SPAN_START(s) + SPAN_BYTES(s);
-}
 
 /* ---- seqcount (writers hold mon.lock) ---- */
 
@@ -65,240 +53,6 @@ static void seq_end(struct odpx_ctx *ctx)
 {
 	atomic_store_explicit(&ctx->seq, LD(ctx->seq) + 1, REL);
 }
-
-/* ---- exact-start hash ---- */
-
-static inline uint32_t bucket_of(const struct odpx_ctx *ctx, uintptr_t start, uint32_t acc)
-{
-	uint64_t k = ((uint64_t)(start >> PAGE_SHIFT) << 4) | acc;
-	return (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 40) & ctx->nbuckets_mask;
-}
-
-static void hash_insert(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uint32_t acc)
-{
-	struct entry *b = &ctx->ent[bucket_of(ctx, start, acc)];
-
-	ST(ctx->ent[idx].hnext, LD(b->bucket));
-	ST(b->bucket, idx);
-}
-
-static void hash_remove(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uint32_t acc)
-{
-	_Atomic uint32_t *pp = &ctx->ent[bucket_of(ctx, start, acc)].bucket;
-
-	for (uint32_t i = LD(*pp); i != NIL; pp = &ctx->ent[i].hnext, i = LD(*pp)) {
-		if (i == idx) {
-			ST(*pp, LD(ctx->ent[idx].hnext));
-			return;
-		}
-	}
-}
-
-/* ---- AVL tree by start (writers under mon.lock) ---- */
-
-static inline int height(struct odpx_ctx *ctx, uint32_t n)
-{
-	return n == NIL ? 0 : LD(ctx->ent[n].height);
-}
-
-static void fix_height(struct odpx_ctx *ctx, uint32_t n)
-{
-	int l = height(ctx, LD(ctx->ent[n].left)), r = height(ctx, LD(ctx->ent[n].right));
-	ST(ctx->ent[n].height, (uint8_t)((l > r ? l : r) + 1));
-}
-
-static uint32_t rot_right(struct odpx_ctx *ctx, uint32_t n)
-{
-	uint32_t l = LD(ctx->ent[n].left);
-
-	ST(ctx->ent[n].left, LD(ctx->ent[l].right));
-	ST(ctx->ent[l].right, n);
-	fix_height(ctx, n);
-	fix_height(ctx, l);
-	return l;
-}
-
-static uint32_t rot_left(struct odpx_ctx *ctx, uint32_t n)
-{
-	uint32_t r = LD(ctx->ent[n].right);
-
-	ST(ctx->ent[n].right, LD(ctx->ent[r].left));
-	ST(ctx->ent[r].left, n);
-	fix_height(ctx, n);
-	fix_height(ctx, r);
-	return r;
-}
-
-static uint32_t balance(struct odpx_ctx *ctx, uint32_t n)
-{
-	struct entry *e = &ctx->ent[n];
-	int bf;
-
-	fix_height(ctx, n);
-	bf = height(ctx, LD(e->left)) - height(ctx, LD(e->right));
-	if (bf > 1) {
-		uint32_t l = LD(e->left);
-		if (height(ctx, LD(ctx->ent[l].left)) < height(ctx, LD(ctx->ent[l].right)))
-			ST(e->left, rot_left(ctx, l));
-		return rot_right(ctx, n);
-	}
-	if (bf < -1) {
-		uint32_t r = LD(e->right);
-		if (height(ctx, LD(ctx->ent[r].right)) < height(ctx, LD(ctx->ent[r].left)))
-			ST(e->right, rot_right(ctx, r));
-		return rot_left(ctx, n);
-	}
-	return n;
-}
-
-static uint32_t avl_insert(struct odpx_ctx *ctx, uint32_t n, uint32_t x)
-{
-	if (n == NIL) {
-		ST(ctx->ent[x].left, NIL);
-		ST(ctx->ent[x].right, NIL);
-		ST(ctx->ent[x].height, 1);
-		return x;
-	}
-	if (e_start(&ctx->ent[x]) < e_start(&ctx->ent[n]))
-		ST(ctx->ent[n].left, avl_insert(ctx, LD(ctx->ent[n].left), x));
-	else
-		ST(ctx->ent[n].right, avl_insert(ctx, LD(ctx->ent[n].right), x));
-	return balance(ctx, n);
-}
-
-static uint32_t avl_pop_min(struct odpx_ctx *ctx, uint32_t n, uint32_t *min)
-{
-	uint32_t l = LD(ctx->ent[n].left);
-
-	if (l == NIL) {
-		*min = n;
-		return LD(ctx->ent[n].right);
-	}
-	ST(ctx->ent[n].left, avl_pop_min(ctx, l, min));
-	return balance(ctx, n);
-}
-
-static uint32_t avl_remove(struct odpx_ctx *ctx, uint32_t n, uintptr_t key)
-{
-	if (n == NIL)
-		return NIL;
-	uintptr_t s = e_start(&ctx->ent[n]);
-	if (key < s) {
-		ST(ctx->ent[n].left, avl_remove(ctx, LD(ctx->ent[n].left), key));
-	} else if (key > s) {
-		ST(ctx->ent[n].right, avl_remove(ctx, LD(ctx->ent[n].right), key));
-	} else {
-		uint32_t l = LD(ctx->ent[n].left), r = LD(ctx->ent[n].right), m;
-		if (r == NIL)
-			return l;
-		r = avl_pop_min(ctx, r, &m);
-		ST(ctx->ent[m].left, l);
-		ST(ctx->ent[m].right, r);
-		return balance(ctx, m);
-	}
-	return balance(ctx, n);
-}
-
-/* Largest start <= a; optimistic callers bound the walk. */
-static uint32_t avl_floor(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
-{
-	uint32_t best = NIL;
-
-	for (int steps = 0; n != NIL && n < ctx->max_entries && steps < MAX_STEPS; steps++) {
-		if (e_start(&ctx->ent[n]) <= a) {
-			best = n;
-			n = LD(ctx->ent[n].right);
-		} else {
-			n = LD(ctx->ent[n].left);
-		}
-	}
-	return best < ctx->max_entries ? best : NIL;
-}
-
-/* Smallest start > a (locked). */
-static uint32_t avl_next(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
-{
-	uint32_t best = NIL;
-
-	while (n != NIL) {
-		if (e_start(&ctx->ent[n]) > a) {
-			best = n;
-			n = LD(ctx->ent[n].left);
-		} else {
-			n = LD(ctx->ent[n].right);
-		}
-	}
-	return best;
-}
-
-/* First indexed entry of class @acc overlapping [s, e), or NIL (locked). */
-static uint32_t first_overlap(struct odpx_ctx *ctx, uint32_t acc, uintptr_t s, uintptr_t e)
-{
-	uint32_t root = LD(ctx->root[acc]);
-	uint32_t x = avl_floor(ctx, root, s);
-
-	if (x == NIL || e_end(&ctx->ent[x]) <= s)
-		x = avl_next(ctx, root, s);
-	return x != NIL && e_start(&ctx->ent[x]) < e ? x : NIL;
-}
-
-static void index_insert(struct odpx_ctx *ctx, uint32_t idx, uint32_t acc)
-{
-	uintptr_t s = e_start(&ctx->ent[idx]);
-
-	hash_insert(ctx, idx, s, acc);
-	ST(ctx->root[acc], avl_insert(ctx, LD(ctx->root[acc]), idx));
-}
-
-static void index_remove(struct odpx_ctx *ctx, uint32_t idx, uint32_t acc)
-{
-	uintptr_t s = e_start(&ctx->ent[idx]);
-
-	hash_remove(ctx, idx, s, acc);
-	ST(ctx->root[acc], avl_remove(ctx, LD(ctx->root[acc]), s));
-}
-
-/* ---- lookups ---- */
-
-static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
-{
-	uintptr_t s = SPAN_START(span);
-	return s <= a && aend <= s + SPAN_BYTES(span);
-}
-
-/*
- * Remote access is granted over exactly the pages asked for: a remote class
- * matches only an entry of the same page range (no interior hit, no merge),
- * so an rkey never reaches memory the caller did not register.
- */
-#define ACC_REMOTE (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
-
-static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE; }
-
-/* Candidate entry for [a, aend) in class @acc: exact start first, then floor. */
-static uint32_t find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc)
-{
-	uintptr_t page = a & ~(PAGE_SIZE - 1);
-	uint32_t i = LD(ctx->ent[bucket_of(ctx, page, acc)].bucket);
-
-	for (int steps = 0; i != NIL && i < ctx->max_entries && steps < MAX_STEPS; steps++) {
-		struct entry *e = &ctx->ent[i];
-		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc) {
-			uint64_t sp = LD(e->span);
-			if (exact_only(acc))
-				return SPAN_START(sp) + SPAN_BYTES(sp) ==
-				       ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) ? i : NIL;
-			return covers(sp, a, aend) ? i : NIL;
-		}
-		i = LD(e->hnext);
-	}
-	if (exact_only(acc))
-		return NIL;
-	i = avl_floor(ctx, LD(ctx->root[acc]), a);
-	return i != NIL && covers(LD(ctx->ent[i].span), a, aend) ? i : NIL;
-}
-
-enum { LK_HIT, LK_MISS, LK_RETRY };
 
 static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t aend,
 		   uint32_t acc, struct entry **out)
@@ -328,7 +82,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 		uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
 		if (s & 1)
 			continue;
-		uint32_t idx = find(ctx, a, aend, acc);
+		uint32_t idx = index_find(ctx, a, aend, acc);
 		if (idx == NIL) {
 			atomic_thread_fence(ACQ);
 			if (atomic_load_explicit(&ctx->seq, RLX) == s)
@@ -349,7 +103,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
 			 struct entry **out)
 {
-	uint32_t idx = find(ctx, a, aend, acc);
+	uint32_t idx = index_find(ctx, a, aend, acc);
 
 	if (idx == NIL)
 		return LK_MISS;
@@ -806,8 +560,8 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			continue;
 		}
 		/* merge with what it overlaps, unless that outgrows the cap */
-		for (uint32_t x = first_overlap(ctx, acc, s, end); x != NIL;
-		     x = avl_next(ctx, LD(ctx->root[acc]), e_start(&ctx->ent[x]))) {
+		for (uint32_t x = index_first_overlap(ctx, acc, s, end); x != NIL;
+		     x = index_next(ctx, LD(ctx->root[acc]), e_start(&ctx->ent[x]))) {
 			if (e_start(&ctx->ent[x]) >= end)
 				break;
 			uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
@@ -866,7 +620,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		}
 		bool kick = false;
 		seq_begin(ctx);
-		for (uint32_t x; (x = first_overlap(ctx, acc, us, ue)) != NIL;) {
+		for (uint32_t x; (x = index_first_overlap(ctx, acc, us, ue)) != NIL;) {
 			if (kill_locked(ctx, x, 1)) {
 				dead_push(ctx, x);
 				kick = true;
@@ -946,7 +700,7 @@ unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e,
 
 	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
 		uint32_t x;
-		while (LD(ctx->root[acc]) != NIL && (x = first_overlap(ctx, acc, s, e)) != NIL) {
+		while (LD(ctx->root[acc]) != NIL && (x = index_first_overlap(ctx, acc, s, e)) != NIL) {
 			STAT_ADD(ctx, inval_bytes, SPAN_BYTES(LD(ctx->ent[x].span)));
 			if (kill_locked(ctx, x, 2 + why))
 				dead_push(ctx, x);
@@ -963,8 +717,8 @@ void cache_count_live(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e, uint64_t *
 {
 	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
 		uint32_t root = LD(ctx->root[acc]);
-		for (uint32_t x = first_overlap(ctx, acc, s, e); x != NIL && e_start(&ctx->ent[x]) < e;
-		     x = avl_next(ctx, root, e_start(&ctx->ent[x])))
+		for (uint32_t x = index_first_overlap(ctx, acc, s, e); x != NIL && e_start(&ctx->ent[x]) < e;
+		     x = index_next(ctx, root, e_start(&ctx->ent[x])))
 			(*n)++;
 	}
 }

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * index.h - the cache's index: per access class, alive entries that never
+ * overlap, in an exact-start hash (the hit path) and an AVL tree by start
+ * (interior hits, overlap and invalidation scans).  Both live in the entries'
+ * own memory.  Writers hold mon.lock inside a ctx->seq write section;
+ * readers take no lock and validate with ctx->seq (cache.c).  The read side
+ * is inline here: it is the hit path.
+ */
+#ifndef ODPX_INDEX_H
+#define ODPX_INDEX_H
+
+#include "internal.h"
+
+#define RLX memory_order_relaxed
+#define ACQ memory_order_acquire
+#define REL memory_order_release
+#define LD(p) atomic_load_explicit(&(p), RLX)
+#define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
+#define MAX_STEPS 96		/* bound on any optimistic walk */
+
+static inline uintptr_t e_start(const struct entry *e) { return SPAN_START(LD(e->span)); }
+static inline uintptr_t e_end(const struct entry *e)
+{
+	uint64_t s = LD(e->span);
+	return SPAN_START(s) + SPAN_BYTES(s);
+}
+
+static inline uint32_t bucket_of(const struct odpx_ctx *ctx, uintptr_t start, uint32_t acc)
+{
+	uint64_t k = ((uint64_t)(start >> PAGE_SHIFT) << 4) | acc;
+	return (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 40) & ctx->nbuckets_mask;
+}
+
+uint32_t index_floor(struct odpx_ctx *ctx, uint32_t root, uintptr_t a);
+uint32_t index_next(struct odpx_ctx *ctx, uint32_t root, uintptr_t a);
+uint32_t index_first_overlap(struct odpx_ctx *ctx, uint32_t acc, uintptr_t s, uintptr_t e);
+void index_insert(struct odpx_ctx *ctx, uint32_t idx, uint32_t acc);
+void index_remove(struct odpx_ctx *ctx, uint32_t idx, uint32_t acc);
+
+static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
+{
+	uintptr_t s = SPAN_START(span);
+	return s <= a && aend <= s + SPAN_BYTES(span);
+}
+
+/*
+ * Remote access is granted over exactly the pages asked for: a remote class
+ * matches only an entry of the same page range (no interior hit, no merge),
+ * so an rkey never reaches memory the caller did not register.
+ */
+#define ACC_REMOTE (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
+
+static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE; }
+
+/* Candidate entry for [a, aend) in class @acc: exact start first, then floor. */
+static inline uint32_t index_find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc)
+{
+	uintptr_t page = a & ~(PAGE_SIZE - 1);
+	uint32_t i = LD(ctx->ent[bucket_of(ctx, page, acc)].bucket);
+
+	for (int steps = 0; i != NIL && i < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		struct entry *e = &ctx->ent[i];
+		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc) {
+			uint64_t sp = LD(e->span);
+			if (exact_only(acc))
+				return SPAN_START(sp) + SPAN_BYTES(sp) ==
+				       ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) ? i : NIL;
+			return covers(sp, a, aend) ? i : NIL;
+		}
+		i = LD(e->hnext);
+	}
+	if (exact_only(acc))
+		return NIL;
+	i = index_floor(ctx, LD(ctx->root[acc]), a);
+	return i != NIL && covers(LD(ctx->ent[i].span), a, aend) ? i : NIL;
+}
+
+enum { LK_HIT, LK_MISS, LK_RETRY };
+
+#endif
