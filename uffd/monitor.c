@@ -593,42 +593,56 @@ static unsigned default_budget(void)
 	return max_map / 8 < 16384 ? (unsigned)(max_map / 8) : 16384;
 }
 
+/*
+ * Start and stop of the monitor take life_lock, never mon.lock: they
+ * allocate (the watch table, the reader's stack) and close the uffd, and
+ * nobody may do that while holding the invalidation lock.  mon.lock is taken
+ * inside only for the list of contexts and the fields the reader reads.
+ */
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int monitor_attach(struct odpx_ctx *ctx)
 {
 	int r = 0;
 
-	pthread_mutex_lock(&mon.lock);
+	pthread_mutex_lock(&life_lock);
 	if (atomic_load_explicit(&ctx->attached, memory_order_relaxed))
 		goto out;	/* another thread of this context got here first */
 	if (mon.uffd < 0 && !mon.init_err) {
+		const char *q = getenv("ODPX_REMOVE_QUARANTINE_MS");
+		const char *sp = getenv("ODPX_MONITOR_SPIN_US");
 		unsigned budget = default_budget();
 		struct watch *w = calloc(budget + 1, sizeof(*w));
 		int fd = w ? uffd_open() : -ENOMEM;
+
 		if (fd < 0) {
 			free(w);
 			mon.init_err = fd;
-		} else {
-			const char *q = getenv("ODPX_REMOVE_QUARANTINE_MS");
-			mon.uffd = fd;
-			mon.w = w;
-			mon.budget = budget;
-			const char *sp = getenv("ODPX_MONITOR_SPIN_US");
-			mon.quarantine_ns = (q ? (uint64_t)atoll(q) : 100) * 1000000ULL;
-			mon.spin_ns = (sp ? (uint64_t)atoll(sp) : 50) * 1000ULL;
+			goto out_err;
 		}
+		pthread_mutex_lock(&mon.lock);
+		mon.uffd = fd;
+		mon.w = w;
+		mon.budget = budget;
+		mon.quarantine_ns = (q ? (uint64_t)atoll(q) : 100) * 1000000ULL;
+		mon.spin_ns = (sp ? (uint64_t)atoll(sp) : 50) * 1000ULL;
+		pthread_mutex_unlock(&mon.lock);
 	}
+out_err:
 	if (mon.uffd < 0) {
 		r = mon.init_err;
 		goto out;
 	}
 	if (!mon.running && (r = reader_start()) < 0)
 		goto out;
+	pthread_mutex_lock(&mon.lock);
 	ctx->mon_next = mon.ctxs;
 	mon.ctxs = ctx;
 	atomic_store_explicit(&ctx->attached, true, memory_order_release);
 	mon.users++;
-out:
 	pthread_mutex_unlock(&mon.lock);
+out:
+	pthread_mutex_unlock(&life_lock);
 	return r;
 }
 
@@ -638,14 +652,14 @@ out:
  */
 void monitor_detach(struct odpx_ctx *ctx)
 {
-	bool stop = false;
+	struct watch *w = NULL;
 	uint64_t one = 1;
+	bool stop;
 
+	pthread_mutex_lock(&life_lock);
+	if (!atomic_load_explicit(&ctx->attached, memory_order_relaxed))
+		goto out;
 	pthread_mutex_lock(&mon.lock);
-	if (!atomic_load_explicit(&ctx->attached, memory_order_relaxed)) {
-		pthread_mutex_unlock(&mon.lock);
-		return;
-	}
 	for (struct odpx_ctx **p = &mon.ctxs; *p; p = &(*p)->mon_next) {
 		if (*p == ctx) {
 			*p = ctx->mon_next;
@@ -654,27 +668,24 @@ void monitor_detach(struct odpx_ctx *ctx)
 	}
 	atomic_store_explicit(&ctx->attached, false, memory_order_relaxed);
 	stop = --mon.users == 0 && mon.running;
-	if (stop && write(mon.stopfd, &one, sizeof(one)) < 0)
-		stop = false;
 	pthread_mutex_unlock(&mon.lock);
 	if (!stop)
-		return;
-	pthread_join(mon.reader, NULL);
+		goto out;
+	if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(mon.reader, NULL);
+	/* no reader, no context: close (unregistering every range), then forget */
+	close(mon.stopfd);
+	close(mon.uffd);
 	pthread_mutex_lock(&mon.lock);
-	if (mon.users == 0) {	/* nobody re-attached meanwhile */
-		close(mon.stopfd);
-		close(mon.uffd);
-		mon.stopfd = mon.uffd = -1;
-		mon.running = false;
-		free(mon.w);
-		mon.w = NULL;
-		mon.nw = 0;
-	} else {
-		close(mon.stopfd);
-		mon.running = false;
-		reader_start();
-	}
+	mon.stopfd = mon.uffd = -1;
+	mon.running = false;
+	w = mon.w;
+	mon.w = NULL;
+	mon.nw = 0;
 	pthread_mutex_unlock(&mon.lock);
+	free(w);
+out:
+	pthread_mutex_unlock(&life_lock);
 }
 
 void monitor_atfork_child(void)
@@ -687,6 +698,7 @@ void monitor_atfork_child(void)
 	free(mon.w);
 	memset(&mon, 0, sizeof(mon));
 	pthread_mutex_init(&mon.lock, NULL);
+	pthread_mutex_init(&life_lock, NULL);
 	mon.uffd = mon.stopfd = -1;
 	vma_atfork_child();
 }
