@@ -76,7 +76,9 @@ if args.asan:
     cflags += ['-fsanitize=address,undefined', '-fno-omit-frame-pointer', '-fno-sanitize-recover=undefined']
     ldflags += ['-fsanitize=address,undefined']
 if args.tsan:
-    cflags += ['-fsanitize=thread', '-O1']
+    # TSan does not model atomic_thread_fence (the seqlock's read side): every
+    # location those fences order is itself an atomic, so no plain access escapes it
+    cflags += ['-fsanitize=thread', '-O1', '-Wno-tsan']
     ldflags += ['-fsanitize=thread']
 
 

@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -359,6 +360,86 @@ static inline struct odpx_ctx *open_ctx(const char *backend, uint64_t max_entrie
 	else
 		CHECK_ODPX(odpx_open_uring(&a, &ctx));
 	return ctx;
+}
+
+/* ---- W5: the same batch on two threads at once ---- */
+
+struct timed_worker {
+	double (*batch)(void *set, uint64_t k);
+	void *set;
+	uint64_t k, t0, t1, cpu_ns;	/* cpu_ns: thread CPU time of the batch */
+	unsigned reps;
+	int cpu;
+	pthread_barrier_t *bar;
+};
+
+static inline void pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* One round: start together, time the batch, finish together. */
+static inline void timed_batch(struct timed_worker *w)
+{
+	pthread_barrier_wait(w->bar);
+	uint64_t c0 = thread_cpu_ns();
+	w->t0 = now_ns();
+	w->batch(w->set, w->k);
+	w->t1 = now_ns();
+	w->cpu_ns = thread_cpu_ns() - c0;
+	pthread_barrier_wait(w->bar);
+}
+
+static inline void *timed_worker_main(void *arg)
+{
+	struct timed_worker *w = arg;
+
+	pin_cpu(w->cpu);
+	for (unsigned r = 0; r < w->reps; r++)
+		timed_batch(w);
+	return NULL;
+}
+
+/*
+ * Run @batch over @set[0] on this thread and over @set[1] on a second one,
+ * each on its own CPU when there are two, @reps rounds of @k iterations.
+ * @v gets ns per iteration of both threads together, @share the fraction of
+ * the elapsed time the two threads had a CPU.  Returns whether they were
+ * pinned.
+ */
+static inline bool two_threads_run(double (*batch)(void *, uint64_t), void *set[2], uint64_t k,
+				   unsigned reps, double *v, double *share)
+{
+	struct timed_worker w[2];
+	pthread_barrier_t bar;
+	cpu_set_t saved;
+	pthread_t thr;
+
+	pthread_barrier_init(&bar, NULL, 2);
+	for (int i = 0; i < 2; i++)
+		w[i] = (struct timed_worker){ .batch = batch, .set = set[i], .k = k, .reps = reps,
+					      .cpu = bench_env.ncpu >= 2 ? i : -1, .bar = &bar };
+	pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
+	if (pthread_create(&thr, NULL, timed_worker_main, &w[1]))
+		DIE("pthread_create");
+	pin_cpu(w[0].cpu);
+	for (unsigned r = 0; r < reps; r++) {
+		timed_batch(&w[0]);
+		uint64_t t0 = w[0].t0 < w[1].t0 ? w[0].t0 : w[1].t0;
+		uint64_t t1 = w[0].t1 > w[1].t1 ? w[0].t1 : w[1].t1;
+		v[r] = (double)(t1 - t0) / (double)(2 * k);
+		share[r] = (double)(w[0].cpu_ns + w[1].cpu_ns) / (double)(2 * (t1 - t0));
+	}
+	pthread_join(thr, NULL);
+	pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	pthread_barrier_destroy(&bar);
+	return w[0].cpu >= 0;
 }
 
 #endif

@@ -160,96 +160,40 @@ static double hits(const char *backend)
 
 /* ---- W5: two threads ---- */
 
-struct worker {
-	struct hitset h;
-	uint64_t k, t0, t1, cpu_ns;	/* cpu_ns: thread CPU time of the batch */
-	int cpu;
-	pthread_barrier_t *bar;
-	unsigned reps;
-};
-
-static void pin_cpu(int cpu)
+static double batch_any(void *set, uint64_t k)
 {
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	return batch(set, k);
 }
 
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-
-	pin_cpu(w->cpu);
-	for (unsigned r = 0; r < w->reps; r++) {
-		pthread_barrier_wait(w->bar);
-		uint64_t c0 = thread_cpu_ns();
-		w->t0 = now_ns();
-		batch(&w->h, w->k);
-		w->t1 = now_ns();
-		w->cpu_ns = thread_cpu_ns() - c0;
-		pthread_barrier_wait(w->bar);
-	}
-	return NULL;
-}
 
 static void two_threads(const char *backend, bool shared, double w1_ns)
 {
 	uint64_t k = o.quick ? 200000 : 1000000;
 	unsigned reps = o.quick ? 20 : 30;
-	struct worker w[2];
+	struct hitset h[2];
 	struct odpx_ctx *ctx[2];
-	pthread_barrier_t bar;
-	pthread_t thr;
-	cpu_set_t saved;
 	double *v = calloc(reps, sizeof(*v)), *share = calloc(reps, sizeof(*share));
 	char *buf = map_anon(4 * W1_BYTES, true);
 	const char *cas = shared ? "shared-ctx" : "own-ctx";
 
 	ctx[0] = open_ctx(backend, 64, ctx_budget(backend));
 	ctx[1] = shared ? ctx[0] : open_ctx(backend, 64, ctx_budget(backend));
-	pthread_barrier_init(&bar, NULL, 2);
 	for (int i = 0; i < 2; i++) {
 		/* buffers 128 KiB apart: distinct entries, no merging */
-		w[i] = (struct worker){
-			.h = { ctx[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, zeros, 0 },
-			.k = k, .cpu = bench_env.ncpu >= 2 ? i : -1, .bar = &bar, .reps = reps,
-		};
-		warm(&w[i].h, k / 10);
+		h[i] = (struct hitset){ ctx[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, zeros, 0 };
+		warm(&h[i], k / 10);
 	}
-	pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
-	if (pthread_create(&thr, NULL, worker_main, &w[1]))
-		DIE("pthread_create");
-	pin_cpu(w[0].cpu);
-	for (unsigned r = 0; r < reps; r++) {
-		pthread_barrier_wait(&bar);
-		uint64_t c0 = thread_cpu_ns();
-		w[0].t0 = now_ns();
-		batch(&w[0].h, k);
-		w[0].t1 = now_ns();
-		w[0].cpu_ns = thread_cpu_ns() - c0;
-		pthread_barrier_wait(&bar);
-		uint64_t t0 = w[0].t0 < w[1].t0 ? w[0].t0 : w[1].t0;
-		uint64_t t1 = w[0].t1 > w[1].t1 ? w[0].t1 : w[1].t1;
-		v[r] = (double)(t1 - t0) / (double)(2 * k);	/* ns per pair, both threads */
-		share[r] = (double)(w[0].cpu_ns + w[1].cpu_ns) / (double)(2 * (t1 - t0));
-	}
-	pthread_join(thr, NULL);
-	pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	bool pinned = two_threads_run(batch_any, (void *[2]){ &h[0], &h[1] }, k, reps, v, share);
 	struct summary s = summarize(v, reps, 2 * k);
 	const char *mode = mode_of(ctx[0]);
 	kv_time("W5", cas, backend, mode, 2, W1_BYTES, &s,
-		"threads=2 pinned_cpus=%s cpu_share=%.2f", w[0].cpu >= 0 ? "0,1" : "no",
+		"threads=2 pinned_cpus=%s cpu_share=%.2f", pinned ? "0,1" : "no",
 		summarize(share, reps, 1).median);
 	kv_ratio("W5/W1", cas, backend, mode, "throughput_2threads/throughput_W1", w1_ns, s.median,
 		 shared ? '>' : 0, 1.8, "");
 	odpx_close(ctx[0]);
 	if (!shared)
 		odpx_close(ctx[1]);
-	pthread_barrier_destroy(&bar);
 	munmap(buf, 4 * W1_BYTES);
 	free(v);
 	free(share);

@@ -193,41 +193,11 @@ static void w3(size_t bytes)
 	free(seq);
 }
 
-struct worker {
-	struct set s;
-	uint64_t k, t0, t1, cpu_ns;	/* cpu_ns: thread CPU time of the batch */
-	int cpu;
-	unsigned reps;
-	pthread_barrier_t *bar;
-};
-
-static void pin_cpu(int cpu)
+static double batch_any(void *set, uint64_t k)
 {
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	return batch(set, k);
 }
 
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-
-	pin_cpu(w->cpu);
-	for (unsigned r = 0; r < w->reps; r++) {
-		pthread_barrier_wait(w->bar);
-		uint64_t c0 = thread_cpu_ns();
-		w->t0 = now_ns();
-		batch(&w->s, w->k);
-		w->t1 = now_ns();
-		w->cpu_ns = thread_cpu_ns() - c0;
-		pthread_barrier_wait(w->bar);
-	}
-	return NULL;
-}
 
 static void w5(bool shared, double w1_ns)
 {
@@ -236,51 +206,25 @@ static void w5(bool shared, double w1_ns)
 	double *v = calloc(reps, sizeof(*v)), *share = calloc(reps, sizeof(*share));
 	char *buf = map_anon(4 * W1_BYTES, true);
 	ucs_rcache_t *rc[2];
-	struct worker w[2];
-	pthread_barrier_t bar;
-	pthread_t thr;
-	cpu_set_t saved;
+	struct set st[2];
 
 	rc[0] = rcache_new(ULONG_MAX);
 	rc[1] = shared ? rc[0] : rcache_new(ULONG_MAX);
-	pthread_barrier_init(&bar, NULL, 2);
 	for (int i = 0; i < 2; i++) {
-		w[i] = (struct worker){
-			.s = { rc[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, W1_BYTES, zeros, 0 },
-			.k = k, .cpu = bench_env.ncpu >= 2 ? i : -1, .reps = reps, .bar = &bar,
-		};
-		warm(&w[i].s, k / 10);
+		st[i] = (struct set){ rc[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, W1_BYTES, zeros, 0 };
+		warm(&st[i], k / 10);
 	}
-	pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
-	if (pthread_create(&thr, NULL, worker_main, &w[1]))
-		DIE("pthread_create");
-	pin_cpu(w[0].cpu);
-	for (unsigned r = 0; r < reps; r++) {
-		pthread_barrier_wait(&bar);
-		uint64_t c0 = thread_cpu_ns();
-		w[0].t0 = now_ns();
-		batch(&w[0].s, k);
-		w[0].t1 = now_ns();
-		w[0].cpu_ns = thread_cpu_ns() - c0;
-		pthread_barrier_wait(&bar);
-		uint64_t t0 = w[0].t0 < w[1].t0 ? w[0].t0 : w[1].t0;
-		uint64_t t1 = w[0].t1 > w[1].t1 ? w[0].t1 : w[1].t1;
-		v[r] = (double)(t1 - t0) / (double)(2 * k);
-		share[r] = (double)(w[0].cpu_ns + w[1].cpu_ns) / (double)(2 * (t1 - t0));
-	}
-	pthread_join(thr, NULL);
-	pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	bool pinned = two_threads_run(batch_any, (void *[2]){ &st[0], &st[1] }, k, reps, v, share);
 	struct summary s = summarize(v, reps, 2 * k);
 	const char *cas = shared ? "shared-ctx" : "own-ctx";
 	kv_time("W5", cas, "ucx-rcache", mode, 2, W1_BYTES, &s,
-		"threads=2 pinned_cpus=%s cpu_share=%.2f", w[0].cpu >= 0 ? "0,1" : "no",
+		"threads=2 pinned_cpus=%s cpu_share=%.2f", pinned ? "0,1" : "no",
 		summarize(share, reps, 1).median);
 	kv_ratio("W5/W1", cas, "ucx-rcache", mode, "throughput_2threads/throughput_W1", w1_ns,
 		 s.median, 0, 0, "");
 	ucs_rcache_destroy(rc[0]);
 	if (!shared)
 		ucs_rcache_destroy(rc[1]);
-	pthread_barrier_destroy(&bar);
 	munmap(buf, 4 * W1_BYTES);
 	free(v);
 	free(share);

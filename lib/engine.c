@@ -59,13 +59,12 @@ static uint64_t now_ns(void)
 
 bool engine_running(struct odpx_ctx *ctx)
 {
-	return atomic_load_explicit((_Atomic(struct engine *) *)&ctx->eng,
-				    memory_order_acquire) != NULL;
+	return atomic_load_explicit(&ctx->eng, memory_order_acquire) != NULL;
 }
 
 static struct engine *eng_of(struct odpx_ctx *ctx)
 {
-	return atomic_load_explicit((_Atomic(struct engine *) *)&ctx->eng, memory_order_acquire);
+	return atomic_load_explicit(&ctx->eng, memory_order_acquire);
 }
 
 void engine_kick(struct odpx_ctx *ctx)
@@ -336,7 +335,7 @@ int engine_start(struct odpx_ctx *ctx)
 	if (engine_running(ctx))
 		return 0;
 	pthread_mutex_lock(&ctx->eng_lock);
-	if (ctx->eng)
+	if (atomic_load_explicit(&ctx->eng, memory_order_relaxed))
 		goto out;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
@@ -352,14 +351,14 @@ int engine_start(struct odpx_ctx *ctx)
 	}
 	if ((r = io_uring_queue_init(16, &e->ring, 0)) < 0)
 		goto out_efd;
-	atomic_store_explicit((_Atomic(struct engine *) *)&ctx->eng, e, memory_order_release);
+	atomic_store_explicit(&ctx->eng, e, memory_order_release);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = -pthread_create(&e->thr, NULL, engine_main, ctx);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0)
 		goto out;
-	atomic_store_explicit((_Atomic(struct engine *) *)&ctx->eng, NULL, memory_order_release);
+	atomic_store_explicit(&ctx->eng, NULL, memory_order_release);
 	io_uring_queue_exit(&e->ring);
 out_efd:
 	close(e->efd);
@@ -376,14 +375,14 @@ void engine_stop(struct odpx_ctx *ctx)
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&ctx->eng_lock);
-	e = ctx->eng;
+	e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
 	if (e) {
 		atomic_store_explicit(&e->stop, true, memory_order_release);
 		if (write(e->efd, &one, sizeof(one)) < 0) {
 			/* saturated: it is awake */
 		}
 		pthread_join(e->thr, NULL);
-		atomic_store_explicit((_Atomic(struct engine *) *)&ctx->eng, NULL,
+		atomic_store_explicit(&ctx->eng, NULL,
 				      memory_order_release);
 		io_uring_queue_exit(&e->ring);
 		close(e->efd);
@@ -395,12 +394,12 @@ void engine_stop(struct odpx_ctx *ctx)
 /* Child after fork: the thread is gone; close what the context held. */
 void engine_forget(struct odpx_ctx *ctx)
 {
-	struct engine *e = ctx->eng;
+	struct engine *e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
 
 	if (!e)
 		return;
 	close(e->ring.ring_fd);
 	close(e->efd);
 	free(e);
-	ctx->eng = NULL;
+	atomic_store_explicit(&ctx->eng, NULL, memory_order_relaxed);
 }

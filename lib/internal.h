@@ -194,7 +194,7 @@ struct odpx_ctx {
 	_Atomic bool monitor_failed;
 
 	/* engine */
-	struct engine *eng;
+	_Atomic(struct engine *) eng;	/* set under eng_lock; read by kickers */
 	pthread_mutex_t eng_lock;	/* start/stop of the engine */
 	struct prefetch_cell *pq;
 	_Atomic uint64_t pq_head ALIGNED_LINE;	/* producers */

@@ -297,6 +297,13 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	enum odpx_thrash_state was;
 	uint64_t now = mono_ns();
 
+	/*
+	 * Read the counters once per window, not on every engine tick: the
+	 * read walks the LRU under ctx->lock (for unused_bytes) and takes
+	 * mon.lock, which a miss would then wait for.
+	 */
+	if (pv->have_prev && now - pv->win_start_ns < (uint64_t)pv->t.cfg.window_ms * 1000000ULL)
+		return;
 	/* gauges, the unused bytes and the watch counts included */
 	if (odpx_stats_read(ctx, &st, sizeof(st)) < 0)
 		return;
@@ -310,8 +317,6 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 		}
 		return;
 	}
-	if (now - pv->win_start_ns < (uint64_t)pv->t.cfg.window_ms * 1000000ULL)
-		return;
 	in.secs = (double)(now - pv->win_start_ns) / 1e9;
 	in.have_pin = ctx->cache_enabled;
 	in.misses = ctr_delta(pv->prev.misses, st.misses);
@@ -321,10 +326,8 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	in.repins = ctr_delta(pv->prev.repins, st.repins);
 	in.invals = ctr_delta(pv->prev.inval_entries, st.inval_entries);
 	if (pv->dev_inputs) {
-		struct ctr_set *old = pv->dev_prev;
 		sample_device(pv);	/* dev_prev is now the new sample, dev_cur the old */
 		thrash_dev_inputs(pv->dev_cur, pv->dev_prev, &in);
-		(void)old;
 	}
 	was = pv->t.state;
 	bool changed = thrash_step(&pv->t, &in);

@@ -10,46 +10,33 @@
 int main(void)
 {
 	const size_t len = DEV_BUF_BYTES;
-	unsigned char *src, *dst, *want;
-	struct ibv_mr *src_mr, *dst_mr;
+	struct dev_pair p;
 	struct dev d;
 
 	dev_open(&d);
 	dev_require_odp(&d, IBV_ODP_SUPPORT_WRITE);
 	dev_connect_self(&d);
-	src = dev_map(len, NULL);
-	want = dev_map(len, NULL);
-	dst = dev_map(len, NULL);
-	memset(dst, 0, len);
-	src_mr = dev_reg(&d, src, len, DEV_MR_ACCESS);
-	dst_mr = dev_reg(&d, dst, len, DEV_MR_ACCESS | IBV_ACCESS_ON_DEMAND);
+	dev_pair_setup(&d, &p, len, DEV_MR_ACCESS | IBV_ACCESS_ON_DEMAND);
+	dev_pair_write_verified(&d, &p, 5, "first RDMA WRITE into the ODP MR");
 
-	dev_fill(src, len, 5);
-	memcpy(want, src, len);
-	if (dev_rdma(&d, IBV_WR_RDMA_WRITE, src_mr, src, len, dst, dst_mr->rkey))
-		dev_fail("first RDMA WRITE into the ODP MR did not complete");
-	if (!dev_same("first RDMA WRITE target", dst, want, len))
-		dev_fail("first RDMA WRITE into the ODP MR: data mismatch");
-	printf("first RDMA WRITE into the ODP MR: verified\n");
-
-	if (munmap(dst, len))
+	if (munmap(p.dst, len))
 		dev_fail("munmap: %s", strerror(errno));
-	dev_map(len, dst);	/* new zero-filled pages at the same address, not yet touched */
-	dev_fill(src, len, 6);
-	memcpy(want, src, len);
-	if (dev_rdma(&d, IBV_WR_RDMA_WRITE, src_mr, src, len, dst, dst_mr->rkey))
+	dev_map(len, p.dst);	/* new zero-filled pages at the same address, not yet touched */
+	dev_fill(p.src, len, 6);
+	memcpy(p.want, p.src, len);
+	if (dev_rdma(&d, IBV_WR_RDMA_WRITE, p.src_mr, p.src, len, p.dst, p.dst_mr->rkey))
 		dev_fail("RDMA WRITE through the ODP MR after the remap did not complete");
-	if (!dev_same("new mapping", dst, want, len)) {
-		if (dev_all(dst, len, 0))
+	if (!dev_same("new mapping", p.dst, p.want, len)) {
+		if (dev_all(p.dst, len, 0))
 			dev_fail("the new mapping did not see the write: the ODP MR did not follow");
 		dev_fail("the new mapping holds wrong data after the write through the ODP MR");
 	}
 	printf("after munmap + mmap(MAP_FIXED) the RDMA WRITE through the same ODP MR landed in "
 	       "the new mapping: %zu bytes verified\n", len);
 
-	ibv_dereg_mr(dst_mr);
-	ibv_dereg_mr(src_mr);
-	munmap(dst, len);
+	ibv_dereg_mr(p.dst_mr);
+	ibv_dereg_mr(p.src_mr);
+	munmap(p.dst, len);
 	dev_close(&d);
 	return 0;
 }

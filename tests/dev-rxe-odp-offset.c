@@ -35,8 +35,7 @@ static void print_runs(const unsigned char *p, size_t len)
 
 int main(void)
 {
-	unsigned char *src, *dst, *want;
-	struct ibv_mr *src_mr, *dst_mr;
+	struct dev_pair p;
 	size_t len;
 	struct dev d;
 
@@ -46,25 +45,20 @@ int main(void)
 	dev_require_odp(&d, IBV_ODP_SUPPORT_WRITE);
 	dev_connect_self(&d);
 	len = 2 * d.page_bytes;
-	src = dev_map(len, NULL);
-	want = dev_map(len, NULL);
-	dst = dev_map(len, NULL);
-	memset(dst, 0, len);
-	src_mr = dev_reg(&d, src, len, DEV_MR_ACCESS);
-	dst_mr = dev_reg(&d, dst, len, DEV_MR_ACCESS | IBV_ACCESS_ON_DEMAND);
+	dev_pair_setup(&d, &p, len, DEV_MR_ACCESS | IBV_ACCESS_ON_DEMAND);
 
-	dev_fill(src, WRITE_BYTES, 7);
+	dev_fill(p.src, WRITE_BYTES, 7);
 	for (size_t i = 0; i < WRITE_BYTES; i++)
-		src[i] |= 1;	/* no zero bytes, so the runs below show the whole write */
-	if (dev_rdma(&d, IBV_WR_RDMA_WRITE, src_mr, src, WRITE_BYTES, dst + WRITE_OFFSET,
-		     dst_mr->rkey))
+		p.src[i] |= 1;	/* no zero bytes, so the runs below show the whole write */
+	if (dev_rdma(&d, IBV_WR_RDMA_WRITE, p.src_mr, p.src, WRITE_BYTES, p.dst + WRITE_OFFSET,
+		     p.dst_mr->rkey))
 		dev_fail("RDMA WRITE of %d bytes to page+%d of the ODP MR did not complete",
 			 WRITE_BYTES, WRITE_OFFSET);
-	print_runs(dst, len);
+	print_runs(p.dst, len);
 
-	memset(want, 0, len);
-	memcpy(want + WRITE_OFFSET, src, WRITE_BYTES);
-	if (!memcmp(dst, want, len)) {
+	memset(p.want, 0, len);
+	memcpy(p.want + WRITE_OFFSET, p.src, WRITE_BYTES);
+	if (!memcmp(p.dst, p.want, len)) {
 		struct utsname u;
 
 		uname(&u);
@@ -73,15 +67,15 @@ int main(void)
 		       WRITE_OFFSET, u.release);
 		return 1;
 	}
-	memset(want, 0, len);
-	memcpy(want, src, WRITE_BYTES);
-	if (!memcmp(dst, want, len)) {
+	memset(p.want, 0, len);
+	memcpy(p.want, p.src, WRITE_BYTES);
+	if (!memcmp(p.dst, p.want, len)) {
 		printf("the %d bytes meant for page+%d landed at page+0\n", WRITE_BYTES,
 		       WRITE_OFFSET);
 		printf("XFAIL: known rxe kernel bug: ODP copy ignores offset within page "
 		       "(upstream __rxe_odp_mr_copy)\n");
-		ibv_dereg_mr(dst_mr);
-		ibv_dereg_mr(src_mr);
+		ibv_dereg_mr(p.dst_mr);
+		ibv_dereg_mr(p.src_mr);
 		dev_close(&d);
 		return 0;
 	}

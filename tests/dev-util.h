@@ -474,4 +474,39 @@ static inline void dev_close(struct dev *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/*
+ * The buffers of a one-sided test: a pinned source, a destination (ODP when
+ * @dst_access has IBV_ACCESS_ON_DEMAND), both page-aligned and registered,
+ * the destination zeroed, and a scratch buffer for the expected bytes.
+ */
+struct dev_pair {
+	unsigned char *src, *dst, *want;
+	struct ibv_mr *src_mr, *dst_mr;
+	size_t len;
+};
+
+static inline void dev_pair_setup(struct dev *d, struct dev_pair *p, size_t len, int dst_access)
+{
+	p->len = len;
+	p->src = dev_map(len, NULL);
+	p->want = dev_map(len, NULL);
+	p->dst = dev_map(len, NULL);
+	memset(p->dst, 0, len);
+	p->src_mr = dev_reg(d, p->src, len, DEV_MR_ACCESS);
+	p->dst_mr = dev_reg(d, p->dst, len, dst_access);
+}
+
+/* RDMA WRITE @seed's pattern over the whole destination and verify it arrived. */
+static inline void dev_pair_write_verified(struct dev *d, struct dev_pair *p, uint32_t seed,
+					   const char *what)
+{
+	dev_fill(p->src, p->len, seed);
+	memcpy(p->want, p->src, p->len);
+	if (dev_rdma(d, IBV_WR_RDMA_WRITE, p->src_mr, p->src, p->len, p->dst, p->dst_mr->rkey))
+		dev_fail("%s: RDMA WRITE did not complete", what);
+	if (!dev_same(what, p->dst, p->want, p->len))
+		dev_fail("%s: data mismatch", what);
+	printf("%s: verified\n", what);
+}
+
 #endif /* ODPX_DEV_UTIL_H */

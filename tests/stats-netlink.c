@@ -26,25 +26,6 @@
 
 static char fx[PATH_MAX];
 
-static void find_fixtures(void)
-{
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (getenv("ODPX_FIXTURES")) {
-		snprintf(fx, sizeof(fx), "%s", getenv("ODPX_FIXTURES"));
-		return;
-	}
-	if (access("tests/fixtures/netlink-rxe", R_OK) == 0) {
-		snprintf(fx, sizeof(fx), "tests/fixtures");
-		return;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	CHECK(n > 0, "readlink");
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
-	snprintf(fx, sizeof(fx), "%.4000s/../../tests/fixtures", exe);
-}
 
 static size_t load(const char *name, char *buf, size_t cap)
 {
@@ -252,7 +233,7 @@ static void test_built(void)
 
 int main(void)
 {
-	find_fixtures();
+	find_fixtures(fx, sizeof(fx), "netlink-rxe");
 	test_recorded();
 	test_built();
 	printf("recorded rxe replies and built mlx5 per-MR replies parse; malformed ones are rejected\n");

@@ -27,27 +27,6 @@ static char fx[PATH_MAX];
 
 static const char *dirname_of(char *p);
 
-static void find_fixtures(void)
-{
-	const char *e = getenv("ODPX_FIXTURES");
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (e) {
-		snprintf(fx, sizeof(fx), "%s", e);
-		return;
-	}
-	if (access("tests/fixtures/sysfs-legacy", R_OK) == 0) {
-		snprintf(fx, sizeof(fx), "tests/fixtures");
-		return;
-	}
-	/* build dir: tests/<name> -> ../../tests/fixtures */
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	CHECK(n > 0, "readlink /proc/self/exe");
-	exe[n] = 0;
-	CHECK((size_t)snprintf(fx, sizeof(fx), "%s/../../tests/fixtures", dirname_of(exe)) < sizeof(fx),
-	      "fixture path too long");
-}
 
 static struct stats_roots roots(const char *sys, const char *dbg, const char *proc)
 {
@@ -265,7 +244,7 @@ static void test_env_and_tool(void)
 
 int main(void)
 {
-	find_fixtures();
+	find_fixtures(fx, sizeof(fx), "sysfs-legacy");
 	test_parse();
 	test_legacy();
 	test_bad();

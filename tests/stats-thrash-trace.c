@@ -14,21 +14,6 @@
 
 static char fx[PATH_MAX];
 
-static void find_fixtures(void)
-{
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (access("tests/fixtures/traces", R_OK) == 0) {
-		snprintf(fx, sizeof(fx), "tests/fixtures");
-		return;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	CHECK(n > 0, "readlink");
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
-	snprintf(fx, sizeof(fx), "%.4000s/../../tests/fixtures", exe);
-}
 
 static enum odpx_thrash_state state_of(const char *s)
 {
@@ -106,7 +91,7 @@ static void test_cfg(void)
 
 int main(void)
 {
-	find_fixtures();
+	find_fixtures(fx, sizeof(fx), "traces");
 	test_cfg();
 	/* OK -> WARMING -> OK -> THRASH -> OK */
 	run_trace("odp-phases.trace", 4);

@@ -63,6 +63,33 @@ static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/*
+ * The fixture tree tests/fixtures: $ODPX_FIXTURES, else the one under the
+ * current directory (when it holds @probe), else the one beside the build
+ * directory of this program (build/tests/<name> -> tests/fixtures).
+ */
+static inline void find_fixtures(char *fx, size_t cap, const char *probe)
+{
+	char exe[4096], path[4200];
+	const char *e = getenv("ODPX_FIXTURES");
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "tests/fixtures/%s", probe);
+	if (e) {
+		snprintf(fx, cap, "%s", e);
+	} else if (access(path, R_OK) == 0) {
+		snprintf(fx, cap, "tests/fixtures");
+	} else {
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (n <= 0)
+			FAIL("readlink /proc/self/exe: %s", strerror(errno));
+		exe[n] = 0;
+		*strrchr(exe, '/') = 0;
+		if ((size_t)snprintf(fx, cap, "%s/../../tests/fixtures", exe) >= cap)
+			FAIL("fixture path too long");
+	}
+}
+
 static inline void *map_anon(void *at, size_t len)
 {
 	void *p = mmap(at, len, PROT_READ | PROT_WRITE,
