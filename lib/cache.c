@@ -338,8 +338,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ST(e->dnext, *victims);
 			*victims = idx;
 			STAT_INC(ctx, evictions);
-			ctx->evicted[ctx->nevicted++ % 32].start = e_start(e);
-			ctx->evicted[(ctx->nevicted - 1) % 32].end = e_end(e);
+			ctx->evicted[(e_start(e) >> PAGE_SHIFT) % 64] = e_start(e);
+			ctx->nevicted++;
 			stats_gauges_publish(ctx);
 		}
 		idx = prev;
@@ -366,17 +366,14 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v)
  * Reserve an entry and @bytes within the limits, evicting if needed.
  * Returns the entry index or -ENOMEM (everything in use).
  */
-/* A miss on a range evicted lately: the working set does not fit (ctx->lock). */
-static void count_remiss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e)
+/* A miss at the start of a range evicted lately: the working set does not fit. */
+static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 {
-	uint32_t n = ctx->nevicted < 32 ? ctx->nevicted : 32;
+	uintptr_t *slot = &ctx->evicted[(s >> PAGE_SHIFT) % 64];
 
-	for (uint32_t i = 0; i < n; i++) {
-		if (ctx->evicted[i].start < e && ctx->evicted[i].end > s) {
-			STAT_INC(ctx, evict_remiss);
-			ctx->evicted[i].start = ctx->evicted[i].end = 0;	/* once */
-			return;
-		}
+	if (*slot == s) {
+		STAT_INC(ctx, evict_remiss);
+		*slot = 0;	/* once */
 	}
 }
 
@@ -394,7 +391,7 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home, uint
 
 		pthread_mutex_lock(&ctx->lock);
 		if (start && ctx->nevicted && tries == 0)
-			count_remiss(ctx, start, start + bytes);
+			count_remiss(ctx, start);
 		ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes,
 			       &victims) && ctx->free_head != NIL;
 		if (ok) {

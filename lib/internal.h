@@ -175,8 +175,11 @@ struct odpx_ctx {
 	uint32_t free_head;		/* free list through lru_prev/lru_next */
 	uint32_t lru_head, lru_tail;	/* head: most recent */
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
-	/* ranges evicted lately: a miss on one is counted in evict_remiss */
-	struct { uintptr_t start, end; } evicted[32];
+	/*
+	 * Starts of ranges evicted lately, direct-mapped by start page: a miss
+	 * at one of them is counted in evict_remiss (ctx->lock).
+	 */
+	uintptr_t evicted[64];
 	uint32_t nevicted;
 	struct odpx_limits lim;
 	uint32_t tick_ms;

@@ -320,7 +320,7 @@ struct odpx_stats {
 	uint64_t odp_mrs;		/* ODP MRs registered: chunks and ranges */
 	uint64_t odp_fallbacks;		/* chunk registration failed: range MR instead */
 	/* pin cache, for the thrash detector */
-	uint64_t evict_remiss;		/* misses on one of the last 32 evicted ranges */
+	uint64_t evict_remiss;		/* misses at the start of a recently evicted range */
 };
 
 /**

@@ -25,7 +25,7 @@
  * current state resets the run.
  *
  * Evictions followed by a miss on the same range come from the cache itself
- * (stats.evict_remiss: a miss on one of the last 32 evicted ranges); a
+ * (stats.evict_remiss: a miss at the start of a recently evicted range); a
  * reader without it (an older segment) falls back to min(evictions,
  * misses): in a cache at its limits each miss of a cycled working set
  * evicts one range that is missed again later.
