@@ -747,7 +747,6 @@ void cache_trim(struct odpx_ctx *ctx)
 int cache_init(struct odpx_ctx *ctx)
 {
 	size_t bytes = (size_t)ctx->max_entries * sizeof(struct entry);
-	uint32_t nb = 1;
 
 	ctx->ent = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -755,9 +754,6 @@ int cache_init(struct odpx_ctx *ctx)
 		ctx->ent = NULL;
 		return -ENOMEM;
 	}
-	while (nb * 2 <= ctx->max_entries)
-		nb *= 2;
-	ctx->nbuckets_mask = nb - 1;
 	for (uint32_t i = 0; i < ctx->max_entries; i++) {
 		struct entry *e = &ctx->ent[i];
 		ST(e->bucket, NIL);

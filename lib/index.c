@@ -12,12 +12,17 @@
 /* ---- exact-start hash ---- */
 
 
+/*
+ * New entries go first, except behind an entry that sits in its own bucket's
+ * slot: that one stays first, so its lookup reads a single line.
+ */
 static void hash_insert(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uint32_t acc)
 {
-	struct entry *b = &ctx->ent[bucket_of(ctx, start, acc)];
+	uint32_t b = bucket_of(ctx, start, acc), head = LD(ctx->ent[b].bucket);
+	_Atomic uint32_t *link = head == b && idx != b ? &ctx->ent[b].hnext : &ctx->ent[b].bucket;
 
-	ST(ctx->ent[idx].hnext, LD(b->bucket));
-	ST(b->bucket, idx);
+	ST(ctx->ent[idx].hnext, LD(*link));
+	ST(*link, idx);
 }
 
 static void hash_remove(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uint32_t acc)

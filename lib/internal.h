@@ -160,7 +160,6 @@ struct odpx_ctx {
 	_Atomic uint32_t seq ALIGNED_LINE;
 	uint32_t fork_gen;
 	_Atomic uint32_t clock;		/* LRU epoch: bumped at each miss */
-	uint32_t nbuckets_mask;
 	struct entry *ent;		/* slab of max_entries */
 	uint32_t max_entries;
 	enum odpx_mode mode;
