@@ -27,6 +27,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,9 @@
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
+
+/* the longest a burst of events delays the unpinning of what it killed */
+#define KICK_MAX_NS 1000000ULL
 
 struct monitor mon = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -511,26 +515,46 @@ static void handle(const struct uffd_msg *m)
 		watch_cut(s, e);	/* the VMA is gone (or moved away) */
 }
 
+/* Wake the engines that have dead entries to unpin (mon.lock). */
+static void kick_engines(void)
+{
+	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+		if (atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
+			engine_kick(c);
+}
+
 static void *reader_main(void *arg)
 {
 	struct uffd_msg msgs[32];	/* on the stack: the reader never allocates */
-
-	uint64_t spin_until = 0;
+	uint64_t spin_until = 0, kick_by = 0;
 
 	(void)arg;
 	for (;;) {
 		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
+		uint64_t now = mono_ns();
 		/*
 		 * After an event, poll without sleeping for a little while:
 		 * munmaps come in bursts, and a reader that is awake saves the
-		 * munmap caller one of its two wake-ups.
+		 * munmap caller one of its two wake-ups.  The engines are woken
+		 * to unpin when the burst is over (or after KICK_MAX_NS of it),
+		 * not at each event: an engine at work on the reader's CPU would
+		 * delay the reading of the next event, which the next munmap
+		 * waits for.
 		 */
-		int timeout = mono_ns() < spin_until ? 0 : -1;
+		int timeout = now < spin_until ? 0 : -1;
 
+		if (kick_by && (timeout < 0 || now >= kick_by)) {
+			pthread_mutex_lock(&mon.lock);
+			kick_engines();
+			pthread_mutex_unlock(&mon.lock);
+			kick_by = 0;
+		}
 		if (poll(p, 2, timeout) < 0)
 			continue;	/* EINTR cannot happen (signals masked) */
-		if (timeout == 0 && !p[0].revents && !p[1].revents)
+		if (timeout == 0 && !p[0].revents && !p[1].revents) {
+			sched_yield();	/* a thread that shares our CPU goes first */
 			continue;
+		}
 		if (p[1].revents)
 			break;
 		if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
@@ -546,11 +570,11 @@ static void *reader_main(void *arg)
 				handle(&msgs[i]);
 		}
 		seq_all();
-		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
-			if (atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
-				engine_kick(c);
 		pthread_mutex_unlock(&mon.lock);
-		spin_until = mono_ns() + mon.spin_ns;
+		now = mono_ns();
+		if (!kick_by)
+			kick_by = now + KICK_MAX_NS;
+		spin_until = now + mon.spin_ns;
 	}
 	return NULL;
 }
