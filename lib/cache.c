@@ -293,7 +293,7 @@ static void put_ref(struct odpx_ctx *ctx, struct entry *e)
  * after unlocking.  Returns false when everything left is in use.
  */
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
-		      uint64_t bytes, uint32_t *victims)
+		      uint64_t bytes, uint32_t *victims, bool mon_held)
 {
 	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2;
 	uint32_t idx = ctx->lru_tail;
@@ -321,7 +321,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 				idx = prev;
 			continue;		/* else it is the oldest: look again */
 		}
-		pthread_mutex_lock(&mon.lock);
+		if (!mon_held)
+			pthread_mutex_lock(&mon.lock);
 		w = atomic_load_explicit(&e->word, ACQ);
 		bool owned = false;
 		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0) {
@@ -329,7 +330,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			owned = kill_locked(ctx, idx, 0);	/* else a hit won: it pushes */
 			seq_end(ctx);
 		}
-		pthread_mutex_unlock(&mon.lock);
+		if (!mon_held)
+			pthread_mutex_unlock(&mon.lock);
 		if (owned) {
 			cache_unlink_lru(ctx, idx);
 			/* account now so the loop sees the room; freed after unpin */
@@ -347,19 +349,34 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 	return true;
 }
 
-static void free_victims(struct odpx_ctx *ctx, uint32_t v)
+/* Victims already unpinned back to the free list (ctx->lock). */
+static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 {
 	while (v != NIL) {
 		uint32_t next = LD(ctx->ent[v].dnext);
-		ctx->be->unpin(ctx, v);
-		STAT_INC(ctx, unpins);
-		pthread_mutex_lock(&ctx->lock);
 		ctx->nentries++;	/* entry_free_locked takes it off again */
 		ctx->pinned_bytes += SPAN_BYTES(LD(ctx->ent[v].span));
 		entry_free_locked(ctx, v);
-		pthread_mutex_unlock(&ctx->lock);
 		v = next;
 	}
+}
+
+static void unpin_victims(struct odpx_ctx *ctx, uint32_t v)
+{
+	for (; v != NIL; v = LD(ctx->ent[v].dnext)) {
+		ctx->be->unpin(ctx, v);
+		STAT_INC(ctx, unpins);
+	}
+}
+
+static void free_victims(struct odpx_ctx *ctx, uint32_t v)
+{
+	if (v == NIL)
+		return;
+	unpin_victims(ctx, v);
+	pthread_mutex_lock(&ctx->lock);
+	victims_free_locked(ctx, v);
+	pthread_mutex_unlock(&ctx->lock);
 }
 
 /*
@@ -393,7 +410,7 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home, uint
 		if (start && ctx->nevicted && tries == 0)
 			count_remiss(ctx, start);
 		ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes,
-			       &victims) && ctx->free_head != NIL;
+			       &victims, false) && ctx->free_head != NIL;
 		if (ok) {
 			idx = take_free_locked(ctx, home);
 			ctx->nentries++;
@@ -416,6 +433,42 @@ static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home, uint
 	return idx;
 }
 
+/*
+ * The miss's reservation, under ctx->lock and mon.lock: an entry and @bytes
+ * within the limits, evicting onto *victims (for the caller to unpin after
+ * unlocking).  When the slab has no free slot, the first victim's slot is
+ * taken: it is FREE on return but still pinned (*reused), and *victims no
+ * longer holds it; the caller unpins it before pinning into it.
+ */
+static int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
+			      uintptr_t start, uint32_t *victims, bool *reused)
+{
+	uint32_t idx;
+
+	if (bytes > ctx->lim.max_pinned_bytes)
+		return odpx_fail(-ENOMEM, "%" PRIu64 " bytes exceed max_pinned_bytes", bytes);
+	if (start && ctx->nevicted)
+		count_remiss(ctx, start);
+	if (!make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes, victims, true) ||
+	    (ctx->free_head == NIL && *victims == NIL))
+		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
+				 " pinned bytes) and every entry is in use",
+				 ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+	if (ctx->free_head != NIL) {
+		idx = take_free_locked(ctx, home);
+	} else {
+		struct entry *e = &ctx->ent[idx = *victims];
+		*victims = LD(e->dnext);
+		*reused = true;
+		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)) + 1, 0, ST_FREE, 0), REL);
+	}
+	ctx->nentries++;
+	ctx->pinned_bytes += bytes;
+	stats_gauges_publish(ctx);
+	ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
+	return idx;
+}
+
 static void unreserve(struct odpx_ctx *ctx, uint32_t idx)
 {
 	pthread_mutex_lock(&ctx->lock);
@@ -429,7 +482,7 @@ static void evict_all_unused(struct odpx_ctx *ctx)
 	uint32_t victims = NIL;
 
 	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims);
+	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims, false);
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);
 }
@@ -517,11 +570,43 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	}
 	if (unsafe && !engine_running(ctx) && (r = engine_start(ctx)) < 0)
 		return r;
-	for (int attempt = 0; attempt < MISS_RETRIES; attempt++) {
+	bool watched = false;
+
+	for (int attempt = 0; attempt < MISS_RETRIES;) {
 		uintptr_t us = s, ue = end;
+		uint32_t victims = NIL;
+		bool reused = false;
 		uint64_t c0;
 
-		if (!unsafe) {
+		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+			cache_reap_dead(ctx);
+		/*
+		 * One section under both locks: lookup, watch check, merge and
+		 * reservation with its evictions.  The miss takes each lock twice
+		 * in all, here and at the insert.
+		 */
+		pthread_mutex_lock(&ctx->lock);
+		pthread_mutex_lock(&mon.lock);
+		if (lookup_locked(ctx, s, end, acc, out) == LK_HIT) {
+			pthread_mutex_unlock(&mon.lock);
+			pthread_mutex_unlock(&ctx->lock);
+			stats_hit(ctx, 1);
+			return 0;
+		}
+		/*
+		 * Watched, checked atomically with taking c0: a VMA replaced
+		 * after monitor_watch() had its record cut (and its UNMAP logged
+		 * before c0); pinning the new, unwatched VMA must not be cached.
+		 */
+		if (!unsafe && !monitor_covers(s, end)) {
+			pthread_mutex_unlock(&mon.lock);
+			pthread_mutex_unlock(&ctx->lock);
+			if (watched) {	/* watched, and replaced since */
+				STAT_INC(ctx, miss_retries);
+				attempt++;
+				watched = false;
+				continue;
+			}
 			r = monitor_watch(s, end);
 			if (r == -EXDEV) {
 				STAT_INC(ctx, direct_shared);
@@ -538,22 +623,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			if (r < 0)
 				return odpx_fail(r, "%#lx-%#lx is not mapped or not accessible",
 						 (unsigned long)s, (unsigned long)end);
-		}
-
-		pthread_mutex_lock(&mon.lock);
-		if (lookup_locked(ctx, s, end, acc, out) == LK_HIT) {
-			pthread_mutex_unlock(&mon.lock);
-			stats_hit(ctx, 1);
-			return 0;
-		}
-		/*
-		 * Still watched, checked atomically with taking c0: a VMA replaced
-		 * after monitor_watch() had its record cut (and its UNMAP logged
-		 * before c0); pinning the new, unwatched VMA must not be cached.
-		 */
-		if (!unsafe && !monitor_covers(s, end)) {
-			pthread_mutex_unlock(&mon.lock);
-			STAT_INC(ctx, miss_retries);
+			watched = true;
 			continue;
 		}
 		/* merge with what it overlaps, unless that outgrows the cap */
@@ -573,26 +643,39 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			STAT_INC(ctx, repins);
 		c0 = mon.inval_count;
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
-		pthread_mutex_unlock(&mon.lock);
-		int64_t idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc), us);
+		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &victims, &reused);
 		if (idx == -ENOMEM && (us != s || ue != end)) {
 			/* the merged range outgrew the limits: the request alone may fit */
 			us = s;
 			ue = end;
-			idx = reserve(ctx, ue - us, bucket_of(ctx, us, acc), 0);
+			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &victims, &reused);
 		}
-		if (idx < 0)
+		pthread_mutex_unlock(&mon.lock);
+		pthread_mutex_unlock(&ctx->lock);
+		/* victims first: a victim's slot may be the one we pin into */
+		unpin_victims(ctx, victims);
+		if (reused) {
+			ctx->be->unpin(ctx, (uint32_t)idx);
+			STAT_INC(ctx, unpins);
+		}
+		if (idx < 0) {
+			pthread_mutex_lock(&ctx->lock);
+			victims_free_locked(ctx, victims);
+			pthread_mutex_unlock(&ctx->lock);
 			return (int)idx;
+		}
 		if (us != s || ue != end)
 			STAT_INC(ctx, merges);
 		r = pin_entry(ctx, (uint32_t)idx, us, ue - us, acc);
+		pthread_mutex_lock(&ctx->lock);
+		victims_free_locked(ctx, victims);
 		if (r < 0) {
-			unreserve(ctx, (uint32_t)idx);
+			entry_free_locked(ctx, (uint32_t)idx);
+			pthread_mutex_unlock(&ctx->lock);
 			return r;
 		}
 
 		struct entry *e = &ctx->ent[idx];
-		pthread_mutex_lock(&ctx->lock);
 		pthread_mutex_lock(&mon.lock);
 		if (!unsafe && monitor_inval_since(c0, us, ue)) {
 			pthread_mutex_unlock(&mon.lock);
@@ -738,7 +821,7 @@ void cache_trim(struct odpx_ctx *ctx)
 	}
 	if (unused > ctx->lim.max_unused_bytes) {
 		over = unused - ctx->lim.max_unused_bytes;
-		make_room(ctx, UINT64_MAX, ctx->pinned_bytes - over, 0, &victims);
+		make_room(ctx, UINT64_MAX, ctx->pinned_bytes - over, 0, &victims, false);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);

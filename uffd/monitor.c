@@ -459,9 +459,16 @@ bool monitor_inval_since(uint64_t c0, uintptr_t s, uintptr_t e)
 	return false;
 }
 
+/*
+ * "Recently": among the last REPIN_WINDOW events.  A miss that repins what
+ * was just unmapped finds it there; a wider window costs every miss a longer
+ * scan for a counter.
+ */
+#define REPIN_WINDOW 16
+
 bool monitor_recently_invalidated(uintptr_t s, uintptr_t e)
 {
-	uint64_t lo = mon.inval_count > 64 ? mon.inval_count - 64 : 0;
+	uint64_t lo = mon.inval_count > REPIN_WINDOW ? mon.inval_count - REPIN_WINDOW : 0;
 
 	return mon.inval_count > lo && monitor_inval_since(lo, s, e);
 }
