@@ -379,10 +379,6 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/*
- * Reserve an entry and @bytes within the limits, evicting if needed.
- * Returns the entry index or -ENOMEM (everything in use).
- */
 /* A miss at the start of a range evicted lately: the working set does not fit. */
 static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 {
@@ -394,66 +390,27 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 	}
 }
 
-static int64_t reserve(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home, uintptr_t start)
-{
-	uint32_t victims = NIL, idx;
-	bool ok;
-
-	if (bytes > ctx->lim.max_pinned_bytes)
-		return odpx_fail(-ENOMEM, "%" PRIu64 " bytes exceed max_pinned_bytes", bytes);
-	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-		cache_reap_dead(ctx);
-	for (int tries = 0;; tries++) {
-		bool again;
-
-		pthread_mutex_lock(&ctx->lock);
-		if (start && ctx->nevicted && tries == 0)
-			count_remiss(ctx, start);
-		ok = make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes,
-			       &victims, false) && ctx->free_head != NIL;
-		if (ok) {
-			idx = take_free_locked(ctx, home);
-			ctx->nentries++;
-			ctx->pinned_bytes += bytes;
-			stats_gauges_publish(ctx);
-			ST(ctx->ent[idx].span, SPAN_MAKE(0UL, bytes >> PAGE_SHIFT));
-		}
-		pthread_mutex_unlock(&ctx->lock);
-		/* the slab holds exactly max_entries: a victim frees the slot we need */
-		again = !ok && victims != NIL && tries < 3;
-		free_victims(ctx, victims);
-		victims = NIL;
-		if (!again)
-			break;
-	}
-	if (!ok)
-		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
-				 " pinned bytes) and every entry is in use",
-				 ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
-	return idx;
-}
-
 /*
- * The miss's reservation, under ctx->lock and mon.lock: an entry and @bytes
- * within the limits, evicting onto *victims (for the caller to unpin after
- * unlocking).  When the slab has no free slot, the first victim's slot is
- * taken: it is FREE on return but still pinned (*reused), and *victims no
- * longer holds it; the caller unpins it before pinning into it.
+ * Reserve an entry and @bytes within the limits, under ctx->lock (and
+ * mon.lock when @mon_held), evicting onto *victims for the caller to unpin
+ * after unlocking.  When the slab has no free slot, the first victim's slot
+ * is taken: it is FREE on return but still pinned (*reused), and *victims no
+ * longer holds it.  Returns the entry or -ENOMEM (everything in use); the
+ * reason is set by pin_reserved(), outside the locks.
  */
 static int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
-			      uintptr_t start, uint32_t *victims, bool *reused)
+			      uintptr_t start, uint32_t *victims, bool *reused, bool mon_held)
 {
 	uint32_t idx;
 
 	if (bytes > ctx->lim.max_pinned_bytes)
-		return odpx_fail(-ENOMEM, "%" PRIu64 " bytes exceed max_pinned_bytes", bytes);
+		return -ENOMEM;
 	if (start && ctx->nevicted)
 		count_remiss(ctx, start);
-	if (!make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes, victims, true) ||
+	if (!make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes, victims,
+		       mon_held) ||
 	    (ctx->free_head == NIL && *victims == NIL))
-		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
-				 " pinned bytes) and every entry is in use",
-				 ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+		return -ENOMEM;
 	if (ctx->free_head != NIL) {
 		idx = take_free_locked(ctx, home);
 	} else {
@@ -515,19 +472,56 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	return r;
 }
 
+/*
+ * After reserve_locked(), with no lock held: unpin the victims (the reused
+ * one too), pin [s, s+len) into @idx and give the other victims back to the
+ * free list.  Returns 0 with ctx->lock held, or -errno with nothing held and
+ * @idx freed.
+ */
+static int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reused,
+			uintptr_t s, size_t len, uint32_t acc)
+{
+	int r;
+
+	unpin_victims(ctx, victims);
+	if (reused) {
+		ctx->be->unpin(ctx, (uint32_t)idx);
+		STAT_INC(ctx, unpins);
+	}
+	if (idx < 0)
+		r = len > ctx->lim.max_pinned_bytes
+			? odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes", len)
+			: odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
+				    " pinned bytes) and every entry is in use",
+				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+	else
+		r = pin_entry(ctx, (uint32_t)idx, s, len, acc);
+	pthread_mutex_lock(&ctx->lock);
+	victims_free_locked(ctx, victims);
+	if (r < 0) {
+		if (idx >= 0)
+			entry_free_locked(ctx, (uint32_t)idx);
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	return r;
+}
+
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		      struct entry **out)
 {
-	int64_t idx = reserve(ctx, end - s, NIL, 0);
+	uint32_t victims = NIL;
+	bool reused = false;
+	int64_t idx;
 	int r;
 
-	if (idx < 0)
-		return (int)idx;
-	r = pin_entry(ctx, (uint32_t)idx, s, end - s, acc);
-	if (r < 0) {
-		unreserve(ctx, (uint32_t)idx);
+	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+		cache_reap_dead(ctx);
+	pthread_mutex_lock(&ctx->lock);
+	idx = reserve_locked(ctx, end - s, NIL, 0, &victims, &reused, false);
+	pthread_mutex_unlock(&ctx->lock);
+	if ((r = pin_reserved(ctx, idx, victims, reused, s, end - s, acc)) < 0)
 		return r;
-	}
+	pthread_mutex_unlock(&ctx->lock);
 	struct entry *e = &ctx->ent[idx];
 	e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
 	e->access = (uint8_t)acc;
@@ -643,37 +637,22 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			STAT_INC(ctx, repins);
 		c0 = mon.inval_count;
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
-		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &victims, &reused);
+		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &victims, &reused,
+					     true);
 		if (idx == -ENOMEM && (us != s || ue != end)) {
 			/* the merged range outgrew the limits: the request alone may fit */
 			us = s;
 			ue = end;
-			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &victims, &reused);
+			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &victims, &reused,
+					     true);
 		}
 		pthread_mutex_unlock(&mon.lock);
 		pthread_mutex_unlock(&ctx->lock);
-		/* victims first: a victim's slot may be the one we pin into */
-		unpin_victims(ctx, victims);
-		if (reused) {
-			ctx->be->unpin(ctx, (uint32_t)idx);
-			STAT_INC(ctx, unpins);
-		}
-		if (idx < 0) {
-			pthread_mutex_lock(&ctx->lock);
-			victims_free_locked(ctx, victims);
-			pthread_mutex_unlock(&ctx->lock);
-			return (int)idx;
-		}
-		if (us != s || ue != end)
+		if (idx >= 0 && (us != s || ue != end))
 			STAT_INC(ctx, merges);
-		r = pin_entry(ctx, (uint32_t)idx, us, ue - us, acc);
-		pthread_mutex_lock(&ctx->lock);
-		victims_free_locked(ctx, victims);
-		if (r < 0) {
-			entry_free_locked(ctx, (uint32_t)idx);
-			pthread_mutex_unlock(&ctx->lock);
+		/* victims first: a victim's slot may be the one we pin into */
+		if ((r = pin_reserved(ctx, idx, victims, reused, us, ue - us, acc)) < 0)
 			return r;
-		}
 
 		struct entry *e = &ctx->ent[idx];
 		pthread_mutex_lock(&mon.lock);

@@ -8,7 +8,9 @@
  *     inval_bytes); an event over watched memory that holds no entry kills
  *     nothing;
  *   - the dead entry is unpinned by the engine (dead_unpinned, entries and
- *     VmPin back), at once when it was released, at its dereg when held;
+ *     VmPin back), at once when it was released, at its dereg when held,
+ *     with an engine tick of an hour: the wake-up must come from the
+ *     monitor's reader (or the dereg), not from a tick;
  *   - the next odpx_reg of the range misses, counts a repin and moves the
  *     bytes of the new pages;
  *   - watched ranges are counted (watch_vmas, watch_regs): one registration
@@ -320,7 +322,12 @@ static int mode_main(void)
 	long kb0 = vm_pinned_kb();
 
 	CHECK(kb0 >= 0, "no VmPin in /proc/self/status");
-	ctx = open_pin(0);
+	/*
+	 * An engine tick far beyond WAIT_S: a dead entry is unpinned in time
+	 * only if the monitor (or the last dereg) woke the engine for it.
+	 */
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_TICK, .tick_ms = 3600 * 1000 };
+	CHECK_RC(odpx_open_uring(&a, &ctx), 0);
 	events();
 	shared();
 	struct odpx_stats st = stats_of(ctx);
