@@ -22,6 +22,16 @@
  *   held     "cached" but still held at munmap (released after, untimed):
  *            the entry dies with a reference, so the engine is not woken
  *            to unpin during the timed loop.
+ * and the floor of this machine, with no odpx in the process at all:
+ *   spinner  "without" while another thread of the process spins in user
+ *            space: a thread that is awake in the process's mm makes every
+ *            munmap wait for a TLB-shootdown IPI to its CPU.
+ *   bare-busy, bare-sleep  munmap of a range registered (UNMAP events) on
+ *            a bare userfaultfd whose reader, a thread that does nothing
+ *            else, reads in a busy loop (pays the shootdown, saves a
+ *            wake-up) or sleeps in poll() (pays both wake-ups).  The better
+ *            of the two is the least any user-space uffd reader can cost
+ *            here, whatever it does with the events.
  *
  * All are interleaved round by round (each round opens and closes a
  * context), so drift and noise fall on all of them alike.  Each mapping has
@@ -33,8 +43,13 @@
  * runs 64 KiB across CPUs; a full run adds 4 KiB, same-CPU and the
  * scheduler's own placement.
  */
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 
 #include "bench.h"
 #include "../uffd/monitor.h"	/* monitor_watch(): the "watched" diagnostic */
@@ -164,13 +179,89 @@ static void idlers_stop(struct idlers *d)
 	close(d->efd);
 }
 
+/* ---- the floor: a spinning thread, and a bare userfaultfd ---- */
+
+struct bare {
+	int uffd, stopfd;
+	bool busy;		/* reader: busy read() loop, or poll() then read() */
+	atomic_bool stop;
+	pthread_t thr;
+};
+
+static void *spin_main(void *arg)
+{
+	struct bare *b = arg;
+
+	while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+static void *bare_reader(void *arg)
+{
+	struct bare *b = arg;
+	struct uffd_msg m[32];
+
+	while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
+		struct pollfd p[2] = { { b->uffd, POLLIN, 0 }, { b->stopfd, POLLIN, 0 } };
+		if (!b->busy && poll(p, 2, -1) < 0)
+			DIE("poll: %s", strerror(errno));
+		while (read(b->uffd, m, sizeof(m)) > 0)
+			;
+	}
+	return NULL;
+}
+
+/* A thread that spins (uffd < 0) or reads a bare userfaultfd. */
+static void bare_start(struct bare *b, bool uffd, bool busy)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_EVENT_UNMAP };
+
+	*b = (struct bare){ .uffd = -1, .stopfd = eventfd(0, EFD_CLOEXEC), .busy = busy };
+	if (uffd) {
+		b->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* USER_MODE_ONLY */);
+		if (b->uffd < 0 || ioctl(b->uffd, UFFDIO_API, &api))
+			DIE("bare userfaultfd: %s", strerror(errno));
+	}
+	if (b->stopfd < 0 || pthread_create(&b->thr, NULL, uffd ? bare_reader : spin_main, b))
+		DIE("bare thread: %s", strerror(errno));
+	settle();
+	usleep(1000);
+}
+
+static void bare_watch(struct bare *b, struct slots *s)
+{
+	for (unsigned i = 0; i < s->k; i++) {
+		struct uffdio_register reg = {
+			.range = { (uintptr_t)s->p[i], s->bytes },
+			.mode = UFFDIO_REGISTER_MODE_MISSING,	/* populated: never faults */
+		};
+		if (ioctl(b->uffd, UFFDIO_REGISTER, &reg))
+			DIE("UFFDIO_REGISTER: %s", strerror(errno));
+	}
+}
+
+static void bare_stop(struct bare *b)
+{
+	uint64_t v = 1;
+
+	atomic_store(&b->stop, true);
+	if (write(b->stopfd, &v, sizeof(v)) != sizeof(v))
+		DIE("eventfd write");
+	pthread_join(b->thr, NULL);
+	close(b->stopfd);
+	if (b->uffd >= 0)
+		close(b->uffd);
+}
+
 /* ---- the rounds ---- */
 
-enum { WITHOUT, PLAIN, CACHED, WAKEUP, THREADS, WATCHED, HELD, NPHASE };
+enum { WITHOUT, PLAIN, CACHED, WAKEUP, THREADS, WATCHED, HELD, SPINNER, BARE_BUSY, BARE_SLEEP,
+       NPHASE };
 
 static const char *const phase_name[NPHASE] = {
 	"without", "plain", "cached", "wakeup", "without+2threads", "watched-no-entry",
-	"cached-held",
+	"cached-held", "without+spinner", "bare-uffd-busy-reader", "bare-uffd-sleeping-reader",
 };
 
 /*
@@ -220,6 +311,19 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
 	map_slots(s);
 	v[THREADS][r] = unmap_slots(s);
 	idlers_stop(&idle);
+
+	struct bare b;
+	bare_start(&b, false, true);
+	map_slots(s);
+	v[SPINNER][r] = unmap_slots(s);
+	bare_stop(&b);
+	for (int busy = 1; busy >= 0; busy--) {
+		bare_start(&b, true, busy);
+		map_slots(s);
+		bare_watch(&b, s);
+		v[busy ? BARE_BUSY : BARE_SLEEP][r] = unmap_slots(s);
+		bare_stop(&b);
+	}
 
 	ctx = open_ctx("uring", 256, o.pin_budget);
 	*mode = mode_of(ctx);
@@ -277,7 +381,7 @@ static void w4(size_t bytes, int pl)
 	snprintf(sfx, sizeof(sfx), "%s%s", pl == PL_CROSS ? "" : "-",
 		 pl == PL_CROSS ? "" : pl == PL_SAME ? "same-cpu" : "sched");
 	for (int p = 0; p < NPHASE; p++) {
-		bool odpx = p != WITHOUT && p != THREADS && p != WAKEUP;
+		bool odpx = p < SPINNER && p != WITHOUT && p != THREADS && p != WAKEUP;
 		sm[p] = summarize(v[p], rounds, p == WAKEUP ? wake_n : k);
 		snprintf(cas, sizeof(cas), "%s-%s%s", phase_name[p], p == WAKEUP ? "eventfd" : sz,
 			 sfx);
@@ -292,13 +396,17 @@ static void w4(size_t bytes, int pl)
 		 sm[PLAIN].median, sm[WITHOUT].median, '<', 1.02,
 		 "plain_over_without+2threads=%.3f placement=%s",
 		 sm[PLAIN].median / sm[THREADS].median, where);
+	double floor = sm[BARE_BUSY].median < sm[BARE_SLEEP].median ? sm[BARE_BUSY].median
+								     : sm[BARE_SLEEP].median;
 	snprintf(cas, sizeof(cas), "cached-%s%s", sz, sfx);
 	kv_ratio("W4", cas, "uring", mode, "munmap_cached/wakeup", sm[CACHED].median,
 		 sm[WAKEUP].median, '<', 1.5, "cached_minus_without_over_wakeup=%.2f"
-		 " watched_over_wakeup=%.2f held_over_wakeup=%.2f placement=%s",
+		 " watched_over_wakeup=%.2f held_over_wakeup=%.2f floor_over_wakeup=%.2f"
+		 " cached_over_floor=%.2f shootdown_ns=%.0f placement=%s",
 		 (sm[CACHED].median - sm[WITHOUT].median) / sm[WAKEUP].median,
 		 sm[WATCHED].median / sm[WAKEUP].median, sm[HELD].median / sm[WAKEUP].median,
-		 where);
+		 floor / sm[WAKEUP].median, sm[CACHED].median / floor,
+		 sm[SPINNER].median - sm[WITHOUT].median, where);
 	munmap(anchor, 64 * KiB);
 	for (int p = 0; p < NPHASE; p++)
 		free(v[p]);
