@@ -46,59 +46,18 @@
  * Lifecycle: a one-page anchor MR is held from open to close so that
  * ibv_dealloc_pd() fails with EBUSY while a context is open; contexts still
  * open at exit() are closed by an atexit handler (registered at first open).
- * Every libibverbs error goes through mode_verbs_err().
+ * Every libibverbs error goes through mode_verbs_err().  Prefetch
+ * (ibv_advise_mr) is advise_verbs.c's; the two share backend_verbs.h.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <infiniband/verbs.h>
 
-#include "internal.h"
-#include "mode.h"
+#include "backend_verbs.h"
 
 #ifdef ODPX_HAVE_VERBS
-
-#define REMOTE_ACCESS (ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE | \
-		       ODPX_ACCESS_REMOTE_ATOMIC)
-#define CHUNK_DEFAULT_BYTES (64UL << 20)
-#define CHUNK_MIN_BYTES (2UL << 20)
-#define CHUNK_MAX_BYTES (2UL << 30)	/* an entry's span holds < 4 GiB */
-#define VA_BITS 47
-
-enum { CLS_READ = 0, CLS_WRITE, CLS_GLOBAL, NCLS };	/* chunk classes */
-enum { EK_FREE = 0, EK_IMPLICIT, EK_CHUNK, EK_RANGE };
-
-struct meta {
-	uint8_t kind;
-	uint32_t rnext;		/* range hash chain (lock) */
-};
-
-struct vbe {
-	struct verbs_common common;	/* first: mode.c reads it */
-	struct odpx_ctx *ctx;
-	struct ibv_pd *pd;
-	struct ibv_mr **mr;		/* by entry index */
-	struct ibv_mr *anchor;
-	struct vbe *reg_next;		/* registry of open contexts */
-	bool in_registry;
-
-	/* ODP modes */
-	pthread_mutex_t lock;
-	bool odp;
-	unsigned chunk_shift;
-	uint64_t nchunks, max_reg_bytes;
-	_Atomic uint32_t *ctab[NCLS];	/* entry index + 1 per chunk, 0: none */
-	size_t ctab_bytes;
-	uint32_t cls_access[NCLS];	/* the MR access of each chunk class */
-	uint32_t implicit_idx, implicit_global_idx;
-	uint32_t *free_stack, nfree;
-	uint32_t *rbucket, rmask;
-	struct meta *meta;
-};
-
-static struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
 
 static int verr_ptr(void) { return mode_verbs_err(-1, errno); }
 
@@ -403,7 +362,7 @@ static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t 
 /* ---- ODP modes: chunks ---- */
 
 /* The chunk's entry, registered if needed; NIL + *err on failure.  No reference taken. */
-static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
+uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *mr, *victim = NULL;
@@ -509,100 +468,6 @@ static int odp_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t l
 {
 	(void)ctx, (void)idx, (void)start, (void)len, (void)access, (void)lkey, (void)rkey;
 	return -EOPNOTSUPP;	/* the ODP modes never use the pin cache */
-}
-
-/* ---- prefetch: ibv_advise_mr ---- */
-
-static const enum ibv_advise_mr_advice advice_of[ADV_NR] = {
-	[ADV_PREFETCH] = IBV_ADVISE_MR_ADVICE_PREFETCH,
-	[ADV_PREFETCH_WRITE] = IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
-	[ADV_PREFETCH_NO_FAULT] = IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
-};
-
-/* One ibv_advise_mr call for a batch of pieces of one advice.  Return: 0 or -errno. */
-static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_t n,
-			uint32_t flags)
-{
-	struct vbe *b = vbe_of(ctx);
-	struct ibv_sge sge[ADV_MAX_SGE];
-	uint32_t k = 0;
-	int r = 0, err;
-
-	for (uint32_t i = 0; i < n && k < ADV_MAX_SGE; i++) {
-		uint32_t idx = b->implicit_idx;
-		uint64_t c = p[i].addr >> b->chunk_shift;
-
-		if (idx == NIL) {
-			if (c >= b->nchunks ||
-			    (idx = chunk_ensure(ctx, CLS_WRITE, c, &err)) == NIL) {
-				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
-				r = c >= b->nchunks ? -EFAULT : err;
-				continue;
-			}
-		}
-		sge[k++] = (struct ibv_sge){ .addr = p[i].addr, .length = p[i].len,
-					     .lkey = ctx->ent[idx].lkey };
-	}
-	if (!k)
-		return r;
-	err = mode_verbs_err(ibv_advise_mr(b->pd, advice_of[p[0].advice], flags, sge, k), errno);
-	if (err < 0) {
-		STAT_INC(ctx, prefetch_failed);
-		atomic_store_explicit(&b->common.prefetch_errno, (uint64_t)-err,
-				      memory_order_relaxed);
-		return err;
-	}
-	STAT_INC(ctx, prefetch_issued);
-	atomic_fetch_add_explicit(&b->common.prefetch_sges, k, memory_order_relaxed);
-	return r;
-}
-
-static int advise_ranges(struct odpx_ctx *ctx, const struct pf_range *r, size_t n,
-			 uint32_t flags)
-{
-	struct vbe *b = vbe_of(ctx);
-	unsigned shift = b->implicit_idx != NIL ? 0 : b->chunk_shift;
-	size_t k = adv_count(r, n, shift), nb;
-	struct adv_piece *p = malloc(k * sizeof(*p));
-	struct adv_batch *bt = malloc(k * sizeof(*bt));
-	int ret = 0, e;
-
-	if (!p || !bt) {
-		free(p);
-		free(bt);
-		STAT_INC(ctx, prefetch_failed);
-		return -ENOMEM;
-	}
-	k = adv_split(r, n, shift, p, k);
-	nb = adv_batches(p, k, ADV_MAX_SGE, bt);
-	for (size_t i = 0; i < nb; i++)
-		if ((e = advise_batch(ctx, p + bt[i].first, bt[i].count, flags)) < 0 && !ret)
-			ret = e;
-	free(p);
-	free(bt);
-	return ret;
-}
-
-/* Engine thread: coalesced, de-duplicated hints; never a FLUSH. */
-static void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n)
-{
-	(void)advise_ranges(ctx, r, n, 0);
-}
-
-/* ODPX_PREFETCH_SYNC: on the caller's thread, IBV_ADVISE_MR_FLAG_FLUSH. */
-static int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
-{
-	struct pf_range r = {
-		.start = addr & ~(PAGE_SIZE - 1),
-		.end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1),
-		.flags = flags,
-	};
-	int e;
-
-	stats_prefetch(ctx);
-	e = advise_ranges(ctx, &r, 1, IBV_ADVISE_MR_FLAG_FLUSH);
-	return e < 0 ? odpx_fail(e, "ibv_advise_mr(FLUSH) of %#lx-%#lx: %s",
-				 (unsigned long)r.start, (unsigned long)r.end, strerror(-e)) : 0;
 }
 
 static const struct backend_ops verbs_odp_ops = {

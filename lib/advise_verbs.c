@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+/*
+ * advise_verbs.c - prefetch in the ODP modes: hints cut at chunk boundaries
+ * (explicit mode: each piece needs its chunk's lkey), batched into
+ * ibv_advise_mr calls of at most ADV_MAX_SGE pieces of one advice.  The
+ * engine calls odp_advise() with coalesced hints; ODPX_PREFETCH_SYNC calls
+ * odp_prefetch_sync() on the caller's thread, with IBV_ADVISE_MR_FLAG_FLUSH.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_verbs.h"
+
+#ifdef ODPX_HAVE_VERBS
+
+static const enum ibv_advise_mr_advice advice_of[ADV_NR] = {
+	[ADV_PREFETCH] = IBV_ADVISE_MR_ADVICE_PREFETCH,
+	[ADV_PREFETCH_WRITE] = IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+	[ADV_PREFETCH_NO_FAULT] = IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+};
+
+/* One ibv_advise_mr call for a batch of pieces of one advice.  Return: 0 or -errno. */
+static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_t n,
+			uint32_t flags)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_sge sge[ADV_MAX_SGE];
+	uint32_t k = 0;
+	int r = 0, err;
+
+	for (uint32_t i = 0; i < n && k < ADV_MAX_SGE; i++) {
+		uint32_t idx = b->implicit_idx;
+		uint64_t c = p[i].addr >> b->chunk_shift;
+
+		if (idx == NIL) {
+			if (c >= b->nchunks ||
+			    (idx = chunk_ensure(ctx, CLS_WRITE, c, &err)) == NIL) {
+				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
+				r = c >= b->nchunks ? -EFAULT : err;
+				continue;
+			}
+		}
+		sge[k++] = (struct ibv_sge){ .addr = p[i].addr, .length = p[i].len,
+					     .lkey = ctx->ent[idx].lkey };
+	}
+	if (!k)
+		return r;
+	err = mode_verbs_err(ibv_advise_mr(b->pd, advice_of[p[0].advice], flags, sge, k), errno);
+	if (err < 0) {
+		STAT_INC(ctx, prefetch_failed);
+		atomic_store_explicit(&b->common.prefetch_errno, (uint64_t)-err,
+				      memory_order_relaxed);
+		return err;
+	}
+	STAT_INC(ctx, prefetch_issued);
+	atomic_fetch_add_explicit(&b->common.prefetch_sges, k, memory_order_relaxed);
+	return r;
+}
+
+static int advise_ranges(struct odpx_ctx *ctx, const struct pf_range *r, size_t n,
+			 uint32_t flags)
+{
+	struct vbe *b = vbe_of(ctx);
+	unsigned shift = b->implicit_idx != NIL ? 0 : b->chunk_shift;
+	size_t k = adv_count(r, n, shift), nb;
+	struct adv_piece *p = malloc(k * sizeof(*p));
+	struct adv_batch *bt = malloc(k * sizeof(*bt));
+	int ret = 0, e;
+
+	if (!p || !bt) {
+		free(p);
+		free(bt);
+		STAT_INC(ctx, prefetch_failed);
+		return -ENOMEM;
+	}
+	k = adv_split(r, n, shift, p, k);
+	nb = adv_batches(p, k, ADV_MAX_SGE, bt);
+	for (size_t i = 0; i < nb; i++)
+		if ((e = advise_batch(ctx, p + bt[i].first, bt[i].count, flags)) < 0 && !ret)
+			ret = e;
+	free(p);
+	free(bt);
+	return ret;
+}
+
+/* Engine thread: coalesced, de-duplicated hints; never a FLUSH. */
+void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n)
+{
+	(void)advise_ranges(ctx, r, n, 0);
+}
+
+/* ODPX_PREFETCH_SYNC: on the caller's thread, IBV_ADVISE_MR_FLAG_FLUSH. */
+int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
+{
+	struct pf_range r = {
+		.start = addr & ~(PAGE_SIZE - 1),
+		.end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1),
+		.flags = flags,
+	};
+	int e;
+
+	stats_prefetch(ctx);
+	e = advise_ranges(ctx, &r, 1, IBV_ADVISE_MR_FLAG_FLUSH);
+	return e < 0 ? odpx_fail(e, "ibv_advise_mr(FLUSH) of %#lx-%#lx: %s",
+				 (unsigned long)r.start, (unsigned long)r.end, strerror(-e)) : 0;
+}
+
+#endif /* ODPX_HAVE_VERBS */

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend_verbs.h - the verbs backend's state, shared by backend_verbs.c
+ * (open, modes, registrations; its header comment has the locking) and
+ * advise_verbs.c (prefetch through ibv_advise_mr).
+ */
+#ifndef ODPX_BACKEND_VERBS_H
+#define ODPX_BACKEND_VERBS_H
+
+#include <infiniband/verbs.h>
+
+#include "internal.h"
+#include "mode.h"
+
+#define REMOTE_ACCESS (ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE | \
+		       ODPX_ACCESS_REMOTE_ATOMIC)
+#define CHUNK_DEFAULT_BYTES (64UL << 20)
+#define CHUNK_MIN_BYTES (2UL << 20)
+#define CHUNK_MAX_BYTES (2UL << 30)	/* an entry's span holds < 4 GiB */
+#define VA_BITS 47
+
+enum { CLS_READ = 0, CLS_WRITE, CLS_GLOBAL, NCLS };	/* chunk classes */
+enum { EK_FREE = 0, EK_IMPLICIT, EK_CHUNK, EK_RANGE };
+
+struct meta {
+	uint8_t kind;
+	uint32_t rnext;		/* range hash chain (lock) */
+};
+
+struct vbe {
+	struct verbs_common common;	/* first: mode.c reads it */
+	struct odpx_ctx *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr **mr;		/* by entry index */
+	struct ibv_mr *anchor;
+	struct vbe *reg_next;		/* registry of open contexts */
+	bool in_registry;
+
+	/* ODP modes */
+	pthread_mutex_t lock;
+	bool odp;
+	unsigned chunk_shift;
+	uint64_t nchunks, max_reg_bytes;
+	_Atomic uint32_t *ctab[NCLS];	/* entry index + 1 per chunk, 0: none */
+	size_t ctab_bytes;
+	uint32_t cls_access[NCLS];	/* the MR access of each chunk class */
+	uint32_t implicit_idx, implicit_global_idx;
+	uint32_t *free_stack, nfree;
+	uint32_t *rbucket, rmask;
+	struct meta *meta;
+};
+
+static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
+
+/* backend_verbs.c: the chunk's entry, registered on first use; NIL and *err */
+uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err);
+
+/* advise_verbs.c */
+void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
+int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+
+#endif
