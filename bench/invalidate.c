@@ -22,16 +22,16 @@
  *   held     "cached" but still held at munmap (released after, untimed):
  *            the entry dies with a reference, so the engine is not woken
  *            to unpin during the timed loop.
- * and the floor of this machine, with no odpx in the process at all:
+ * and references with no odpx in the process at all:
  *   spinner  "without" while another thread of the process spins in user
  *            space: a thread that is awake in the process's mm makes every
- *            munmap wait for a TLB-shootdown IPI to its CPU.
+ *            munmap wait for a TLB-shootdown IPI to its CPU.  A reader that
+ *            spins to save the caller a wake-up pays this instead.
  *   bare-busy, bare-sleep  munmap of a range registered (UNMAP events) on
  *            a bare userfaultfd whose reader, a thread that does nothing
- *            else, reads in a busy loop (pays the shootdown, saves a
- *            wake-up) or sleeps in poll() (pays both wake-ups).  The better
- *            of the two is the least any user-space uffd reader can cost
- *            here, whatever it does with the events.
+ *            else, calls read() in a busy loop (pays the shootdown, saves a
+ *            wake-up) or sleeps in poll() (pays both wake-ups): what the two
+ *            simplest readers cost, with no lock and no cache behind them.
  *
  * All are interleaved round by round (each round opens and closes a
  * context), so drift and noise fall on all of them alike.  Each mapping has
@@ -179,7 +179,7 @@ static void idlers_stop(struct idlers *d)
 	close(d->efd);
 }
 
-/* ---- the floor: a spinning thread, and a bare userfaultfd ---- */
+/* ---- references: a spinning thread, and a bare userfaultfd ---- */
 
 struct bare {
 	int uffd, stopfd;
@@ -396,16 +396,16 @@ static void w4(size_t bytes, int pl)
 		 sm[PLAIN].median, sm[WITHOUT].median, '<', 1.02,
 		 "plain_over_without+2threads=%.3f placement=%s",
 		 sm[PLAIN].median / sm[THREADS].median, where);
-	double floor = sm[BARE_BUSY].median < sm[BARE_SLEEP].median ? sm[BARE_BUSY].median
-								     : sm[BARE_SLEEP].median;
+	double bare = sm[BARE_BUSY].median < sm[BARE_SLEEP].median ? sm[BARE_BUSY].median
+								    : sm[BARE_SLEEP].median;
 	snprintf(cas, sizeof(cas), "cached-%s%s", sz, sfx);
 	kv_ratio("W4", cas, "uring", mode, "munmap_cached/wakeup", sm[CACHED].median,
 		 sm[WAKEUP].median, '<', 1.5, "cached_minus_without_over_wakeup=%.2f"
-		 " watched_over_wakeup=%.2f held_over_wakeup=%.2f floor_over_wakeup=%.2f"
-		 " cached_over_floor=%.2f shootdown_ns=%.0f placement=%s",
+		 " watched_over_wakeup=%.2f held_over_wakeup=%.2f bare_over_wakeup=%.2f"
+		 " cached_over_bare=%.2f shootdown_ns=%.0f placement=%s",
 		 (sm[CACHED].median - sm[WITHOUT].median) / sm[WAKEUP].median,
 		 sm[WATCHED].median / sm[WAKEUP].median, sm[HELD].median / sm[WAKEUP].median,
-		 floor / sm[WAKEUP].median, sm[CACHED].median / floor,
+		 bare / sm[WAKEUP].median, sm[CACHED].median / bare,
 		 sm[SPINNER].median - sm[WITHOUT].median, where);
 	munmap(anchor, 64 * KiB);
 	for (int p = 0; p < NPHASE; p++)

@@ -273,6 +273,29 @@ static void print_targets(void)
 }
 
 /*
+ * W4's cached munmap beside the references measured in the same rounds
+ * (invalidate.c): the better of two bare userfaultfd readers with no odpx,
+ * and the TLB shootdown that any thread awake in the process costs munmap.
+ */
+static void print_bare(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < nlines; i++) {
+		const struct line *l = &lines[i];
+		if (num(l, "bare_over_wakeup") < 0)
+			continue;
+		if (!n++)
+			printf("\n== W4 cached munmap beside a bare userfaultfd reader (no odpx) ==\n"
+			       "  %-24s %12s %12s %12s %14s\n", "case", "cached/wake", "bare/wake",
+			       "cached/bare", "shootdown ns");
+		printf("  %-24s %12.2f %12.2f %12.2f %14.0f\n", get(l, "case"), num(l, "ratio"),
+		       num(l, "bare_over_wakeup"), num(l, "cached_over_bare"),
+		       num(l, "shootdown_ns"));
+	}
+}
+
+/*
  * A measuring thread that had the CPU for less than 90% of the wall time
  * shared it with something else: its figure says more about the machine.
  */
@@ -363,6 +386,7 @@ int main(int argc, char **argv)
 
 	print_measurements();
 	print_targets();
+	print_bare();
 	print_contention();
 	if (ucx_wanted)
 		print_ucx();
