@@ -54,6 +54,10 @@
 #include "bench.h"
 #include "../uffd/monitor.h"	/* monitor_watch(): the "watched" diagnostic */
 
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
 static struct bench_opts o;
 
 #define MAX_K 64
@@ -212,14 +216,14 @@ static void *bare_reader(void *arg)
 	return NULL;
 }
 
-/* A thread that spins (uffd < 0) or reads a bare userfaultfd. */
+/* A thread that spins (!uffd) or reads a bare userfaultfd (busy or not). */
 static void bare_start(struct bare *b, bool uffd, bool busy)
 {
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_EVENT_UNMAP };
 
 	*b = (struct bare){ .uffd = -1, .stopfd = eventfd(0, EFD_CLOEXEC), .busy = busy };
 	if (uffd) {
-		b->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* USER_MODE_ONLY */);
+		b->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 		if (b->uffd < 0 || ioctl(b->uffd, UFFDIO_API, &api))
 			DIE("bare userfaultfd: %s", strerror(errno));
 	}
