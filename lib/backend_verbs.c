@@ -270,7 +270,7 @@ static void ent_free(struct odpx_ctx *ctx, uint32_t idx)
 static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
 {
 	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, memory_order_acquire);
-	stats_hit(ctx, slow);
+	stats_hit(ctx, slow, 0);
 	*out = &ctx->ent[idx];
 }
 
@@ -459,7 +459,7 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, memory_order_release,
 							memory_order_relaxed));
-	stats_dereg(ctx);
+	stats_dereg(ctx, 0);
 	return 0;
 }
 

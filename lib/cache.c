@@ -37,8 +37,9 @@
 #define MISS_RETRIES 3
 #define FAST_TRIES 4
 
+/* On a hit, *taken is the entry's size if it was unused, else 0 (stats.c). */
 static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t aend,
-		   uint32_t acc, struct entry **out)
+		   uint32_t acc, struct entry **out, uint64_t *taken)
 {
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
@@ -53,13 +54,14 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 						     memory_order_acq_rel, RLX))
 		return LK_RETRY;
 	*out = e;
+	*taken = W_REF(w) ? 0 : SPAN_BYTES(span);
 	return LK_HIT;
 }
 
-static void put_ref(struct odpx_ctx *ctx, struct entry *e);
+static uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e);
 
 static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
-		       struct entry **out)
+		       struct entry **out, uint64_t *taken)
 {
 	for (int t = 0; t < FAST_TRIES; t++) {
 		uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
@@ -72,19 +74,20 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 				return LK_MISS;
 			continue;
 		}
-		if (try_get(ctx, idx, a, aend, acc, out) != LK_HIT)
+		if (try_get(ctx, idx, a, aend, acc, out, taken) != LK_HIT)
 			continue;
 		atomic_thread_fence(ACQ);
 		if (atomic_load_explicit(&ctx->seq, RLX) == s)
 			return LK_HIT;
-		put_ref(ctx, *out);	/* an invalidation may have begun: redo */
+		/* an invalidation may have begun: redo */
+		stats_unused(ctx, put_ref(ctx, *out), *taken);
 	}
 	return LK_RETRY;
 }
 
 /* Under mon.lock: nothing moves. */
 static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
-			 struct entry **out)
+			 struct entry **out, uint64_t *taken)
 {
 	uint32_t idx = index_find(ctx, a, aend, acc);
 
@@ -97,6 +100,7 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
 		return LK_MISS;
 	}
 	*out = e;
+	*taken = W_REF(w) ? 0 : SPAN_BYTES(LD(e->span));
 	return LK_HIT;
 }
 
@@ -126,7 +130,10 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
 	e->reason = (uint8_t)reason;
 	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
 	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_acq_rel);
-	return W_REF(w) == 0;
+	if (W_REF(w))
+		return false;
+	stats_unused(ctx, 0, SPAN_BYTES(LD(e->span)));	/* it was unused */
+	return true;
 }
 
 /* Entry back to the free list (ctx->lock held). */
@@ -170,22 +177,25 @@ void cache_reap_dead(struct odpx_ctx *ctx)
 	}
 }
 
-static void put_ref(struct odpx_ctx *ctx, struct entry *e)
+/* Returns the entry's size if this release left it unused, else 0 (stats.c). */
+static uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e)
 {
+	uint64_t bytes = SPAN_BYTES(LD(e->span));	/* before: our reference keeps it */
 	uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_acq_rel) - 1;
 
 	if (W_REF(w))
-		return;
+		return 0;
 	if (W_STATE(w) == ST_DEAD) {
 		if (KIND(e) == KIND_DIRECT) {
 			release_owned(ctx, entry_idx(ctx, e));
-			return;
+			return 0;
 		}
 		dead_push(ctx, entry_idx(ctx, e));
 		engine_kick(ctx);
-	} else {
-		ST(e->last_use, LD(ctx->clock));
+		return 0;
 	}
+	ST(e->last_use, LD(ctx->clock));
+	return bytes;
 }
 
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
@@ -247,6 +257,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	if (unsafe && !engine_running(ctx) && (r = engine_start(ctx)) < 0)
 		return r;
 	bool watched = false;
+	uint64_t taken;
 
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
 		uintptr_t us = s, ue = end;
@@ -263,10 +274,10 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		 */
 		pthread_mutex_lock(&ctx->lock);
 		pthread_mutex_lock(&mon.lock);
-		if (lookup_locked(ctx, s, end, acc, out) == LK_HIT) {
+		if (lookup_locked(ctx, s, end, acc, out, &taken) == LK_HIT) {
 			pthread_mutex_unlock(&mon.lock);
 			pthread_mutex_unlock(&ctx->lock);
-			stats_hit(ctx, 1);
+			stats_hit(ctx, 1, taken);
 			return 0;
 		}
 		/*
@@ -401,17 +412,18 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 	if (!ctx->cache_enabled)
 		return direct_reg(ctx, s, end, acc, out);
 
-	int r = lookup_fast(ctx, addr, addr + len, acc, out);
+	uint64_t taken;
+	int r = lookup_fast(ctx, addr, addr + len, acc, out, &taken);
 	if (likely(r == LK_HIT)) {
-		stats_hit(ctx, 0);
+		stats_hit(ctx, 0, taken);
 		return 0;
 	}
 	if (r == LK_RETRY) {
 		pthread_mutex_lock(&mon.lock);
-		r = lookup_locked(ctx, addr, addr + len, acc, out);
+		r = lookup_locked(ctx, addr, addr + len, acc, out, &taken);
 		pthread_mutex_unlock(&mon.lock);
 		if (r == LK_HIT) {
-			stats_hit(ctx, 1);
+			stats_hit(ctx, 1, taken);
 			return 0;
 		}
 	}
@@ -425,8 +437,7 @@ int cache_dereg(struct odpx_ctx *ctx, struct entry *e)
 	/* a handle with no reference: released twice, or never handed out */
 	if (W_STATE(w) == ST_FREE || W_REF(w) == 0)
 		return odpx_fail(-EINVAL, "handle %p is not held (already released?)", (void *)e);
-	put_ref(ctx, e);
-	stats_dereg(ctx);
+	stats_dereg(ctx, put_ref(ctx, e));
 	return 0;
 }
 

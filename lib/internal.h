@@ -118,6 +118,15 @@ struct backend_ops {
 #define STAT_SHARDS 32
 struct stat_shard {
 	uint64_t hits, hits_slow, deregs, prefetch_queued;
+	/*
+	 * Bytes of cached entries this thread left unused (its release of the
+	 * last reference), and those it took back (a hit on an unused entry,
+	 * or its eviction or invalidation): summed over the shards, the
+	 * difference is the unused bytes, with no walk and no shared line.
+	 * Two fields, each bumped once per get+release, so that neither forms
+	 * a chain of store-to-load forwarding across iterations of a hit loop.
+	 */
+	uint64_t released, taken;
 } ALIGNED_LINE;
 
 /* Counters bumped elsewhere: relaxed atomics, rarely written. */
@@ -235,8 +244,56 @@ int stats_region_open(struct odpx_ctx *ctx);
 void stats_region_close(struct odpx_ctx *ctx);
 void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
 void stats_tick(struct odpx_ctx *ctx);	/* engine thread, each tick */
-void stats_hit(struct odpx_ctx *ctx, int slow);
-void stats_dereg(struct odpx_ctx *ctx);
+
+/* The hit path's counters, inline (stats.c): the calling thread's shard. */
+extern _Atomic uint32_t odpx_next_shard;
+extern __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));	/* index+1 */
+
+static inline struct stat_shard *shard(struct odpx_ctx *ctx, bool *owned)
+{
+	uint32_t s = odpx_my_shard;
+
+	if (unlikely(!s)) {
+		s = atomic_fetch_add_explicit(&odpx_next_shard, 1, memory_order_relaxed) + 1;
+		odpx_my_shard = s;
+	}
+	*owned = s <= STAT_SHARDS;
+	return &ctx->shards[*owned ? s - 1 : STAT_SHARDS];
+}
+
+/* an owned shard takes a plain load and store; the shared overflow, atomics */
+static inline void shard_add(uint64_t *field, bool own, uint64_t v)
+{
+	if (own)
+		__atomic_store_n(field, __atomic_load_n(field, __ATOMIC_RELAXED) + v,
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(field, v, __ATOMIC_RELAXED);
+}
+
+/* @taken: the bytes of the entry when the hit took it unused, else 0 */
+static inline void stats_hit(struct odpx_ctx *ctx, int slow, uint64_t taken)
+{
+	bool own;
+	struct stat_shard *sh = shard(ctx, &own);
+
+	shard_add(slow ? &sh->hits_slow : &sh->hits, own, 1);
+	if (taken)
+		shard_add(&sh->taken, own, taken);
+}
+
+/* @released: the bytes of the entry when this release left it unused, else 0 */
+static inline void stats_dereg(struct odpx_ctx *ctx, uint64_t released)
+{
+	bool own;
+	struct stat_shard *sh = shard(ctx, &own);
+
+	shard_add(&sh->deregs, own, 1);
+	if (released)
+		shard_add(&sh->released, own, released);
+}
+void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken);
+uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned);
 void stats_prefetch(struct odpx_ctx *ctx);
 
 /* engine.c */

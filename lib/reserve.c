@@ -325,7 +325,7 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reuse
 /* Keep the unused (released) bytes under max_unused_bytes.  Engine tick. */
 void cache_trim(struct odpx_ctx *ctx)
 {
-	uint64_t unused = 0, over;
+	uint64_t unused, over;
 	uint32_t victims = NIL;
 
 	pthread_mutex_lock(&ctx->lock);
@@ -333,11 +333,7 @@ void cache_trim(struct odpx_ctx *ctx)
 		pthread_mutex_unlock(&ctx->lock);
 		return;
 	}
-	for (uint32_t i = ctx->lru_head; i != NIL; i = ctx->ent[i].lru_next) {
-		uint64_t w = atomic_load_explicit(&ctx->ent[i].word, RLX);
-		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0)
-			unused += SPAN_BYTES(LD(ctx->ent[i].span));
-	}
+	unused = stats_unused_bytes(ctx, ctx->pinned_bytes);
 	if (unused > ctx->lim.max_unused_bytes) {
 		over = unused - ctx->lim.max_unused_bytes;
 		make_room(ctx, UINT64_MAX, ctx->pinned_bytes - over, 0, &victims, false);

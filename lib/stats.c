@@ -6,6 +6,9 @@
  * threads that touch odpx owns one shard and updates it with a relaxed load
  * and store (no RMW, no shared line); later threads share the last shard with
  * atomic adds.  Readers sum the shards; a sum may lag a concurrent update.
+ * The unused bytes are such a sum too (released minus taken back), so that
+ * neither odpx_stats_read() nor the engine's trim walks the entries: with
+ * 100,000 entries that walk held ctx->lock for 1.6 ms.
  */
 #include <errno.h>
 #include <string.h>
@@ -14,41 +17,43 @@
 #include "internal.h"
 #include "../uffd/monitor.h"
 
-static _Atomic uint32_t next_shard;
-static __thread uint32_t my_shard __attribute__((tls_model("initial-exec")));	/* index+1 */
+_Atomic uint32_t odpx_next_shard;
+__thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));
 
-static inline struct stat_shard *shard(struct odpx_ctx *ctx, bool *owned)
+void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken)
 {
-	uint32_t s = my_shard;
+	bool own;
+	struct stat_shard *sh;
 
-	if (unlikely(!s)) {
-		s = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) + 1;
-		my_shard = s;
-	}
-	*owned = s <= STAT_SHARDS;
-	return &ctx->shards[*owned ? s - 1 : STAT_SHARDS];
+	if (released == taken)
+		return;
+	sh = shard(ctx, &own);
+	shard_add(&sh->released, own, released);
+	shard_add(&sh->taken, own, taken);
 }
 
-#define BUMP(ctx, field) do {							\
-	bool own;								\
-	struct stat_shard *sh = shard(ctx, &own);				\
-	if (own)								\
-		__atomic_store_n(&sh->field, __atomic_load_n(&sh->field,	\
-				 __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);	\
-	else									\
-		__atomic_fetch_add(&sh->field, 1, __ATOMIC_RELAXED);		\
-} while (0)
-
-void stats_hit(struct odpx_ctx *ctx, int slow)
+/*
+ * The unused bytes: exact when no reference changes meanwhile, and within
+ * [0, pinned bytes] always (a sum may see one thread's take before another's
+ * release).  @pinned: ctx->pinned_bytes, read under ctx->lock.
+ */
+uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned)
 {
-	if (slow)
-		BUMP(ctx, hits_slow);
-	else
-		BUMP(ctx, hits);
+	int64_t sum = 0;
+
+	for (int i = 0; i <= STAT_SHARDS; i++)
+		sum += (int64_t)(__atomic_load_n(&ctx->shards[i].released, __ATOMIC_RELAXED) -
+				 __atomic_load_n(&ctx->shards[i].taken, __ATOMIC_RELAXED));
+	return sum < 0 ? 0 : (uint64_t)sum > pinned ? pinned : (uint64_t)sum;
 }
 
-void stats_dereg(struct odpx_ctx *ctx) { BUMP(ctx, deregs); }
-void stats_prefetch(struct odpx_ctx *ctx) { BUMP(ctx, prefetch_queued); }
+void stats_prefetch(struct odpx_ctx *ctx)
+{
+	bool own;
+	struct stat_shard *sh = shard(ctx, &own);
+
+	shard_add(&sh->prefetch_queued, own, 1);
+}
 
 /*
  * The counters of a context live in one region: the per-thread shards, then
@@ -138,13 +143,8 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	pthread_mutex_lock(&ctx->lock);
 	st.entries = ctx->nentries;
 	st.pinned_bytes = ctx->pinned_bytes;
-	for (uint32_t i = ctx->lru_head; i != NIL; i = ctx->ent[i].lru_next) {
-		uint64_t w = atomic_load_explicit(&ctx->ent[i].word, memory_order_relaxed);
-		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0)
-			st.unused_bytes += SPAN_BYTES(atomic_load_explicit(&ctx->ent[i].span,
-									   memory_order_relaxed));
-	}
 	pthread_mutex_unlock(&ctx->lock);
+	st.unused_bytes = stats_unused_bytes(ctx, st.pinned_bytes);
 	pthread_mutex_lock(&mon.lock);
 	st.watch_vmas = mon.nw;
 	st.watch_regs = mon.regs;

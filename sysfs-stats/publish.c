@@ -299,8 +299,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 
 	/*
 	 * Read the counters once per window, not on every engine tick: the
-	 * read walks the LRU under ctx->lock (for unused_bytes) and takes
-	 * mon.lock, which a miss would then wait for.
+	 * read takes ctx->lock and mon.lock, which a miss would then wait for.
 	 */
 	if (pv->have_prev && now - pv->win_start_ns < (uint64_t)pv->t.cfg.window_ms * 1000000ULL)
 		return;

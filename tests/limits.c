@@ -16,8 +16,13 @@
  * - direct registrations (shared memory in a pin-mode context, every one in
  *   direct mode) count against the same limits and evict unused entries;
  * - max_unused_bytes is enforced by the engine tick (odpx.h); a miss does not
- *   walk the LRU to enforce it (that would make every miss O(entries)).
+ *   walk the LRU to enforce it (that would make every miss O(entries));
+ * - unused_bytes is exact once references settle, after threads hit and
+ *   release the same entries and after entries die, held or not (it is
+ *   counted per thread on the hit path, lib/stats.c, not by a walk).
  */
+#include <pthread.h>
+
 #include "test.h"
 
 #define PG 4096UL
@@ -278,6 +283,75 @@ static void unused_cap(void)
 
 }
 
+#define EXACT_N 16
+#define EXACT_LEN(i) ((1 + (i) % 3) * PG)	/* 3 pages at most: a gap before the next slot */
+
+static struct odpx_ctx *exact_ctx;
+
+static void *exact_hammer(void *arg)
+{
+	for (unsigned k = 0; k < 20000; k++) {
+		unsigned i = (k * 7 + (unsigned)(uintptr_t)arg) % EXACT_N;
+		struct odpx_mr *mr;
+
+		CHECK_RC(odpx_reg(exact_ctx, R(12 + i), EXACT_LEN(i), ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+		CHECK_RC(odpx_dereg(exact_ctx, mr), 0);
+	}
+	return NULL;
+}
+
+static void check_unused(struct odpx_ctx *ctx, uint64_t want, const char *when)
+{
+	struct odpx_stats st = stats_of(ctx);
+
+	CHECK(st.unused_bytes == want, "%s: unused_bytes %lu, want %lu", when,
+	      (unsigned long)st.unused_bytes, (unsigned long)want);
+}
+
+/* unused_bytes, exact: hits by several threads, invalidation of used and unused entries. */
+static void unused_exact(void)
+{
+	struct lim l = { 64, 128 * PG };
+	struct odpx_ctx *ctx = open_limits(64, 128 * PG, 8 * PG, 128 * PG, 0);
+	struct odpx_mr *held[4];
+	uint64_t total = 0, in_use = 0;
+	pthread_t t[3];
+
+	exact_ctx = ctx;
+	for (unsigned i = 0; i < EXACT_N; i++) {
+		dereg(ctx, l, reg(ctx, l, R(12 + i), EXACT_LEN(i), 0, "unused exact: fill"), "fill");
+		total += EXACT_LEN(i);
+	}
+	check_unused(ctx, total, "all released");
+	for (unsigned i = 0; i < 4; i++) {
+		held[i] = reg(ctx, l, R(12 + i), EXACT_LEN(i), 1, "unused exact: hold");
+		in_use += EXACT_LEN(i);
+	}
+	check_unused(ctx, total - in_use, "four held");
+	for (uintptr_t i = 0; i < 3; i++)
+		CHECK(pthread_create(&t[i], NULL, exact_hammer, (void *)i) == 0, "pthread_create");
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	CHECK(stats_of(ctx).misses == EXACT_N, "the threads missed: %lu misses",
+	      (unsigned long)stats_of(ctx).misses);
+	check_unused(ctx, total - in_use, "after three threads hit and released 60,000 times");
+
+	/* an unused entry dies: its bytes leave; a held one dies: nothing changes */
+	void *p5 = R(12 + 5), *p0 = R(12);
+	CHECK(munmap(p5, 4 * PG) == 0 && mmap(p5, 4 * PG, PROT_READ | PROT_WRITE,
+	      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p5, "remap R17");
+	check_unused(ctx, total - in_use - EXACT_LEN(5), "an unused entry unmapped");
+	CHECK(munmap(p0, 4 * PG) == 0 && mmap(p0, 4 * PG, PROT_READ | PROT_WRITE,
+	      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p0, "remap R12");
+	check_unused(ctx, total - in_use - EXACT_LEN(5), "a held entry unmapped");
+	for (unsigned i = 0; i < 4; i++)
+		dereg(ctx, l, held[i], "unused exact: release");
+	check_unused(ctx, total - EXACT_LEN(5) - EXACT_LEN(0), "all released again");
+	CHECK(WAIT_FOR(stats_of(ctx).entries == EXACT_N - 2, 3), "entries %lu, want %u (the engine unpins the dead)",
+	      (unsigned long)stats_of(ctx).entries, EXACT_N - 2);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
 /* Direct registrations share the limits with the cache. */
 static void direct_counts(void)
 {
@@ -337,6 +411,7 @@ int main(void)
 	pinned_cap();
 	all_in_use();
 	unused_cap();
+	unused_exact();
 	lru_relinked();
 	merge_cap();
 	direct_counts();
