@@ -60,8 +60,9 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 
 static uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e);
 
+/* On LK_MISS, *seen is the (even) seq under which nothing was found. */
 static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
-		       struct entry **out, uint64_t *taken)
+		       struct entry **out, uint64_t *taken, uint32_t *seen)
 {
 	for (int t = 0; t < FAST_TRIES; t++) {
 		uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
@@ -70,8 +71,10 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 		uint32_t idx = index_find(ctx, a, aend, acc);
 		if (idx == NIL) {
 			atomic_thread_fence(ACQ);
-			if (atomic_load_explicit(&ctx->seq, RLX) == s)
+			if (atomic_load_explicit(&ctx->seq, RLX) == s) {
+				*seen = s;
 				return LK_MISS;
+			}
 			continue;
 		}
 		if (try_get(ctx, idx, a, aend, acc, out, taken) != LK_HIT)
@@ -243,8 +246,9 @@ static int attach_monitor(struct odpx_ctx *ctx)
 	return engine_start(ctx);
 }
 
+/* @seen: the seq of a lookup that found nothing, or odd (none) */
 static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
-		struct entry **out)
+		struct entry **out, uint32_t seen)
 {
 	bool unsafe = ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR;
 	int r;
@@ -274,7 +278,8 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		 */
 		pthread_mutex_lock(&ctx->lock);
 		pthread_mutex_lock(&mon.lock);
-		if (lookup_locked(ctx, s, end, acc, out, &taken) == LK_HIT) {
+		/* the index has not changed since a lookup found nothing: skip it */
+		if (LD(ctx->seq) != seen && lookup_locked(ctx, s, end, acc, out, &taken) == LK_HIT) {
 			pthread_mutex_unlock(&mon.lock);
 			pthread_mutex_unlock(&ctx->lock);
 			stats_hit(ctx, 1, taken);
@@ -413,7 +418,8 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		return direct_reg(ctx, s, end, acc, out);
 
 	uint64_t taken;
-	int r = lookup_fast(ctx, addr, addr + len, acc, out, &taken);
+	uint32_t seen = 1;
+	int r = lookup_fast(ctx, addr, addr + len, acc, out, &taken, &seen);
 	if (likely(r == LK_HIT)) {
 		stats_hit(ctx, 0, taken);
 		return 0;
@@ -427,7 +433,7 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 			return 0;
 		}
 	}
-	return miss(ctx, s, end, acc, out);
+	return miss(ctx, s, end, acc, out, seen);
 }
 
 int cache_dereg(struct odpx_ctx *ctx, struct entry *e)
