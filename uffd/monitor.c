@@ -182,32 +182,34 @@ static uint64_t mono_ns(void)
 
 static void log_inval(uintptr_t s, uintptr_t e, bool remove)
 {
-	typeof(mon.log[0]) *l = &mon.log[mon.inval_count % INVAL_LOG];
-
-	l->start = s;
-	l->end = e;
-	l->remove_ns = remove ? mono_ns() : 0;
-	if (remove)
-		mon.last_remove_ns = l->remove_ns;
+	mon.log[mon.inval_count % INVAL_LOG].start = s;
+	mon.log[mon.inval_count % INVAL_LOG].end = e;
 	mon.inval_count++;
+	if (remove) {
+		typeof(mon.rm[0]) *r = &mon.rm[mon.nrm++ % REMOVE_LOG];
+		r->start = s;
+		r->end = e;
+		r->ns = mono_ns();
+	}
 }
 
+/* A REMOVE overlapping [s, e) may still be zapping (mon.lock). */
 bool monitor_remove_recent(uintptr_t s, uintptr_t e)
 {
-	uint64_t now;
+	uint64_t now, c, n;
 
-	if (!mon.last_remove_ns)
+	if (!mon.nrm)
 		return false;
 	now = mono_ns();
-	if (now - mon.last_remove_ns > mon.quarantine_ns)
-		return false;
-	for (uint64_t c = mon.inval_count, n = 0; c > 0 && n < INVAL_LOG; c--, n++) {
-		const typeof(mon.log[0]) *l = &mon.log[(c - 1) % INVAL_LOG];
-		if (l->remove_ns && now - l->remove_ns <= mon.quarantine_ns &&
-		    l->start < e && l->end > s)
+	/* newest first; the ring is in the order of reading, so stop at the first aged one */
+	for (c = mon.nrm, n = 0; c > 0 && n < REMOVE_LOG; c--, n++) {
+		const typeof(mon.rm[0]) *r = &mon.rm[(c - 1) % REMOVE_LOG];
+		if ((int64_t)(now - r->ns) > (int64_t)mon.quarantine_ns)
+			return false;
+		if (r->start < e && r->end > s)
 			return true;
 	}
-	return false;
+	return c > 0;	/* the whole ring is recent and older ones are gone: assume the worst */
 }
 
 /* ---- watched ranges (mon.lock; a fixed array: no allocation) ---- */

@@ -18,6 +18,7 @@ struct watch {
 };
 
 #define INVAL_LOG 256		/* recent invalidations, for the miss re-check */
+#define REMOVE_LOG 64		/* recent REMOVEs, for the quarantine */
 
 /*
  * struct monitor - one per process.
@@ -31,11 +32,14 @@ struct watch {
  * @inval_count, @log: a counter and ring of the ranges invalidated, written
  *   under @lock; a miss records the counter before pinning and re-checks the
  *   ring under @lock before inserting (mmu_interval_read_begin/retry).
- * @last_remove_ns, @quarantine_ns: REMOVE (MADV_DONTNEED/FREE/REMOVE) is
+ * @rm, @nrm, @quarantine_ns: REMOVE (MADV_DONTNEED/FREE/REMOVE) is
  *   queued before the pages are zapped, and nothing tells when the zap ends:
  *   a pin taken between our read and the zap holds the discarded pages.  A
  *   miss overlapping a REMOVE read less than @quarantine_ns ago is therefore
- *   served direct, never cached (counted as direct_racing).
+ *   served direct, never cached (counted as direct_racing).  @rm is a ring
+ *   of the last REMOVE_LOG of them; when all of it is younger than the
+ *   quarantine, an older one may have been lost, and every miss is served
+ *   direct until the oldest ages out.
  * @w, @nw: watched ranges sorted by start (@lock); @budget bounds @nw.
  * @users: contexts attached; the reader runs while it is non-zero.
  */
@@ -51,8 +55,9 @@ struct monitor {
 	struct odpx_ctx *ctxs;
 	unsigned users;
 	uint64_t inval_count;
-	struct { uintptr_t start, end; uint64_t remove_ns; } log[INVAL_LOG];
-	uint64_t last_remove_ns, quarantine_ns;
+	struct { uintptr_t start, end; } log[INVAL_LOG];
+	struct { uintptr_t start, end; uint64_t ns; } rm[REMOVE_LOG];
+	uint64_t nrm, quarantine_ns;
 	uint64_t spin_ns;	/* the reader polls without sleeping this long after an event */
 	struct watch *w;
 	unsigned nw, budget;
