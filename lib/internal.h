@@ -123,8 +123,7 @@ struct stat_shard {
 	 * last reference), and those it took back (a hit on an unused entry,
 	 * or its eviction or invalidation): summed over the shards, the
 	 * difference is the unused bytes, with no walk and no shared line.
-	 * Two fields, each bumped once per get+release, so that neither forms
-	 * a chain of store-to-load forwarding across iterations of a hit loop.
+	 * Both only grow, so a thread's shard never holds a negative count.
 	 */
 	uint64_t released, taken;
 } ALIGNED_LINE;
