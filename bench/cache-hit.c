@@ -15,6 +15,11 @@
  *
  * W1 and W2 share one loop: the buffer of each iteration comes from an index
  * array (all zeros for W1), so the ratio compares lookups, not loop shapes.
+ *
+ * W2F (full runs, null backend, informative): W2 over n buffers of 4 KiB for
+ * n from 2,500 to 100,000.  A hit touches about one random entry line (64 B),
+ * so the entries' footprint is n * 64 bytes; the line gives it beside the
+ * size of this CPU's L2 cache, where the curve steps.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -110,6 +115,66 @@ static void shuffle_order(size_t n)
 		random_order[i] = (uint32_t)(((unsigned __int128)rnd(&o.seed) * n) >> 64);
 }
 
+/* One W2 set: n cached buffers of @bytes hit in a fresh random order. */
+static struct summary w2_set(const char *backend, size_t n, size_t bytes, uint64_t k,
+			     unsigned reps, uint64_t *entries, uint64_t *misses, double *share)
+{
+	struct odpx_ctx *ctx = open_ctx(backend, n + 64, ctx_budget(backend));
+	struct hitset h = { ctx, map_anon(n * bytes, !strcmp(backend, "uring")), n, bytes,
+			    random_order, 0 };
+	struct summary s;
+
+	shuffle_order(n);
+	warm(&h, k);
+	*entries = stats_of(ctx).entries;
+	s = measure(&h, k, reps, misses, share);
+	odpx_close(ctx);
+	munmap(h.base, n * bytes);
+	return s;
+}
+
+/* Bytes of the L2 cache of CPU 0 from sysfs, 0 if unknown. */
+static uint64_t l2_bytes(void)
+{
+	char path[96], buf[32];
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8 && !v; i++) {
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			break;
+		bool l2 = fgets(buf, sizeof(buf), f) && atoi(buf) == 2;
+		fclose(f);
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+		if (l2 && (f = fopen(path, "re"))) {
+			if (fgets(buf, sizeof(buf), f))
+				v = strtoull(buf, NULL, 10) << (strchr(buf, 'M') ? 20 : 10);
+			fclose(f);
+		}
+	}
+	return v;
+}
+
+static void footprint(double w1)
+{
+	static const size_t ns[] = { 2500, 5000, 10000, 15000, 25000, 50000, 100000 };
+	uint64_t l2 = l2_bytes(), entries, misses;
+	double share;
+	char cas[64];
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		struct summary s = w2_set("null", ns[i], 4 * KiB, 1000000, 15, &entries, &misses,
+					  &share);
+		snprintf(cas, sizeof(cas), "footprint-%zux4KiB", ns[i]);
+		kv_time("W2F", cas, "null", "pin", ns[i], 4 * KiB, &s,
+			"entries=%lu misses=%lu cpu_share=%.2f entry_footprint_bytes=%zu"
+			" l2_bytes=%lu over_w1=%.3f", (unsigned long)entries,
+			(unsigned long)misses, share, ns[i] * sizeof(struct entry),
+			(unsigned long)l2, s.median / w1);
+	}
+}
+
 /* W1 then W2 on one backend; returns W1's median for W5. */
 static double hits(const char *backend)
 {
@@ -138,23 +203,19 @@ static double hits(const char *backend)
 	for (size_t i = 0; i < sizeof(w2) / sizeof(w2[0]); i++) {
 		size_t n = fit(backend, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
 
+		uint64_t entries;
+
 		snprintf(cas, sizeof(cas), "%zux%s", n, size_str(bytes, sz, sizeof(sz)));
-		shuffle_order(n);
-		ctx = open_ctx(backend, n + 64, ctx_budget(backend));
-		h = (struct hitset){ ctx, map_anon(n * bytes, !strcmp(backend, "uring")), n, bytes,
-				     random_order, 0 };
-		warm(&h, k2);
-		uint64_t entries = stats_of(ctx).entries;
-		struct summary s2 = measure(&h, k2, r2, &misses, &share);
+		struct summary s2 = w2_set(backend, n, bytes, k2, r2, &entries, &misses, &share);
 		kv_time("W2", cas, backend, mode, n, bytes, &s2,
 			"entries=%lu misses=%lu cpu_share=%.2f%s",
 			(unsigned long)entries, (unsigned long)misses, share,
 			n < w2[i].n ? " cut_by=pin-budget" : "");
 		kv_ratio("W2/W1", cas, backend, mode, "W2_median/W1_median", s2.median, s1.median,
 			 '<', 1.5, "n=%zu", n);
-		odpx_close(ctx);
-		munmap(h.base, n * bytes);
 	}
+	if (!o.quick && !strcmp(backend, "null"))
+		footprint(s1.median);
 	return s1.median;
 }
 

@@ -240,8 +240,8 @@ static void print_measurements(void)
 	       "median", "p99");
 	for (int i = 0; i < nlines; i++) {
 		const struct line *l = &lines[i];
-		if (!get(l, "median_ns"))
-			continue;
+		if (!get(l, "median_ns") || !strcmp(get(l, "workload") ?: "", "W2F"))
+			continue;	/* W2F: a table of its own */
 		printf("  %-5s %-32s %-13s %8s %9.1f ns %9.1f ns\n", get(l, "workload"),
 		       get(l, "case"), get(l, "backend"), get(l, "n"), num(l, "median_ns"),
 		       num(l, "p99_ns"));
@@ -292,6 +292,50 @@ static void print_bare(void)
 		printf("  %-24s %12.2f %12.2f %12.2f %14.0f\n", get(l, "case"), num(l, "ratio"),
 		       num(l, "bare_over_wakeup"), num(l, "cached_over_bare"),
 		       num(l, "shootdown_ns"));
+	}
+}
+
+/*
+ * W3's overhead over the raw pin beside its budget (10% of the raw pin and
+ * unpin) and two parts of it measured in the same rounds (cache-miss.c): the
+ * cache's miss alone on the null backend, warm, and the same between the raw
+ * pin and unpin system calls of each iteration.
+ */
+static void print_w3(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < nlines; i++) {
+		const struct line *l = &lines[i];
+		if (num(l, "null_miss_between_syscalls_ns") < 0)
+			continue;
+		if (!n++)
+			printf("\n== W3 overhead over the raw pin+unpin, in ns ==\n"
+			       "  %-18s %10s %12s %14s %22s\n", "case", "budget", "odpx - raw",
+			       "null (warm)", "null between syscalls");
+		printf("  %-18s %10.1f %12.1f %14.1f %22.1f\n", get(l, "case"),
+		       num(l, "budget_ns"), num(l, "odpx_minus_raw_ns"), num(l, "null_miss_ns"),
+		       num(l, "null_miss_between_syscalls_ns"));
+	}
+}
+
+/* W2 over growing sets (cache-hit.c): the step where the entries outgrow L2. */
+static void print_footprint(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < nlines; i++) {
+		const struct line *l = &lines[i];
+		if (strcmp(get(l, "workload") ?: "", "W2F"))
+			continue;
+		if (!n++)
+			printf("\n== W2 by footprint (null backend; a hit touches ~one random 64-byte"
+			       " entry line; L2 %.0f KiB) ==\n  %8s %14s %10s %8s\n",
+			       num(l, "l2_bytes") / 1024, "buffers", "entries KiB", "median",
+			       "x W1");
+		printf("  %8s %14.0f %7.1f ns %8.2f\n", get(l, "n"),
+		       num(l, "entry_footprint_bytes") / 1024, num(l, "median_ns"),
+		       num(l, "over_w1"));
 	}
 }
 
@@ -387,6 +431,8 @@ int main(int argc, char **argv)
 	print_measurements();
 	print_targets();
 	print_bare();
+	print_w3();
+	print_footprint();
 	print_contention();
 	if (ucx_wanted)
 		print_ucx();
