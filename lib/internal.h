@@ -327,6 +327,8 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
 /* sum a region's shards and cold counters (no gauges); hits include hits_slow */
 void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
 		      struct odpx_stats *st);
+/* a region's unused bytes (released minus taken), clamped to [0, @pinned] */
+uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned);
 /*
  * ctx.c, right after stats_region_open() succeeded: the thrash callback of
  * the open attributes (@attr may be NULL).  Until it is called, contexts

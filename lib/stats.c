@@ -35,16 +35,22 @@ void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken)
 /*
  * The unused bytes: exact when no reference changes meanwhile, and within
  * [0, pinned bytes] always (a sum may see one thread's take before another's
- * release).  @pinned: ctx->pinned_bytes, read under ctx->lock.
+ * release).  @pinned: the pinned bytes, read under ctx->lock or, in another
+ * process, from the segment's gauge.
  */
-uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned)
+uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 {
 	int64_t sum = 0;
 
 	for (int i = 0; i <= STAT_SHARDS; i++)
-		sum += (int64_t)(__atomic_load_n(&ctx->shards[i].released, __ATOMIC_RELAXED) -
-				 __atomic_load_n(&ctx->shards[i].taken, __ATOMIC_RELAXED));
+		sum += (int64_t)(__atomic_load_n(&shards[i].released, __ATOMIC_RELAXED) -
+				 __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
 	return sum < 0 ? 0 : (uint64_t)sum > pinned ? pinned : (uint64_t)sum;
+}
+
+uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned)
+{
+	return stats_region_unused(ctx->shards, pinned);
 }
 
 void stats_prefetch(struct odpx_ctx *ctx)

@@ -264,7 +264,6 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 
 	PUT(entries, st->entries);
 	PUT(pinned_bytes, st->pinned_bytes);
-	PUT(unused_bytes, st->unused_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
 	PUT(gauges_ns, mono_ns());

@@ -50,7 +50,7 @@ struct seg_hdr {
 	_Atomic uint32_t reason_state;	/* 0 none, 1 being written, 2 set */
 	char reason[192];
 	/* gauges */
-	_Atomic uint64_t entries, pinned_bytes, unused_bytes, watch_vmas, watch_regs;
+	_Atomic uint64_t entries, pinned_bytes, watch_vmas, watch_regs;
 	_Atomic uint64_t gauges_ns;	/* CLOCK_MONOTONIC of the last publication */
 	/* detector */
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;

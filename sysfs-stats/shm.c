@@ -92,12 +92,14 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->tick_ms = h->tick_ms;
 	if (atomic_load_explicit(&((struct seg_hdr *)h)->reason_state, memory_order_acquire) == 2)
 		snprintf(out->reason, sizeof(out->reason), "%s", h->reason);
-	stats_region_sum((const struct stat_shard *)((const char *)p + h->shards_off),
-			 (const struct cold_stats *)((const char *)p + h->cold_off), &out->st);
+	const struct stat_shard *shards = (const void *)((const char *)p + h->shards_off);
+
+	stats_region_sum(shards, (const struct cold_stats *)((const char *)p + h->cold_off),
+			 &out->st);
 #define G(f) atomic_load_explicit(&((struct seg_hdr *)h)->f, memory_order_relaxed)
 	out->st.entries = G(entries);
-	out->st.pinned_bytes = G(pinned_bytes);
-	out->st.unused_bytes = G(unused_bytes);
+	out->st.pinned_bytes = G(pinned_bytes);	/* published at each change */
+	out->st.unused_bytes = stats_region_unused(shards, out->st.pinned_bytes);	/* live */
 	out->st.watch_vmas = G(watch_vmas);
 	out->st.watch_regs = G(watch_regs);
 	out->st.thrash_state = G(thrash_state);

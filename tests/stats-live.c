@@ -89,7 +89,7 @@ static void child(int wr, int rd, bool hold_forever)
 {
 	struct odpx_attr a = {
 		.comp_mask = ODPX_ATTR_LIMITS,
-		.limits = { .max_pinned_bytes = 8 * 4096 },
+		.limits = { .max_pinned_bytes = 8 * 4096, .max_unused_bytes = 8 * 4096 },
 	};
 	struct handoff h = { 0 };
 	struct odpx_ctx *ctx;
@@ -111,13 +111,16 @@ static void child(int wr, int rd, bool hold_forever)
 	if (hold_forever)
 		for (;;)
 			pause();
+	/* release the held hit, say so, and read no stats meanwhile */
 	CHECK(read(rd, &c, 1) == 1, "go");
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK(write(wr, "r", 1) == 1, "released");
+	CHECK(read(rd, &c, 1) == 1, "go");
 	CHECK_RC(odpx_close(ctx), 0);
 	_exit(0);
 }
 
-static pid_t spawn(int *to_child, struct handoff *h, bool hold_forever)
+static pid_t spawn(int *to_child, int *from_child, struct handoff *h, bool hold_forever)
 {
 	int up[2], down[2];
 	pid_t pid;
@@ -133,7 +136,7 @@ static pid_t spawn(int *to_child, struct handoff *h, bool hold_forever)
 	close(up[1]);
 	close(down[0]);
 	CHECK(read(up[0], h, sizeof(*h)) == (ssize_t)sizeof(*h), "child's stats");
-	close(up[0]);
+	*from_child = up[0];
 	*to_child = down[1];
 	return pid;
 }
@@ -144,7 +147,8 @@ int main(void)
 	char cmd[PATH_MAX + 256], path[96], exe[PATH_MAX];
 	struct handoff h;
 	struct stat sb;
-	int go, st;
+	int go, back, st;
+	char c;
 	pid_t pid;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
@@ -154,7 +158,7 @@ int main(void)
 	snprintf(odpstat, sizeof(odpstat), "%.4000s/../odpstat", exe);
 	CHECK(access(odpstat, X_OK) == 0, "%s: not built", odpstat);
 
-	pid = spawn(&go, &h, false);
+	pid = spawn(&go, &back, &h, false);
 	CHECK(h.st.misses >= 3 && h.st.evictions >= 1 && h.st.hits >= 1,
 	      "child activity: misses %lu evictions %lu hits %lu", (unsigned long)h.st.misses,
 	      (unsigned long)h.st.evictions, (unsigned long)h.st.hits);
@@ -201,14 +205,36 @@ int main(void)
 	CHECK(strchr(out, '\n') == out + strlen(out) - 1, "one line: %s", out);
 	printf("as nobody: %s", out);
 
+	/*
+	 * Unused bytes are live, not the value of the owner's last stats read:
+	 * the child releases its one held hit (inside a cached 4-page entry)
+	 * and reads nothing, yet the sum over its shards moves at once.  Its
+	 * max_unused_bytes keeps the engine from trimming that entry meanwhile.
+	 */
+	CHECK(write(go, "x", 1) == 1 && read(back, &c, 1) == 1, "release");
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 0.05", odpstat, (int)pid);
+	CHECK(run(cmd, out, sizeof(out)) == 0, "%s failed: %s", cmd, out);
+	CHECK(json_field(out, pid, "unused_bytes") == h.st.unused_bytes + 4 * 4096 &&
+	      json_field(out, pid, "pinned_bytes") == h.st.pinned_bytes &&
+	      json_field(out, pid, "deregs") == h.st.deregs + 1,
+	      "after a release: unused_bytes %lu, want %lu (pinned %lu, deregs %lu -> %lu)",
+	      (unsigned long)json_field(out, pid, "unused_bytes"),
+	      (unsigned long)h.st.unused_bytes + 4 * 4096,
+	      (unsigned long)json_field(out, pid, "pinned_bytes"), (unsigned long)h.st.deregs,
+	      (unsigned long)json_field(out, pid, "deregs"));
+	printf("odpstat sees a release at once: unused_bytes %lu -> %lu\n",
+	       (unsigned long)h.st.unused_bytes, (unsigned long)json_field(out, pid, "unused_bytes"));
+
 	/* close unlinks */
 	CHECK(write(go, "x", 1) == 1, "go");
+	close(back);
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child");
 	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
 	CHECK(access(path, F_OK) < 0 && errno == ENOENT, "%s left after odpx_close", path);
 
 	/* SIGKILL leaves it; the next scan ignores and removes it */
-	pid = spawn(&go, &h, true);
+	pid = spawn(&go, &back, &h, true);
+	close(back);
 	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
 	CHECK(kill(pid, SIGKILL) == 0 && waitpid(pid, &st, 0) == pid, "kill");
 	CHECK(access(path, F_OK) == 0, "stale segment expected");
