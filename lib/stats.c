@@ -143,6 +143,17 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	/* a child's copy: another thread of the parent may have held ctx->lock */
 	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
+	/*
+	 * mon.lock first: a munmap returns once the monitor has read its event,
+	 * but the monitor applies it (entries dead, their bytes no longer
+	 * unused, the invalidation counters) before it drops mon.lock.  Taking
+	 * it here makes every invalidation a returned munmap caused visible in
+	 * the sums below.
+	 */
+	pthread_mutex_lock(&mon.lock);
+	st.watch_vmas = mon.nw;
+	st.watch_regs = mon.regs;
+	pthread_mutex_unlock(&mon.lock);
 	stats_region_sum(ctx->shards, ctx->cs, &st);
 	st.unsafe_no_monitor = !!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 
@@ -151,10 +162,6 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	st.pinned_bytes = ctx->pinned_bytes;
 	pthread_mutex_unlock(&ctx->lock);
 	st.unused_bytes = stats_unused_bytes(ctx, st.pinned_bytes);
-	pthread_mutex_lock(&mon.lock);
-	st.watch_vmas = mon.nw;
-	st.watch_regs = mon.regs;
-	pthread_mutex_unlock(&mon.lock);
 	stats_seg_read_extra(ctx, &st);	/* thrash fields; publishes these gauges */
 	mode_stats_fill(ctx, &st);	/* the verbs backend's own counters */
 
