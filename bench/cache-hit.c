@@ -156,7 +156,7 @@ static uint64_t l2_bytes(void)
 	return v;
 }
 
-static void footprint(double w1)
+static void footprint(const char *mode, double w1)
 {
 	static const size_t ns[] = { 2500, 5000, 10000, 15000, 25000, 50000, 100000 };
 	uint64_t l2 = l2_bytes(), entries, misses;
@@ -167,7 +167,7 @@ static void footprint(double w1)
 		struct summary s = w2_set("null", ns[i], 4 * KiB, 1000000, 15, &entries, &misses,
 					  &share);
 		snprintf(cas, sizeof(cas), "footprint-%zux4KiB", ns[i]);
-		kv_time("W2F", cas, "null", "pin", ns[i], 4 * KiB, &s,
+		kv_time("W2F", cas, "null", mode, ns[i], 4 * KiB, &s,
 			"entries=%lu misses=%lu cpu_share=%.2f entry_footprint_bytes=%zu"
 			" l2_bytes=%lu over_w1=%.3f", (unsigned long)entries,
 			(unsigned long)misses, share, ns[i] * sizeof(struct entry),
@@ -202,7 +202,6 @@ static double hits(const char *backend)
 
 	for (size_t i = 0; i < sizeof(w2) / sizeof(w2[0]); i++) {
 		size_t n = fit(backend, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
-
 		uint64_t entries;
 
 		snprintf(cas, sizeof(cas), "%zux%s", n, size_str(bytes, sz, sizeof(sz)));
@@ -215,7 +214,7 @@ static double hits(const char *backend)
 			 '<', 1.5, "n=%zu", n);
 	}
 	if (!o.quick && !strcmp(backend, "null"))
-		footprint(s1.median);
+		footprint(mode, s1.median);
 	return s1.median;
 }
 
