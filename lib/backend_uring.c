@@ -9,6 +9,12 @@
  * NIC's DMA.  A stale registration therefore corrupts data here exactly as on
  * a NIC, which makes the cache's correctness testable on any Linux machine.
  *
+ * An update of a slot that holds a buffer replaces it in one call: the new
+ * range is pinned, then the old one unpinned; if the new range cannot be
+ * pinned the old one stays.  The cache uses this to evict and pin in one
+ * system call; under RLIMIT_MEMLOCK the moment both are held can fail with
+ * ENOMEM, and the cache then unpins first and pins again.
+ *
  * Limits: one slot holds at most 1 GiB; larger registrations are refused
  * with -E2BIG (max_entry_bytes cannot be set above it).  The kernel pins
  * writable, so read-only memory and shared file mappings fail with -EFAULT.
@@ -138,6 +144,7 @@ const struct backend_ops uring_ops = {
 	.id = ODPX_BACKEND_URING,
 	.pin = uring_pin,
 	.unpin = uring_unpin,
+	.pin_replaces = true,	/* a slot update swaps the buffer (see the top) */
 	.close = uring_close,
 	.max_entries = URING_SLOTS,
 	.max_entry_bytes = URING_SLOT_MAX_BYTES,

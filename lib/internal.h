@@ -99,6 +99,12 @@ struct backend_ops {
 	int (*pin)(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start,
 		   size_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
 	void (*unpin)(struct odpx_ctx *ctx, uint32_t idx);
+	/*
+	 * pin() into an entry whose slot still holds an evicted registration
+	 * replaces it in the same call, and a failed pin() leaves it there:
+	 * an eviction and a miss then cost one system call, not two.
+	 */
+	bool pin_replaces;
 	void (*close)(struct odpx_ctx *ctx);
 	uint32_t max_entries;	/* hard limit of the backend, 0: none */
 	uint64_t max_entry_bytes;

@@ -177,12 +177,16 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 	}
 }
 
+static void unpin_one(struct odpx_ctx *ctx, uint32_t idx)
+{
+	ctx->be->unpin(ctx, idx);
+	STAT_INC(ctx, unpins);
+}
+
 static void unpin_victims(struct odpx_ctx *ctx, uint32_t v)
 {
-	for (; v != NIL; v = LD(ctx->ent[v].dnext)) {
-		ctx->be->unpin(ctx, v);
-		STAT_INC(ctx, unpins);
-	}
+	for (; v != NIL; v = LD(ctx->ent[v].dnext))
+		unpin_one(ctx, v);
 }
 
 static void free_victims(struct odpx_ctx *ctx, uint32_t v)
@@ -209,9 +213,10 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 /*
  * Reserve an entry and @bytes within the limits, under ctx->lock (and
  * mon.lock when @mon_held), evicting onto *victims for the caller to unpin
- * after unlocking.  When the slab has no free slot, the first victim's slot
- * is taken: it is FREE on return but still pinned (*reused), and *victims no
- * longer holds it.  Returns the entry or -ENOMEM (everything in use); the
+ * after unlocking.  The first victim's slot is taken when the slab has no
+ * free slot, or when the backend's pin replaces what a slot holds (one
+ * system call instead of an unpin and a pin): it is FREE on return but still
+ * pinned (*reused), and *victims no longer holds it.  Returns the entry or -ENOMEM (everything in use); the
  * reason is set by pin_reserved(), outside the locks.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
@@ -227,7 +232,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       mon_held) ||
 	    (ctx->free_head == NIL && *victims == NIL))
 		return -ENOMEM;
-	if (ctx->free_head != NIL) {
+	if (ctx->free_head != NIL && (*victims == NIL || !ctx->be->pin_replaces)) {
 		idx = take_free_locked(ctx, home);
 	} else {
 		struct entry *e = &ctx->ent[idx = *victims];
@@ -260,9 +265,14 @@ static void evict_all_unused(struct odpx_ctx *ctx)
 	free_victims(ctx, victims);
 }
 
-/* Pin into a reserved entry, with one retry after evicting on ENOMEM. */
+/*
+ * Pin into a reserved entry, with one retry after evicting on ENOMEM.
+ * @held: the entry's slot still holds an evicted registration, which a
+ * successful pin replaces (the backend's pin_replaces) and a failed one
+ * leaves in place.
+ */
 static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len,
-		     uint32_t acc)
+		     uint32_t acc, bool held)
 {
 	struct entry *e = &ctx->ent[idx];
 	int r;
@@ -270,7 +280,13 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	if (atomic_load_explicit(&ctx->attached, RLX) && mon.mode == UFFD_MODE_MISSING)
 		monitor_prefault(s, s + len);
 	r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
-
+	if (held && r == 0)
+		STAT_INC(ctx, unpins);	/* the replaced registration */
+	if (held && r < 0) {
+		unpin_one(ctx, idx);	/* both at once may be over RLIMIT_MEMLOCK */
+		if (r == -ENOMEM)
+			r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
+	}
 	if (r == -ENOMEM) {
 		STAT_INC(ctx, enomem_retries);
 		evict_all_unused(ctx);
@@ -290,9 +306,9 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 
 /*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
- * one too), pin [s, s+len) into @idx and give the other victims back to the
- * free list.  Returns 0 with ctx->lock held, or -errno with nothing held and
- * @idx freed.
+ * one too, unless the pin replaces it), pin [s, s+len) into @idx and give
+ * the other victims back to the free list.  Returns 0 with ctx->lock held,
+ * or -errno with nothing held and @idx freed.
  */
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reused,
 			uintptr_t s, size_t len, uint32_t acc)
@@ -300,9 +316,9 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reuse
 	int r;
 
 	unpin_victims(ctx, victims);
-	if (reused) {
-		ctx->be->unpin(ctx, (uint32_t)idx);
-		STAT_INC(ctx, unpins);
+	if (reused && !ctx->be->pin_replaces) {
+		unpin_one(ctx, (uint32_t)idx);
+		reused = false;
 	}
 	if (idx < 0)
 		r = len > ctx->lim.max_pinned_bytes
@@ -311,7 +327,7 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reuse
 				    " pinned bytes) and every entry is in use",
 				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
 	else
-		r = pin_entry(ctx, (uint32_t)idx, s, len, acc);
+		r = pin_entry(ctx, (uint32_t)idx, s, len, acc, reused);
 	pthread_mutex_lock(&ctx->lock);
 	victims_free_locked(ctx, victims);
 	if (r < 0) {

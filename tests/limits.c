@@ -17,11 +17,20 @@
  *   direct mode) count against the same limits and evict unused entries;
  * - max_unused_bytes is enforced by the engine tick (odpx.h); a miss does not
  *   walk the LRU to enforce it (that would make every miss O(entries));
+ * - an eviction and the miss that caused it share one slot update (the
+ *   io_uring backend's pin replaces what the slot holds): VmPin stays exact
+ *   and the new range moves the right bytes; a pin that fails leaves the
+ *   evicted range unpinned too; and when pinning both at once is over
+ *   RLIMIT_MEMLOCK (no CAP_IPC_LOCK), the miss unpins first and succeeds;
  * - unused_bytes is exact once references settle, after threads hit and
  *   release the same entries and after entries die, held or not (it is
  *   counted per thread on the hit path, lib/stats.c, not by a walk).
  */
+#include <linux/capability.h>
+#include <liburing.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "test.h"
 
@@ -261,6 +270,106 @@ static void all_in_use(void)
 	CHECK_RC(odpx_close(ctx), 0);
 }
 
+/* One 4-page entry's room: each miss evicts the last range into its own slot. */
+static void replace_cycle(struct odpx_ctx *ctx, unsigned first, unsigned n, const char *what)
+{
+	struct lim l = { 64, 4 * PG };
+	char buf[96];
+
+	for (unsigned i = 0; i < n; i++) {
+		struct odpx_stats a = stats_of(ctx), b;
+		struct odpx_mr *mr;
+
+		snprintf(buf, sizeof(buf), "%s: R%u", what, first + i);
+		mr = reg(ctx, l, R(first + i), 4 * PG, 0, buf);
+		b = stats_of(ctx);
+		CHECK(vm_pinned_kb() - pin0 == (long)(4 * PG / 1024),
+		      "%s: VmPin +%ld kB, want +%lu (one entry)", buf, vm_pinned_kb() - pin0, 4 * PG / 1024);
+		CHECK(b.pins - b.unpins == 1 && b.evictions == a.evictions + (a.entries == 1),
+		      "%s: pins %lu unpins %lu evictions %lu -> %lu", buf, (unsigned long)b.pins,
+		      (unsigned long)b.unpins, (unsigned long)a.evictions, (unsigned long)b.evictions);
+		CHECK(data_check(ctx, mr, R(first + i), 4 * PG, first + i), "%s: data", buf);
+		dereg(ctx, l, mr, buf);
+	}
+}
+
+static void replace_evict(void)
+{
+	struct odpx_ctx *ctx = open_limits(64, 4 * PG, 4 * PG, 4 * PG, 0);
+	unsigned char *ro = mmap(NULL, 4 * PG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct odpx_mr *mr;
+	struct odpx_stats st;
+
+	CHECK(ro != MAP_FAILED, "mmap");
+	replace_cycle(ctx, 30, 6, "replace");
+	/* the pin into the victim's slot fails: the victim is unpinned all the same */
+	CHECK_RC(odpx_reg(ctx, ro, 4 * PG, 0, &mr), -EFAULT);
+	st = stats_of(ctx);
+	CHECK(vm_pinned_kb() == pin0 && st.entries == 0 && st.pins == st.unpins,
+	      "failed replace: VmPin +%ld kB, %lu entries, pins %lu unpins %lu", vm_pinned_kb() - pin0,
+	      (unsigned long)st.entries, (unsigned long)st.pins, (unsigned long)st.unpins);
+	replace_cycle(ctx, 35, 2, "after a failed replace");	/* R35 was the victim: a miss */
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(ro, 4 * PG);
+}
+
+static void set_memlock(uint64_t bytes)
+{
+	struct rlimit rl;
+
+	CHECK(getrlimit(RLIMIT_MEMLOCK, &rl) == 0, "getrlimit: %s", strerror(errno));
+	rl.rlim_cur = bytes;
+	CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "setrlimit %lu (max %lu): %s", (unsigned long)bytes,
+	      (unsigned long)rl.rlim_max, strerror(errno));
+}
+
+/*
+ * Without CAP_IPC_LOCK, io_uring charges its pins and rings to the user's
+ * locked memory under RLIMIT_MEMLOCK.  With one 4-page entry cached, the
+ * limit is set 3 pages above the charge (probed with a 1-page pin through a
+ * ring of the test's own): the slot update that pins the next range while
+ * the victim is still in the slot is over it, the unpin-then-pin is not.
+ */
+static int replace_memlock_child(void *arg)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	struct io_uring probe;
+	struct iovec iov = { R(49), PG }, none = { NULL, 0 };
+	struct odpx_ctx *ctx;
+	struct odpx_stats st;
+	struct rlimit rl;
+	__u64 tag = 0;
+	uint64_t pages;
+
+	(void)arg;
+	CHECK(syscall(SYS_capget, &h, d) == 0, "capget: %s", strerror(errno));
+	d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+	CHECK(syscall(SYS_capset, &h, d) == 0, "capset: %s", strerror(errno));
+	CHECK(getrlimit(RLIMIT_MEMLOCK, &rl) == 0, "getrlimit: %s", strerror(errno));
+	set_memlock(rl.rlim_max);	/* room to start: 8 MiB on Debian */
+	CHECK_RC(io_uring_queue_init(2, &probe, 0), 0);
+	CHECK_RC(io_uring_register_buffers_sparse(&probe, 1), 0);
+	pin0 = vm_pinned_kb();
+	ctx = open_limits(64, 4 * PG, 4 * PG, 4 * PG, 0);
+	replace_cycle(ctx, 40, 1, "memlock: first");	/* monitor, engine and one entry */
+	for (pages = 1; pages < 2048; pages++) {
+		set_memlock(pages * PG);
+		if (io_uring_register_buffers_update_tag(&probe, 0, &iov, &tag, 1) == 1)
+			break;
+	}
+	CHECK(pages < 2048, "no RLIMIT_MEMLOCK up to 8 MiB lets one page be pinned");
+	CHECK_RC(io_uring_register_buffers_update_tag(&probe, 0, &none, &tag, 1), 1);
+	set_memlock((pages - 1 + 3) * PG);	/* charged now, plus 3 pages */
+	replace_cycle(ctx, 41, 3, "replace over RLIMIT_MEMLOCK");
+	st = stats_of(ctx);
+	CHECK(st.evictions == 3 && st.pin_failures == 0, "memlock: evictions %lu, pin failures %lu",
+	      (unsigned long)st.evictions, (unsigned long)st.pin_failures);
+	CHECK_RC(odpx_close(ctx), 0);
+	io_uring_queue_exit(&probe);
+	return 0;
+}
+
 /* max_unused_bytes: the engine tick trims released entries, LRU first. */
 static void unused_cap(void)
 {
@@ -415,6 +524,8 @@ int main(void)
 	lru_relinked();
 	merge_cap();
 	direct_counts();
+	replace_evict();
+	CHECK(run_forked(NULL, replace_memlock_child, NULL) == 0, "replace over RLIMIT_MEMLOCK failed");
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
 	printf("ok\n");
 	return 0;
