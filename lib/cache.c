@@ -400,7 +400,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		*out = e;
 		return 0;
 	}
-	STAT_INC(ctx, direct_unwatchable);
+	STAT_INC(ctx, direct_racing);	/* invalidated at every attempt */
 	return direct_reg(ctx, s, end, acc, out);
 }
 

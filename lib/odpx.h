@@ -301,7 +301,8 @@ struct odpx_stats {
 	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY */
 	uint64_t direct_budget;		/* VMA budget exhausted */
 	uint64_t direct_no_monitor;	/* no userfaultfd at all */
-	uint64_t direct_racing;		/* raced an madvise(DONTNEED) of the range */
+	uint64_t direct_racing;		/* raced invalidations: a DONTNEED not yet
+					   zapped, or one at each miss retry */
 	/* prefetch */
 	uint64_t prefetch_queued, prefetch_merged, prefetch_dropped;
 	uint64_t prefetch_issued, prefetch_failed;

@@ -201,12 +201,18 @@ int main(void)
 
 	struct odpx_stats st = stats_of(ctx);
 	printf("%.0f s: %lu data checks, %lu remaps, %lu racing regs, %lu hits; "
-	       "invalidated %lu entries, %lu miss retries, %lu direct, %lu superseded\n",
+	       "invalidated %lu entries, %lu miss retries, %lu direct (%lu racing), %lu superseded\n",
 	       secs, atomic_load(&checks), atomic_load(&remaps), atomic_load(&races),
 	       atomic_load(&hits), (unsigned long)st.inval_entries, (unsigned long)st.miss_retries,
-	       (unsigned long)st.direct_regs, (unsigned long)st.superseded);
+	       (unsigned long)st.direct_regs, (unsigned long)st.direct_racing,
+	       (unsigned long)st.superseded);
 	CHECK(atomic_load(&checks) > 100 && atomic_load(&remaps) > 100, "too little work done");
 	CHECK(st.inval_entries > 0, "no invalidation happened");
+	/* nothing here is unwatchable: a miss that lost every retry is racing */
+	CHECK(st.direct_unwatchable == 0 && st.direct_budget == 0 && st.direct_no_monitor == 0,
+	      "direct for no reason of this test: unwatchable %lu, budget %lu, no monitor %lu",
+	      (unsigned long)st.direct_unwatchable, (unsigned long)st.direct_budget,
+	      (unsigned long)st.direct_no_monitor);
 	CHECK_RC(odpx_close(ctx), 0);
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, %ld before: leaked pins",
 	      vm_pinned_kb(), pin0);
