@@ -256,17 +256,6 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 	return b->free_stack[--b->nfree];
 }
 
-static void ent_free(struct odpx_ctx *ctx, uint32_t idx)
-{
-	struct vbe *b = vbe_of(ctx);
-	struct entry *e = &ctx->ent[idx];
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
-
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0), memory_order_release);
-	b->meta[idx].kind = EK_FREE;
-	b->free_stack[b->nfree++] = idx;
-}
-
 static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
 {
 	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, memory_order_acquire);
@@ -361,7 +350,13 @@ static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t 
 
 /* ---- ODP modes: chunks ---- */
 
-/* The chunk's entry, registered if needed; NIL + *err on failure.  No reference taken. */
+/*
+ * The chunk's entry, registered if needed; NIL + *err on failure.  No
+ * reference taken.  The registration runs with no lock held, as in
+ * range_get(): a thread that registers one chunk does not hold up the misses
+ * of every other; two that race for the same chunk both register, and the
+ * later one drops its MR.
+ */
 uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 {
 	struct vbe *b = vbe_of(ctx);
@@ -370,25 +365,22 @@ uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 
 	if (idx)
 		return idx - 1;
+	mr = reg_odp(ctx, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
+		     b->cls_access[cls], err);
+	if (!mr)
+		return NIL;
 	pthread_mutex_lock(&b->lock);
 	idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_relaxed);
-	if (idx) {
+	if (idx) {	/* another thread registered it meanwhile */
 		pthread_mutex_unlock(&b->lock);
+		ibv_dereg_mr(mr);
 		return idx - 1;
 	}
 	idx = ent_alloc(ctx, &victim);
 	if (idx == NIL) {
 		pthread_mutex_unlock(&b->lock);
+		ibv_dereg_mr(mr);
 		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
-		return NIL;
-	}
-	mr = reg_odp(ctx, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
-		     b->cls_access[cls], err);
-	if (!mr) {
-		ent_free(ctx, idx);
-		pthread_mutex_unlock(&b->lock);
-		if (victim)
-			ibv_dereg_mr(victim);
 		return NIL;
 	}
 	b->meta[idx].kind = EK_CHUNK;

@@ -161,7 +161,7 @@ struct odpx_attr {
 	void *thrash_arg;
 	uint32_t transports;		/* ODPX_ATTR_TRANSPORTS: enum odpx_transport, default RC */
 	uint64_t chunk_bytes;		/* ODPX_ATTR_CHUNK: explicit-ODP chunk, a power of 2,
-					 * 64 KiB..2 GiB, at most max_mr_size; default 64 MiB */
+					 * 2 MiB..2 GiB, at most max_mr_size; default 64 MiB */
 };
 
 /**
