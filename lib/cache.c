@@ -304,7 +304,11 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 				STAT_INC(ctx, direct_shared);
 				return direct_reg(ctx, s, end, acc, out);
 			}
-			if (r == -EBUSY || r == -EINVAL || r == -EAGAIN) {
+			if (r == -EAGAIN) {	/* the mapping kept changing under the watch */
+				STAT_INC(ctx, direct_racing);
+				return direct_reg(ctx, s, end, acc, out);
+			}
+			if (r == -EBUSY || r == -EINVAL) {
 				STAT_INC(ctx, direct_unwatchable);
 				return direct_reg(ctx, s, end, acc, out);
 			}

@@ -369,6 +369,8 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
  */
 int monitor_watch(uintptr_t start, uintptr_t end)
 {
+	int einval = 0;
+
 	for (int spins = 0;; spins++) {
 		struct vma_info v, v2;
 		uintptr_t gs, ge;
@@ -407,7 +409,14 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		if (ioctl(mon.uffd, UFFDIO_REGISTER, &reg) < 0) {
 			r = -errno;
 			pthread_mutex_unlock(&mon.lock);
-			if (r == -ENOMEM)	/* the VMA changed since the query */
+			/*
+			 * The VMA changed since the query: ENOMEM, or EINVAL when
+			 * the range was a hole at that moment (a munmap and mmap
+			 * of the same geometry in between look the same to a
+			 * re-query).  An EINVAL that persists is a VMA the
+			 * userfaultfd cannot watch.
+			 */
+			if (r == -ENOMEM || (r == -EINVAL && ++einval < 4))
 				continue;
 			return r == -EBUSY ? -EBUSY : -EINVAL;
 		}

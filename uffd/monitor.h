@@ -74,7 +74,8 @@ void monitor_detach(struct odpx_ctx *ctx);
  * Make sure [start, end) is watched.  Not under any lock.  0 watched;
  * -EXDEV shared or file-backed (no events for truncation); -EBUSY another
  * userfaultfd owns it; -EINVAL the uffd cannot watch it; -ENOSPC the VMA
- * budget is spent; -EFAULT unmapped or PROT_NONE.
+ * budget is spent; -EFAULT unmapped or PROT_NONE; -EAGAIN the mapping kept
+ * changing under the registration.
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
 /* Under mon.lock. */
