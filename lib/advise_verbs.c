@@ -49,12 +49,12 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 	err = mode_verbs_err(ibv_advise_mr(b->pd, advice_of[p[0].advice], flags, sge, k), errno);
 	if (err < 0) {
 		STAT_INC(ctx, prefetch_failed);
-		atomic_store_explicit(&b->common.prefetch_errno, (uint64_t)-err,
+		atomic_store_explicit(&ctx->cs->prefetch_errno, (uint64_t)-err,
 				      memory_order_relaxed);
 		return err;
 	}
 	STAT_INC(ctx, prefetch_issued);
-	atomic_fetch_add_explicit(&b->common.prefetch_sges, k, memory_order_relaxed);
+	STAT_ADD(ctx, prefetch_sges, k);
 	return r;
 }
 

@@ -273,7 +273,7 @@ static struct ibv_mr *reg_odp(struct odpx_ctx *ctx, uintptr_t start, uint64_t by
 		*err = verr_ptr();
 		return NULL;
 	}
-	atomic_fetch_add_explicit(&vbe_of(ctx)->common.odp_mrs, 1, memory_order_relaxed);
+	STAT_INC(ctx, odp_mrs);
 	STAT_INC(ctx, misses);
 	return mr;
 }
@@ -432,7 +432,7 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 			return 0;
 		}
 		/* e.g. a chunk beyond what the device can map: the range alone */
-		atomic_fetch_add_explicit(&b->common.odp_fallbacks, 1, memory_order_relaxed);
+		STAT_INC(ctx, odp_fallbacks);
 	}
 range:
 	if (end - s > b->max_reg_bytes)
@@ -663,6 +663,7 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
 			goto out_close;
 		b->common.global_rkey = !!(a.flags & ODPX_OPEN_GLOBAL_RKEY);
+		atomic_store(&ctx->cs->global_rkey, b->common.global_rkey);
 		if (impl)
 			b->implicit_idx = implicit_entry(ctx, impl, ODPX_ACCESS_LOCAL_WRITE);
 		if (impl_global)

@@ -142,7 +142,9 @@ struct cold_stats {
 		inval_bytes, dead_unpinned, direct_regs, direct_shared,
 		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
 		prefetch_merged, prefetch_dropped, prefetch_issued,
-		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss;
+		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
+		odp_mrs, odp_fallbacks, prefetch_sges;		/* verbs backend */
+	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
 #define STAT_ADD(ctx, f, n) atomic_fetch_add_explicit(&(ctx)->cs->f, (n), memory_order_relaxed)
@@ -344,7 +346,6 @@ void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr);
 
 /* backend_verbs.c, mode.c */
 #include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */
-void mode_stats_fill(struct odpx_ctx *ctx, struct odpx_stats *st);
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 int mode_verbs_err(int rc, int err);
 

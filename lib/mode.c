@@ -287,20 +287,6 @@ static struct verbs_common *verbs_common_of(struct odpx_ctx *ctx)
 	return ctx->be && ctx->be->id == ODPX_BACKEND_VERBS ? ctx->be_priv : NULL;
 }
 
-/* Fills the verbs counters of @st (odpx_stats_read calls it last). */
-void mode_stats_fill(struct odpx_ctx *ctx, struct odpx_stats *st)
-{
-	struct verbs_common *vc = verbs_common_of(ctx);
-
-	if (!vc)
-		return;
-	st->prefetch_sges = atomic_load_explicit(&vc->prefetch_sges, memory_order_relaxed);
-	st->prefetch_errno = atomic_load_explicit(&vc->prefetch_errno, memory_order_relaxed);
-	st->odp_mrs = atomic_load_explicit(&vc->odp_mrs, memory_order_relaxed);
-	st->odp_fallbacks = atomic_load_explicit(&vc->odp_fallbacks, memory_order_relaxed);
-	st->global_rkey = vc->global_rkey;
-}
-
 /*
  * mode_prefetch_sync - serve a prefetch now and return when it is done (what
  * ODPX_PREFETCH_SYNC asks of odpx_prefetch): ibv_advise_mr with

@@ -102,11 +102,11 @@ size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge,
 		   struct adv_batch *out);
 
 /*
- * The head of the verbs backend's be_priv: counters that odpx_stats_read()
- * reports (through mode_stats_fill) and the synchronous prefetch.
+ * The head of the verbs backend's be_priv: the remote-access choice and the
+ * synchronous prefetch.  (Its counters live with the others, in ctx->cs,
+ * so that odpstat reads them from the segment.)
  */
 struct verbs_common {
-	_Atomic uint64_t prefetch_sges, prefetch_errno, odp_mrs, odp_fallbacks;
 	bool global_rkey;
 	int (*prefetch_sync)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 };

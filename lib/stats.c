@@ -131,6 +131,11 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 	st->engine_wakeups = CS(engine_wakeups);
 	st->engine_ticks = CS(engine_ticks);
 	st->evict_remiss = CS(evict_remiss);
+	st->odp_mrs = CS(odp_mrs);
+	st->odp_fallbacks = CS(odp_fallbacks);
+	st->prefetch_sges = CS(prefetch_sges);
+	st->prefetch_errno = CS(prefetch_errno);
+	st->global_rkey = CS(global_rkey);
 #undef CS
 }
 
@@ -163,7 +168,6 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	pthread_mutex_unlock(&ctx->lock);
 	st.unused_bytes = stats_unused_bytes(ctx, st.pinned_bytes);
 	stats_seg_read_extra(ctx, &st);	/* thrash fields; publishes these gauges */
-	mode_stats_fill(ctx, &st);	/* the verbs backend's own counters */
 
 	if (size > sizeof(st))
 		size = sizeof(st);

@@ -52,6 +52,7 @@ static const struct {
 	F(prefetch_queued), F(prefetch_merged), F(prefetch_dropped), F(prefetch_issued),
 	F(prefetch_failed), F(engine_wakeups), F(engine_ticks), G(unsafe_no_monitor),
 	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
+	F(odp_mrs), F(odp_fallbacks), F(prefetch_sges), G(prefetch_errno), G(global_rkey),
 #undef F
 #undef G
 };

@@ -15,7 +15,10 @@
  *     MRs with their lengths, lkeys and PID (and nothing else of the child
  *     but odpx's one-page anchor MR);
  *   - the child's odpx context (mode pin, backend verbs) from its segment.
- * The text mode names the device's ODP caps in its banner.
+ * The text mode names the device's ODP caps in its banner.  Then the child
+ * opens an explicit-ODP context, registers a page (one chunk MR) and
+ * prefetches synchronously (ibv_advise_mr): odpstat must show that
+ * context's verbs counters, odp_mrs and prefetch_sges, from its segment.
  */
 #include <sys/wait.h>
 
@@ -121,6 +124,15 @@ int main(void)
 		odpx_dereg(octx, ra);
 		odpx_dereg(octx, rb);
 		odpx_close(octx);
+		struct odpx_attr ae = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_EXPLICIT };
+		if (odpx_open_verbs(cd.pd, &ae, &octx) ||
+		    odpx_reg(octx, a, pg, ODPX_ACCESS_LOCAL_WRITE, &ra) ||
+		    odpx_prefetch(octx, b, 5 * pg, ODPX_PREFETCH_WRITE | ODPX_PREFETCH_SYNC))
+			_exit(4);
+		odpx_dereg(octx, ra);
+		if (write(up[1], "e", 1) != 1 || read(down[0], &c, 1) != 1)
+			_exit(1);
+		odpx_close(octx);
 		dev_close(&cd);
 		_exit(0);
 	}
@@ -193,7 +205,24 @@ int main(void)
 		dev_fail("text mode: %s", out);
 	fputs(out, stdout);
 
-	if (write(down[1], "x", 1) != 1 || waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
+	/* the explicit context's verbs counters, from its segment */
+	if (write(down[1], "x", 1) != 1 || read(up[0], &c, 1) != 1)
+		dev_fail("the child opened no explicit context");
+	if ((st = odpstat(args, out, sizeof(out))) != 0)
+		dev_fail("odpstat -p exited %d: %s", st, out);
+	snprintf(key, sizeof(key), "{\"pid\":%d,\"ctx\":", (int)child);
+	cx = strstr(out, key);
+	if (!cx || !strstr(cx, "\"mode\":\"explicit\",\"backend\":\"verbs\""))
+		dev_fail("explicit context of pid %d not shown: %.600s", (int)child, out);
+	const char *om = strstr(cx, "\"odp_mrs\":"), *ps = strstr(cx, "\"prefetch_sges\":");
+	const char *ce = strchr(strstr(cx, "\"odp_mrs\":") ? strstr(cx, "\"odp_mrs\":") : cx, '}');
+	if (!om || !ps || om > ce || ps > ce || strtoull(om + 10, NULL, 10) < 1 ||
+	    strtoull(ps + 16, NULL, 10) < 1)
+		dev_fail("explicit context: odp_mrs and prefetch_sges not shown or 0: %.*s",
+			 (int)(ce ? ce - cx + 1 : 400), cx);
+	printf("explicit context: odp_mrs %llu, prefetch_sges %llu\n",
+	       strtoull(om + 10, NULL, 10), strtoull(ps + 16, NULL, 10));
+	if (write(down[1], "y", 1) != 1 || waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
 	    WEXITSTATUS(st))
 		dev_fail("child");
 	ibv_dereg_mr(smr);

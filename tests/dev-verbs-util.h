@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include "dev-util.h"
 #include "odpx.h"
-#include "internal.h"	/* mode_stats_fill, mode_prefetch_sync: see below */
+#include "internal.h"	/* mode_prefetch_sync: see below */
 
 #define ACC_LW ODPX_ACCESS_LOCAL_WRITE
 #define ACC_REMOTE (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ)
@@ -32,14 +32,13 @@ static inline struct odpx_ctx *dv_open(struct dev *d, enum odpx_mode mode, uint3
 	return ctx;
 }
 
-/* The public counters plus the verbs ones (until odpx_stats_read fills them itself). */
+/* The counters, the verbs backend's included. */
 static inline struct odpx_stats dv_stats(struct odpx_ctx *ctx)
 {
 	struct odpx_stats st;
 
 	if (odpx_stats_read(ctx, &st, sizeof(st)) != (int)sizeof(st))
 		dev_fail("odpx_stats_read");
-	mode_stats_fill(ctx, &st);
 	return st;
 }
 
