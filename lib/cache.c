@@ -362,6 +362,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			pthread_mutex_unlock(&mon.lock);
 			pthread_mutex_unlock(&ctx->lock);
 			ctx->be->unpin(ctx, (uint32_t)idx);
+			STAT_INC(ctx, unpins);
 			unreserve(ctx, (uint32_t)idx);
 			STAT_INC(ctx, miss_retries);
 			continue;

@@ -215,9 +215,10 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
  * mon.lock when @mon_held), evicting onto *victims for the caller to unpin
  * after unlocking.  The first victim's slot is taken when the slab has no
  * free slot, or when the backend's pin replaces what a slot holds (one
- * system call instead of an unpin and a pin): it is FREE on return but still
- * pinned (*reused), and *victims no longer holds it.  Returns the entry or -ENOMEM (everything in use); the
- * reason is set by pin_reserved(), outside the locks.
+ * system call instead of an unpin and a pin): it is FREE on return but
+ * still pinned (*reused), and *victims no longer holds it.  Returns the
+ * entry or -ENOMEM (everything in use); the reason is set by pin_reserved(),
+ * outside the locks.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 			      uintptr_t start, uint32_t *victims, bool *reused, bool mon_held)

@@ -159,6 +159,12 @@ static void *hitter(void *arg)
 	return NULL;
 }
 
+static bool pins_balance(struct odpx_stats *st)
+{
+	*st = stats_of(ctx);
+	return st->pins - st->unpins == st->entries;
+}
+
 int main(void)
 {
 	const char *env = getenv("ODPX_STRESS_SECS");
@@ -208,6 +214,13 @@ int main(void)
 	       (unsigned long)st.superseded);
 	CHECK(atomic_load(&checks) > 100 && atomic_load(&remaps) > 100, "too little work done");
 	CHECK(st.inval_entries > 0, "no invalidation happened");
+	/*
+	 * Once quiet and the dead reaped, every pin is an alive entry's or was
+	 * unpinned: the counters balance (a miss retry's unpin counts too).
+	 */
+	CHECK(WAIT_FOR(pins_balance(&st), 3),
+	      "pins %lu - unpins %lu != %lu entries", (unsigned long)st.pins,
+	      (unsigned long)st.unpins, (unsigned long)st.entries);
 	/* nothing here is unwatchable: a miss that lost every retry is racing */
 	CHECK(st.direct_unwatchable == 0 && st.direct_budget == 0 && st.direct_no_monitor == 0,
 	      "direct for no reason of this test: unwatchable %lu, budget %lu, no monitor %lu",
