@@ -272,53 +272,61 @@ static void print_targets(void)
 	printf("  %d met, %d not met\n", met, missed);
 }
 
-/*
- * W4's cached munmap beside the references measured in the same rounds
- * (invalidate.c): the better of two bare userfaultfd readers with no odpx,
- * and the TLB shootdown that any thread awake in the process costs munmap.
- */
-static void print_bare(void)
+/* A table of the lines that carry @key: one row per case, one column per key. */
+struct col { const char *head, *key; int prec; };
+
+static int col_width(const struct col *c)
+{
+	return strlen(c->head) > 12 ? (int)strlen(c->head) : 12;
+}
+
+static void print_table(const char *title, const char *key, const struct col *c, size_t nc)
 {
 	int n = 0;
 
 	for (int i = 0; i < nlines; i++) {
 		const struct line *l = &lines[i];
-		if (num(l, "bare_over_wakeup") < 0)
+		if (num(l, key) < 0)
 			continue;
-		if (!n++)
-			printf("\n== W4 cached munmap beside a bare userfaultfd reader (no odpx) ==\n"
-			       "  %-24s %12s %12s %12s %14s\n", "case", "cached/wake", "bare/wake",
-			       "cached/bare", "shootdown ns");
-		printf("  %-24s %12.2f %12.2f %12.2f %14.0f\n", get(l, "case"), num(l, "ratio"),
-		       num(l, "bare_over_wakeup"), num(l, "cached_over_bare"),
-		       num(l, "shootdown_ns"));
+		if (!n++) {
+			printf("\n== %s ==\n  %-24s", title, "case");
+			for (size_t k = 0; k < nc; k++)
+				printf(" %*s", col_width(&c[k]), c[k].head);
+			putchar('\n');
+		}
+		printf("  %-24s", get(l, "case") ?: "?");
+		for (size_t k = 0; k < nc; k++)
+			printf(" %*.*f", col_width(&c[k]), c[k].prec, num(l, c[k].key));
+		putchar('\n');
 	}
 }
 
 /*
- * W3's overhead over the raw pin beside its budget (10% of the raw pin and
- * unpin) and two parts of it measured in the same rounds (cache-miss.c): the
- * cache's miss alone on the null backend, warm, and the same between the raw
- * pin and unpin system calls of each iteration.
+ * W4's cached munmap beside the references measured in the same rounds
+ * (invalidate.c): the better of two bare userfaultfd readers with no odpx,
+ * and the TLB shootdown that any thread awake in the process costs munmap.
+ * W3's overhead beside its budget (10% of the raw pin and unpin), over the
+ * raw replace (one update, as odpx does), and the cache's miss alone on the
+ * null backend, warm and right after the raw replace's system call
+ * (cache-miss.c).
  */
-static void print_w3(void)
+static void print_parts(void)
 {
-	int n = 0;
+	static const struct col w4[] = {
+		{ "cached/wake", "ratio", 2 }, { "bare/wake", "bare_over_wakeup", 2 },
+		{ "cached/bare", "cached_over_bare", 2 }, { "shootdown ns", "shootdown_ns", 0 },
+	}, w3[] = {
+		{ "budget", "budget_ns", 1 }, { "odpx - raw", "odpx_minus_raw_ns", 1 },
+		{ "odpx - replace", "odpx_minus_raw_replace_ns", 1 },
+		{ "null (warm)", "null_miss_ns", 1 },
+		{ "null after syscall", "null_miss_between_syscalls_ns", 1 },
+	};
 
-	for (int i = 0; i < nlines; i++) {
-		const struct line *l = &lines[i];
-		if (num(l, "null_miss_between_syscalls_ns") < 0)
-			continue;
-		if (!n++)
-			printf("\n== W3 overhead, in ns: over the raw pin+unpin (the target) and over"
-			       " the raw replace (one update that unpins and pins, as odpx does) ==\n"
-			       "  %-18s %10s %12s %16s %14s %22s\n", "case", "budget", "odpx - raw",
-			       "odpx - replace", "null (warm)", "null between syscalls");
-		printf("  %-18s %10.1f %12.1f %16.1f %14.1f %22.1f\n", get(l, "case"),
-		       num(l, "budget_ns"), num(l, "odpx_minus_raw_ns"),
-		       num(l, "odpx_minus_raw_replace_ns"), num(l, "null_miss_ns"),
-		       num(l, "null_miss_between_syscalls_ns"));
-	}
+	print_table("W4 cached munmap beside a bare userfaultfd reader (no odpx)",
+		    "bare_over_wakeup", w4, sizeof(w4) / sizeof(w4[0]));
+	print_table("W3 overhead, in ns: over the raw pin+unpin (the target) and over the raw"
+		    " replace (one update that unpins and pins, as odpx does)",
+		    "null_miss_between_syscalls_ns", w3, sizeof(w3) / sizeof(w3[0]));
 }
 
 /* W2 over growing sets (cache-hit.c): the step where the entries outgrow L2. */
@@ -432,8 +440,7 @@ int main(int argc, char **argv)
 
 	print_measurements();
 	print_targets();
-	print_bare();
-	print_w3();
+	print_parts();
 	print_footprint();
 	print_contention();
 	if (ucx_wanted)
