@@ -3,6 +3,7 @@
  * ctx.c - the public API: open, close, reg/dereg, accessors, transfer, mode.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,20 @@ ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint
 	if (flags & ODPX_PREFETCH_SYNC)
 		return mode_prefetch_sync(ctx, (uintptr_t)addr, len, flags);
 	return prefetch_enqueue(ctx, (uintptr_t)addr, len, flags);
+}
+
+ODPX_EXPORT int odpx_invalidate(struct odpx_ctx *ctx, void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	unsigned n;
+	int r;
+
+	if ((r = check_ctx(ctx)) < 0)
+		return r;
+	if (!addr || !len || a + len < a || a + len > UINTPTR_MAX - PAGE_SIZE)
+		return odpx_fail(-EINVAL, "bad invalidate range");
+	n = monitor_invalidate(a & ~(PAGE_SIZE - 1), (a + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
+	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 ODPX_EXPORT int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode, const char **reason)

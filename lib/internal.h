@@ -138,7 +138,7 @@ struct stat_shard {
 struct cold_stats {
 	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
 		enomem_retries, merges, superseded, miss_retries, repins,
-		inval_unmap, inval_remove, inval_remap, inval_entries,
+		inval_unmap, inval_remove, inval_remap, inval_api, inval_entries,
 		inval_bytes, dead_unpinned, direct_regs, direct_shared,
 		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
 		prefetch_merged, prefetch_dropped, prefetch_issued,

@@ -280,6 +280,23 @@ enum odpx_prefetch_flags {
  */
 int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags);
 
+/**
+ * odpx_invalidate - the pages of [@addr, @addr + @len) changed unseen
+ *
+ * For the one change of private memory the kernel reports to no one:
+ * madvise(MADV_GUARD_INSTALL) (Linux 6.13+) drops the pages of its range and
+ * raises no userfaultfd event, so a cached registration there keeps the old
+ * pages.  Call it after installing guards over memory that went through
+ * odpx_reg (or before: a registration of the range in the next
+ * ODPX_REMOVE_QUARANTINE_MS is then served direct, as after a DONTNEED).
+ * It acts as a REMOVE event read by the monitor would: on every pin-mode
+ * context of the process (not those opened ODPX_OPEN_UNSAFE_NO_MONITOR),
+ * and held registrations stay valid until released.
+ * Return: the number of cached entries it invalidated (0 in the modes that
+ * cache nothing), or -EINVAL.
+ */
+int odpx_invalidate(struct odpx_ctx *ctx, void *addr, size_t len);
+
 struct odpx_stats {
 	/* registration cache */
 	uint64_t hits, misses, hits_slow;	/* slow: taken under the lock */
@@ -322,6 +339,7 @@ struct odpx_stats {
 	uint64_t odp_fallbacks;		/* chunk registration failed: range MR instead */
 	/* pin cache, for the thrash detector */
 	uint64_t evict_remiss;		/* misses at the start of a recently evicted range */
+	uint64_t inval_api;		/* odpx_invalidate calls that reached this context */
 };
 
 /**

@@ -115,6 +115,7 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 	st->inval_unmap = CS(inval_unmap);
 	st->inval_remove = CS(inval_remove);
 	st->inval_remap = CS(inval_remap);
+	st->inval_api = CS(inval_api);
 	st->inval_entries = CS(inval_entries);
 	st->inval_bytes = CS(inval_bytes);
 	st->dead_unpinned = CS(dead_unpinned);

@@ -46,7 +46,7 @@ static const struct {
 	F(hits), F(misses), F(hits_slow), F(deregs), G(entries), G(pinned_bytes),
 	G(unused_bytes), F(pins), F(unpins), F(pin_failures), F(evictions),
 	F(enomem_retries), F(merges), F(superseded), F(miss_retries), F(repins),
-	F(inval_unmap), F(inval_remove), F(inval_remap), F(inval_entries), F(inval_bytes),
+	F(inval_unmap), F(inval_remove), F(inval_remap), F(inval_api), F(inval_entries), F(inval_bytes),
 	F(dead_unpinned), G(watch_vmas), F(watch_regs), F(direct_regs), F(direct_shared),
 	F(direct_unwatchable), F(direct_budget), F(direct_no_monitor), F(direct_racing),
 	F(prefetch_queued), F(prefetch_merged), F(prefetch_dropped), F(prefetch_issued),

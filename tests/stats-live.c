@@ -25,7 +25,7 @@ static char odpstat[PATH_MAX];
 static const char *const fields[] = {
 	"hits", "misses", "hits_slow", "deregs", "entries", "pinned_bytes", "unused_bytes", "pins",
 	"unpins", "pin_failures", "evictions", "enomem_retries", "merges", "superseded",
-	"miss_retries", "repins", "inval_unmap", "inval_remove", "inval_remap", "inval_entries",
+	"miss_retries", "repins", "inval_unmap", "inval_remove", "inval_remap", "inval_api", "inval_entries",
 	"inval_bytes", "dead_unpinned", "watch_vmas", "watch_regs", "direct_regs", "direct_shared",
 	"direct_unwatchable", "direct_budget", "direct_no_monitor", "direct_racing",
 	"prefetch_queued", "prefetch_merged", "prefetch_dropped", "prefetch_issued",
@@ -38,7 +38,7 @@ static uint64_t field_of(const struct odpx_stats *st, const char *name)
 #define X(f) if (!strcmp(name, #f)) return st->f;
 	X(hits) X(misses) X(hits_slow) X(deregs) X(entries) X(pinned_bytes) X(unused_bytes)
 	X(pins) X(unpins) X(pin_failures) X(evictions) X(enomem_retries) X(merges) X(superseded)
-	X(miss_retries) X(repins) X(inval_unmap) X(inval_remove) X(inval_remap) X(inval_entries)
+	X(miss_retries) X(repins) X(inval_unmap) X(inval_remove) X(inval_remap) X(inval_api) X(inval_entries)
 	X(inval_bytes) X(dead_unpinned) X(watch_vmas) X(watch_regs) X(direct_regs)
 	X(direct_shared) X(direct_unwatchable) X(direct_budget) X(direct_no_monitor)
 	X(direct_racing) X(prefetch_queued) X(prefetch_merged) X(prefetch_dropped)

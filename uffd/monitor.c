@@ -548,6 +548,28 @@ static void kick_engines(void)
 			engine_kick(c);
 }
 
+/*
+ * Applied exactly as the reader applies a REMOVE, on the caller's thread:
+ * the same lock, seq write section and log (so a miss pinning meanwhile
+ * retries, and one soon after is served direct).
+ */
+unsigned monitor_invalidate(uintptr_t s, uintptr_t e)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&mon.lock);
+	seq_all();
+	log_inval(s, e, true);
+	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next) {
+		n += cache_invalidate_locked(c, s, e, UFFD_EVENT_REMOVE);
+		STAT_INC(c, inval_api);
+	}
+	seq_all();
+	kick_engines();
+	pthread_mutex_unlock(&mon.lock);
+	return n;
+}
+
 static void *reader_main(void *arg)
 {
 	struct uffd_msg msgs[32];	/* on the stack: the reader never allocates */

@@ -78,6 +78,8 @@ void monitor_detach(struct odpx_ctx *ctx);
  * changing under the registration.
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
+/* odpx_invalidate(): a REMOVE of [start, end) that no event reports; entries killed. */
+unsigned monitor_invalidate(uintptr_t start, uintptr_t end);
 /* Under mon.lock. */
 bool monitor_inval_since(uint64_t c0, uintptr_t start, uintptr_t end);
 bool monitor_covers(uintptr_t start, uintptr_t end);
