@@ -2,22 +2,50 @@
  * dev-verbs-stale: stale registrations over RDMA.
  * Pin mode: register the target through odpx, change the mapping under it (munmap + mmap at
  * the same address; madvise(DONTNEED); mremap moving it away and a new mapping at the old
- * address), register again and RDMA WRITE with the new rkey: the bytes must land in the new
+ * address; guard pages installed and removed, which raises no event, then odpx_invalidate()),
+ * register again and RDMA WRITE with the new rkey: the bytes must land in the new
  * pages.  With ODPX_OPEN_UNSAFE_NO_MONITOR the same check must fail (the cache hands back the
  * old pinned MR), which shows the check can fail.
- * Explicit mode: after munmap + mmap the data follows the new mapping with no invalidation by
+ * Explicit mode: after each change the data follows the new mapping with no invalidation by
  * odpx (the same chunk MR, no new registration).
+ * Also printed, not checked: whether the guest kernel reports a guard install by itself (pin
+ * mode, no odpx_invalidate()); tests/guard-regions checks that on the host kernel.
  */
 #include "dev-verbs-util.h"
 
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+
 #define LEN (16 * 4096)
 
-enum change { MUNMAP_MMAP, DONTNEED, MREMAP_MOVE, NCHANGE };
-static const char *const change_name[] = { "munmap+mmap", "madvise(DONTNEED)", "mremap move" };
+/* GUARD before DONTNEED: a range DONTNEED'd (or invalidated) in the last 100 ms is served
+ * direct, never cached, and the next rounds' buffers often reuse its addresses */
+enum change { MUNMAP_MMAP, GUARD, DONTNEED, MREMAP_MOVE, NCHANGE, GUARD_UNSEEN = NCHANGE };
+static const char *const change_name[] = {
+	"munmap+mmap", "guard install+odpx_invalidate", "madvise(DONTNEED)", "mremap move",
+	"guard install alone",
+};
 
-static void change_mapping(unsigned char *dst, enum change c)
+static void change_mapping(struct odpx_ctx *ctx, unsigned char *dst, enum change c)
 {
 	switch (c) {
+	case GUARD:
+	case GUARD_UNSEEN:
+		if (madvise(dst, LEN, MADV_GUARD_INSTALL) || madvise(dst, LEN, MADV_GUARD_REMOVE))
+			dev_fail("madvise(MADV_GUARD_*): %s", strerror(errno));
+		if (c == GUARD) {
+			/* a monitored cache must kill dst's entry: the quarantine alone would
+			 * serve the next registration direct and pass the check */
+			enum odpx_mode m = ODPX_MODE_AUTO;
+			int r = odpx_invalidate(ctx, dst, LEN);
+			odpx_mode_get(ctx, &m, NULL);
+			if (r != (m == ODPX_MODE_PIN && !dv_stats(ctx).unsafe_no_monitor))
+				dev_fail("odpx_invalidate = %d in %s mode: %s", r, odpx_mode_str(m),
+					 odpx_last_reason());
+		}
+		break;
 	case MUNMAP_MMAP:
 		if (munmap(dst, LEN))
 			dev_fail("munmap");
@@ -58,7 +86,7 @@ static int one(struct dev *d, struct odpx_ctx *ctx, enum change c, unsigned seed
 		dev_fail("first RDMA WRITE: data mismatch");
 	dv_dereg(ctx, dmr);
 
-	change_mapping(dst, c);
+	change_mapping(ctx, dst, c);
 	dmr = dv_reg(ctx, dst, LEN, ACC_REMOTE);
 	dev_fill(src, LEN, seed + 1);
 	memcpy(want, src, LEN);
@@ -84,6 +112,14 @@ int main(void)
 	dev_connect_self(&d);
 
 	ctx = dv_open(&d, ODPX_MODE_PIN, 0);
+	/* first: the other changes would put the range in the REMOVE quarantine (served direct) */
+	st = dv_stats(ctx);
+	int fresh = one(&d, ctx, GUARD_UNSEEN, 39);
+	printf("pin, guard install alone (not checked): %s (hits %llu, direct %llu)\n",
+	       fresh ? "the data landed in the new pages: this kernel reports guard installs" :
+	       "stale, as documented: no event, odpx_invalidate needed",
+	       (unsigned long long)(dv_stats(ctx).hits - st.hits),
+	       (unsigned long long)(dv_stats(ctx).direct_regs - st.direct_regs));
 	for (int c = 0; c < NCHANGE; c++) {
 		if (!one(&d, ctx, c, 40 + c))
 			dev_fail("pin mode, %s: the write through odpx missed the new pages",
@@ -91,10 +127,10 @@ int main(void)
 		printf("pin, %s: the data landed in the new pages\n", change_name[c]);
 	}
 	st = dv_stats(ctx);
-	printf("pin: inval unmap %llu remove %llu remap %llu, entries %llu, direct_racing %llu\n",
+	printf("pin: inval unmap %llu remove %llu remap %llu api %llu, entries %llu, direct_racing %llu\n",
 	       (unsigned long long)st.inval_unmap, (unsigned long long)st.inval_remove,
-	       (unsigned long long)st.inval_remap, (unsigned long long)st.inval_entries,
-	       (unsigned long long)st.direct_racing);
+	       (unsigned long long)st.inval_remap, (unsigned long long)st.inval_api,
+	       (unsigned long long)st.inval_entries, (unsigned long long)st.direct_racing);
 	odpx_close(ctx);
 
 	/* a fresh context per change: without a monitor, the cache would also serve the next
