@@ -49,7 +49,10 @@ static void cache_range(struct odpx_ctx *ctx, void *p, unsigned seed)
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 }
 
-/* odpx_reg p again; 1 when the data moves through its current pages. */
+/*
+ * odpx_reg p again; 1 when the data moves through its current pages.  *st:
+ * the counters after it, with hits, misses and direct_racing as differences.
+ */
 static int reg_check(struct odpx_ctx *ctx, void *p, unsigned seed, struct odpx_stats *st)
 {
 	struct odpx_mr *mr;
