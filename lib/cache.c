@@ -398,7 +398,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		monitor_watch_ref(us, ue, +1);
 		seq_end(ctx);
 		pthread_mutex_unlock(&mon.lock);
-		lru_link_head(ctx, (uint32_t)idx);
+		lru_link(ctx, (uint32_t)idx);
 		pthread_mutex_unlock(&ctx->lock);
 		if (kick)
 			engine_kick(ctx);
@@ -509,7 +509,8 @@ int cache_init(struct odpx_ctx *ctx)
 	for (int a = 0; a < ACC_CLASSES; a++)
 		ST(ctx->root[a], NIL);
 	ctx->free_head = 0;
-	ctx->lru_head = ctx->lru_tail = NIL;
+	for (int b = 0; b < LRU_BUCKETS; b++)
+		ctx->lru_first[b] = ctx->lru_last_of[b] = NIL;
 	atomic_store(&ctx->dead_head, NIL);
 	return 0;
 }

@@ -26,7 +26,7 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* mon.lock, s
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 
 /* reserve.c */
-void lru_link_head(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
+void lru_link(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, uint32_t *victims, bool *reused, bool mon_held);
 void unreserve(struct odpx_ctx *ctx, uint32_t idx);

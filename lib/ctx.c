@@ -142,7 +142,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if (ops->max_entries && a.limits.max_entries > ops->max_entries)
 		return odpx_fail(-EINVAL, "max_entries %llu above the %s backend's %u",
 				 (unsigned long long)a.limits.max_entries, ops->name, ops->max_entries);
-	if (a.limits.max_entries >= NIL)
+	if (a.limits.max_entries >= ENTRIES_MAX)
 		return odpx_fail(-EINVAL, "max_entries too large");
 	if (a.limits.max_entry_bytes > SPAN_MAX_BYTES ||
 	    (ops->max_entry_bytes && a.limits.max_entry_bytes > ops->max_entry_bytes))

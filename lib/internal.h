@@ -19,6 +19,9 @@
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define NIL UINT32_MAX		/* the null entry index */
+#define LRU_BUCKETS 145		/* radix-16 heap over 33-bit key offsets (reserve.c) */
+#define LRU_MARK(b) (NIL - 1 - (b))	/* ends of LRU bucket b's list */
+#define ENTRIES_MAX LRU_MARK(LRU_BUCKETS)	/* max_entries must stay below */
 #define ACC_CLASSES 16		/* one index per access combination */
 #define URING_SLOTS 16384
 #define URING_SLOT_MAX_BYTES (1UL << 30)
@@ -44,8 +47,10 @@
  * @hnext, @bucket: exact-start hash chain; @bucket is the head of hash
  *   bucket number (this entry's index), so the table costs no extra memory.
  * @left, @right, @height: AVL tree of the entry's access class, by start.
- * @lru_prev, @lru_next, @link_stamp: the lazy LRU (ctx->lock); while FREE,
- *   @lru_prev/@lru_next link the free list instead.
+ * @lru_prev, @lru_next, @link_stamp: the lazy LRU (ctx->lock, reserve.c):
+ *   a bucket list of its radix heap, whose ends hold LRU_MARK(bucket), and
+ *   the key; @lru_prev is NIL when not linked.  While FREE, @lru_prev and
+ *   @lru_next link the free list instead.
  * @last_use: ctx->clock when the last reference was released (relaxed).
  * @dnext: dead stack link.
  * Index fields (@hnext, @bucket, @left, @right, @height) are written under
@@ -188,7 +193,9 @@ struct odpx_ctx {
 
 	pthread_mutex_t lock ALIGNED_LINE;
 	uint32_t free_head;		/* free list through lru_prev/lru_next */
-	uint32_t lru_head, lru_tail;	/* head: most recent */
+	/* the LRU's radix heap: buckets (FIFO), non-empty mask, last minimum */
+	uint32_t lru_first[LRU_BUCKETS], lru_last_of[LRU_BUCKETS];
+	uint64_t lru_mask[(LRU_BUCKETS + 63) / 64], lru_min_key;
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
 	/*
 	 * Starts of ranges evicted lately, direct-mapped by start page: a miss

@@ -7,12 +7,18 @@
  * ctx->lock, and under mon.lock too where it kills an indexed entry; victims
  * are unpinned after both are dropped.
  *
- * LRU: lazy and exact at the resolution of misses.  Entries sit in a list
- * ordered by @link_stamp; a release stores ctx->clock (bumped at each miss)
- * in @last_use without a lock.  The evictor takes the tail; an entry used
- * since it was linked is re-linked at the place of its new stamp (the list
- * stays sorted).  The first tail entry with last_use == link_stamp and no
- * reference is the least recently released one.
+ * LRU: lazy and exact at the resolution of misses.  A release stores
+ * ctx->clock (bumped at each miss) in @last_use without a lock.  The linked
+ * entries sit in a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990)
+ * keyed by @link_stamp, the stamp they had when linked: a lower bound of
+ * their last release.  The evictor takes the least key; an entry released
+ * since it was linked goes back in under its new stamp, an entry in use
+ * under the current clock (its release will stamp it no earlier).  The
+ * first minimum with last_use == link_stamp and no reference is the least
+ * recently released entry.  Keys only grow and never fall below the last
+ * minimum taken, which is what a radix heap needs: linking is O(1) and
+ * taking the minimum O(log of the stamp range) amortized, so no eviction
+ * walks the LRU (bench/cache-miss, workload LRU).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +26,8 @@
 
 #include "cache.h"
 #include "../uffd/monitor.h"
+
+#define LRU_AGE_MAX (1U << 30)
 
 /*
  * Take a free entry, preferably @home: the entry whose index is the hash
@@ -45,62 +53,150 @@ static uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home)
 	return idx;
 }
 
-void lru_link_head(struct odpx_ctx *ctx, uint32_t idx)
+/* The key of a stamp: stamps are 32-bit, keys count on from the minimum. */
+static uint64_t lru_key(const struct odpx_ctx *ctx, uint32_t stamp)
 {
-	struct entry *e = &ctx->ent[idx];
-
-	e->link_stamp = LD(e->last_use);
-	e->lru_prev = NIL;
-	e->lru_next = ctx->lru_head;
-	if (ctx->lru_head != NIL)
-		ctx->ent[ctx->lru_head].lru_prev = idx;
-	else
-		ctx->lru_tail = idx;
-	ctx->lru_head = idx;
+	return ctx->lru_min_key + (uint32_t)(stamp - (uint32_t)ctx->lru_min_key);
 }
 
 /*
- * Re-link an entry used since it was linked at its place by its new stamp:
- * the list stays sorted by link_stamp (head: newest), so the first tail
- * entry with last_use == link_stamp really is the least recently released.
+ * Bucket 0 holds the keys equal to the minimum.  The others go by base-16
+ * digit: a key whose highest digit differing from the minimum's is digit j
+ * (of 0..8: keys are less than 2^32 above the minimum), with value d there,
+ * is in bucket 1 + 16j + d.  A lower bucket holds only lower keys, and an
+ * entry moves at most 9 times between two links (log16 of the stamp range).
  */
-static void lru_link_sorted(struct odpx_ctx *ctx, uint32_t idx)
+static unsigned lru_bucket(const struct odpx_ctx *ctx, uint64_t key)
+{
+	uint64_t x = key ^ ctx->lru_min_key;
+
+	if (!x)
+		return 0;
+	unsigned j = (63 - (unsigned)__builtin_clzll(x)) / 4;
+	return 1 + 16 * j + (unsigned)((key >> (4 * j)) & 15);
+}
+
+static void lru_mask_set(struct odpx_ctx *ctx, unsigned b, bool on)
+{
+	if (on)
+		ctx->lru_mask[b / 64] |= 1ULL << (b % 64);
+	else
+		ctx->lru_mask[b / 64] &= ~(1ULL << (b % 64));
+}
+
+/* The least non-empty bucket, LRU_BUCKETS if none. */
+static unsigned lru_least(const struct odpx_ctx *ctx)
+{
+	for (unsigned i = 0; i < (LRU_BUCKETS + 63) / 64; i++)
+		if (ctx->lru_mask[i])
+			return 64 * i + (unsigned)__builtin_ctzll(ctx->lru_mask[i]);
+	return LRU_BUCKETS;
+}
+
+static bool lru_is_mark(uint32_t i) { return i != NIL && i >= LRU_MARK(LRU_BUCKETS - 1); }
+
+/* Link at the tail of its key's bucket: equal keys leave in link order. */
+static void lru_push(struct odpx_ctx *ctx, uint32_t idx, uint32_t stamp)
 {
 	struct entry *e = &ctx->ent[idx];
-	uint32_t stamp = LD(e->last_use), prev = NIL, next = ctx->lru_head;
 
-	while (next != NIL && (int32_t)(ctx->ent[next].link_stamp - stamp) > 0) {
-		prev = next;
-		next = ctx->ent[next].lru_next;
-	}
+	/* below the minimum: a release raced another one, which stored later */
+	if ((int32_t)(stamp - (uint32_t)ctx->lru_min_key) < 0)
+		stamp = (uint32_t)ctx->lru_min_key;
+	unsigned b = lru_bucket(ctx, lru_key(ctx, stamp));
+	uint32_t t = ctx->lru_last_of[b];
+
 	e->link_stamp = stamp;
-	e->lru_prev = prev;
-	e->lru_next = next;
-	if (prev != NIL)
-		ctx->ent[prev].lru_next = idx;
+	e->lru_next = LRU_MARK(b);
+	e->lru_prev = t == NIL ? LRU_MARK(b) : t;
+	if (t == NIL)
+		ctx->lru_first[b] = idx;
 	else
-		ctx->lru_head = idx;
-	if (next != NIL)
-		ctx->ent[next].lru_prev = idx;
-	else
-		ctx->lru_tail = idx;
+		ctx->ent[t].lru_next = idx;
+	ctx->lru_last_of[b] = idx;
+	lru_mask_set(ctx, b, true);
+}
+
+void lru_link(struct odpx_ctx *ctx, uint32_t idx)
+{
+	lru_push(ctx, idx, LD(ctx->ent[idx].last_use));
 }
 
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx)
 {
 	struct entry *e = &ctx->ent[idx];
+	uint32_t p = e->lru_prev, n = e->lru_next;
 
-	if (e->lru_prev != NIL)
-		ctx->ent[e->lru_prev].lru_next = e->lru_next;
-	else if (ctx->lru_head == idx)
-		ctx->lru_head = e->lru_next;
-	else
+	if (p == NIL)
 		return;	/* not linked */
-	if (e->lru_next != NIL)
-		ctx->ent[e->lru_next].lru_prev = e->lru_prev;
+	if (lru_is_mark(p))
+		ctx->lru_first[LRU_MARK(0) - p] = lru_is_mark(n) ? NIL : n;
 	else
-		ctx->lru_tail = e->lru_prev;
+		ctx->ent[p].lru_next = n;
+	if (lru_is_mark(n))
+		ctx->lru_last_of[LRU_MARK(0) - n] = lru_is_mark(p) ? NIL : p;
+	else
+		ctx->ent[n].lru_prev = p;
+	if (lru_is_mark(p) && lru_is_mark(n))
+		lru_mask_set(ctx, LRU_MARK(0) - p, false);
 	e->lru_prev = e->lru_next = NIL;
+}
+
+static void lru_relink(struct odpx_ctx *ctx, uint32_t idx, uint32_t stamp)
+{
+	cache_unlink_lru(ctx, idx);
+	lru_push(ctx, idx, stamp);
+}
+
+/*
+ * The linked entry of least key, first linked among equals; NIL if none.
+ * When bucket 0 is empty, the least non-empty bucket's least key becomes the
+ * minimum, and its entries move to lower buckets.
+ */
+static uint32_t lru_min(struct odpx_ctx *ctx)
+{
+	unsigned b = lru_least(ctx);
+
+	if (b == LRU_BUCKETS)
+		return NIL;
+	if (b) {
+		uint64_t min = UINT64_MAX;
+		uint32_t i;
+
+		for (i = ctx->lru_first[b]; !lru_is_mark(i); i = ctx->ent[i].lru_next) {
+			uint64_t k = lru_key(ctx, ctx->ent[i].link_stamp);
+			min = k < min ? k : min;
+		}
+		i = ctx->lru_first[b];
+		ctx->lru_first[b] = ctx->lru_last_of[b] = NIL;
+		lru_mask_set(ctx, b, false);
+		ctx->lru_min_key = min;
+		while (!lru_is_mark(i)) {
+			uint32_t next = ctx->ent[i].lru_next;
+			lru_push(ctx, i, ctx->ent[i].link_stamp);
+			i = next;
+		}
+	}
+	return ctx->lru_first[0];
+}
+
+/*
+ * Keep every key within LRU_AGE_MAX stamps of the clock, so that 32-bit
+ * stamps compare right however long the process runs: when the minimum is
+ * that old, the entries released more than half of it ago are keyed as if
+ * released just then (they tie as the oldest).  Each entry moves once per
+ * LRU_AGE_MAX / 2 misses at most.
+ */
+static void lru_age(struct odpx_ctx *ctx)
+{
+	uint32_t now = LD(ctx->clock), floor = now - LRU_AGE_MAX / 2, idx;
+
+	if (now - (uint32_t)ctx->lru_min_key < LRU_AGE_MAX)
+		return;
+	while ((idx = lru_min(ctx)) != NIL && (int32_t)(ctx->ent[idx].link_stamp - floor) < 0)
+		lru_relink(ctx, idx, floor);
+	if (idx == NIL)		/* empty: the minimum moves up alone */
+		ctx->lru_min_key = lru_key(ctx, floor);
 }
 
 /*
@@ -112,30 +208,28 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		      uint64_t bytes, uint32_t *victims, bool mon_held)
 {
 	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2;
-	uint32_t idx = ctx->lru_tail;
 
+	lru_age(ctx);	/* every miss comes here, linking or not */
 	while (ctx->nentries + 1 > max_entries || ctx->pinned_bytes + bytes > max_bytes) {
+		uint32_t idx = lru_min(ctx);
+
 		if (idx == NIL || scanned++ > limit)
 			return false;
 		struct entry *e = &ctx->ent[idx];
-		uint32_t prev = e->lru_prev;
 		uint64_t w = atomic_load_explicit(&e->word, ACQ);
 		uint32_t used = LD(e->last_use);
 
 		if (W_STATE(w) != ST_ALIVE) {
-			idx = prev;	/* dead: the engine reaps it */
+			cache_unlink_lru(ctx, idx);	/* dead: the engine reaps it */
 			continue;
 		}
-		if (W_REF(w)) {		/* in use: its release will stamp it */
-			idx = prev;
+		if (W_REF(w)) {		/* in use: its release stamps it later */
+			lru_relink(ctx, idx, LD(ctx->clock));
 			continue;
 		}
-		if (used != e->link_stamp) {	/* used since linked: to its place */
-			cache_unlink_lru(ctx, idx);
-			lru_link_sorted(ctx, idx);
-			if (e->lru_prev != prev)	/* moved toward the head: met again */
-				idx = prev;
-			continue;		/* else it is the oldest: look again */
+		if ((int32_t)(used - e->link_stamp) > 0) {	/* released since linked */
+			lru_relink(ctx, idx, used);
+			continue;
 		}
 		if (!mon_held)
 			pthread_mutex_lock(&mon.lock);
@@ -160,7 +254,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ctx->nevicted++;
 			stats_gauges_publish(ctx);
 		}
-		idx = prev;
+		/* else a hit took it meanwhile: met again, in use or dead */
 	}
 	return true;
 }

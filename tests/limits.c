@@ -5,9 +5,12 @@
  * - entries, pinned_bytes (the gauges) and VmPin never exceed max_entries and
  *   max_pinned_bytes: checked after every operation;
  * - unused entries are evicted least recently released first, exactly at the
- *   resolution of misses (the comment at the top of lib/cache.c): a simple
+ *   resolution of misses (the comment at the top of lib/reserve.c): a simple
  *   order, then one where entries used since they were linked are re-linked
- *   by the evictor in between;
+ *   by the evictor in between, then a model of exact LRU that predicts every
+ *   hit and miss of long random runs with held references, one of them
+ *   across the wrap of the cache's 32-bit clock and one across a jump of
+ *   2^31 misses;
  * - with every entry in use, odpx_reg returns -ENOMEM and loses nothing: every
  *   held registration still hits and moves the right bytes, and one release
  *   makes room again; a request that fits the limits on its own is not
@@ -33,6 +36,7 @@
 #include <sys/syscall.h>
 
 #include "test.h"
+#include "internal.h"	/* the slab, for lru-model */
 
 #define PG 4096UL
 
@@ -164,6 +168,158 @@ static void lru_relinked(void)
 	touch(ctx, l, V, 1, "lru-relinked: V");
 	touch(ctx, l, Rr, 0, "lru-relinked: R (least recently released, must be evicted)");
 	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/*
+ * Exact LRU against a model, over a long random run: misses of buffers not
+ * cached, hits on cached ones, each held for a while or released at once,
+ * releases in random order, and misses when every entry is in use.  The
+ * model keeps each buffer's release stamp (the misses so far, as the
+ * cache's clock); at each evicting miss it finds the unreferenced buffers
+ * released longest ago, and the one the cache evicted (read from its slab)
+ * must be one of them: several when released between the same two misses.
+ * It predicts every hit, miss and -ENOMEM.
+ */
+struct lru_model {
+	unsigned stamp[SLOTS];	/* 0: not cached, else 1 + clock at the last release */
+	unsigned refs[SLOTS];
+	struct odpx_mr *held[SLOTS * 4];
+	unsigned held_buf[SLOTS * 4], nheld, ncached, clock;
+};
+
+static uint64_t lru_rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* White box: is there an alive entry that starts at @p? */
+static bool slab_has(struct odpx_ctx *ctx, const void *p)
+{
+	for (uint32_t i = 0; i < ctx->max_entries; i++) {
+		uint64_t w = atomic_load(&ctx->ent[i].word);
+		if (W_STATE(w) == ST_ALIVE && SPAN_START(atomic_load(&ctx->ent[i].span)) == (uintptr_t)p)
+			return true;
+	}
+	return false;
+}
+
+static void lru_release(struct odpx_ctx *ctx, struct lim l, struct lru_model *m, unsigned h,
+			const char *what)
+{
+	unsigned b = m->held_buf[h];
+
+	dereg(ctx, l, m->held[h], what);
+	if (!--m->refs[b])
+		m->stamp[b] = 1 + m->clock;
+	m->held[h] = m->held[--m->nheld];
+	m->held_buf[h] = m->held_buf[m->nheld];
+}
+
+/*
+ * @release_8ths: the share of steps that release a held reference.
+ * White box: the cache's clock starts at @clock0 (a clock about to wrap), and
+ * at step @jump_at (if not 0) it jumps by 2^31 + 4096 misses at once: what
+ * a long-running process meets.  The entries released before the jump are
+ * then all older than the cache tells apart (lib/reserve.c, lru_age): the
+ * model ties them as the oldest.
+ */
+static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, unsigned steps,
+			  uint64_t seed, uint32_t clock0, unsigned jump_at)
+{
+	struct lim l = { cap, SLOTS * PG };
+	struct odpx_ctx *ctx = open_limits(cap, SLOTS * PG, 16 * PG, SLOTS * PG, 0);
+	struct lru_model *m = calloc(1, sizeof(*m));
+	uint64_t x = seed, nomem = 0, hits = 0, evictions = 0;
+	char what[128];
+
+	atomic_store(&ctx->clock, clock0);
+	for (unsigned step = 0; step < steps; step++) {
+		if (step && step == jump_at) {
+			atomic_store(&ctx->clock, atomic_load(&ctx->clock) + (1U << 31) + 4096);
+			m->clock += (1U << 31) + 4096;
+			for (unsigned i = 0; i < bufs; i++)
+				if (m->stamp[i])
+					m->stamp[i] = 1;
+		}
+		unsigned op = (unsigned)(lru_rnd(&x) % 8), b = 0, n = 0, oldest = UINT32_MAX;
+
+		snprintf(what, sizeof(what), "lru-model: cap %u seed %#llx step %u", cap,
+			 (unsigned long long)seed, step);
+		if (op < release_8ths && m->nheld) {	/* release one held reference */
+			lru_release(ctx, l, m, (unsigned)(lru_rnd(&x) % m->nheld), what);
+			continue;
+		}
+		bool hit = op < release_8ths + 2 && m->ncached;
+		if (hit) {	/* a cached buffer */
+			unsigned k = (unsigned)(lru_rnd(&x) % m->ncached);
+			for (b = 0; b < bufs; b++)
+				if (m->stamp[b] && n++ == k)
+					break;
+			hits++;
+		} else {	/* a buffer not cached */
+			do
+				b = (unsigned)(lru_rnd(&x) % bufs);
+			while (m->stamp[b]);
+			m->clock++;
+			if (m->ncached == cap) {
+				for (unsigned i = 0; i < bufs; i++)
+					if (m->stamp[i] && !m->refs[i] && m->stamp[i] < oldest)
+						oldest = m->stamp[i];
+				if (oldest == UINT32_MAX) {	/* every entry in use */
+					struct odpx_mr *mr;
+					CHECK(odpx_reg(ctx, R(b), PG, ODPX_ACCESS_LOCAL_WRITE, &mr) == -ENOMEM,
+					      "%s: want -ENOMEM, every entry is in use", what);
+					nomem++;
+					continue;
+				}
+			}
+		}
+		m->held[m->nheld] = reg(ctx, l, R(b), PG, hit, what);
+		m->held_buf[m->nheld++] = b;
+		if (!m->stamp[b]) {
+			m->stamp[b] = 1 + m->clock;
+			m->ncached++;
+		}
+		m->refs[b]++;
+		if (oldest != UINT32_MAX) {	/* that miss evicted: which one? */
+			unsigned gone = SLOTS;
+			for (unsigned i = 0; i < bufs; i++)
+				if (m->stamp[i] && i != b && !slab_has(ctx, R(i))) {
+					CHECK(gone == SLOTS, "%s: R%u and R%u both evicted", what, gone, i);
+					gone = i;
+				}
+			CHECK(gone < SLOTS, "%s: nothing evicted at max_entries", what);
+			CHECK(!m->refs[gone] && m->stamp[gone] == oldest,
+			      "%s: evicted R%u (refs %u, released at %u), the oldest release is at %u",
+			      what, gone, m->refs[gone], m->stamp[gone] - 1, oldest - 1);
+			m->stamp[gone] = 0;
+			m->ncached--;
+			evictions++;
+		}
+		if (lru_rnd(&x) % 2)	/* or release it at once */
+			lru_release(ctx, l, m, m->nheld - 1, what);
+	}
+	while (m->nheld)
+		lru_release(ctx, l, m, m->nheld - 1, "lru-model: the end");
+
+	CHECK(hits > steps / 8 && evictions > steps / 8 && nomem > 0,
+	      "lru-model: cap %u: %lu hits, %lu evictions, %lu -ENOMEM in %u steps: the run"
+	      " does not cover them all", cap, (unsigned long)hits, (unsigned long)evictions,
+	      (unsigned long)nomem, steps);
+	free(m);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+static void lru_model(void)
+{
+	lru_model_run(4, 12, 3, 4000, 0x9e3779b97f4a7c15ULL, 0, 0);
+	lru_model_run(8, 40, 3, 8000, 0x2545f4914f6cdd1dULL, 0, 0);
+	lru_model_run(32, SLOTS, 2, 8000, 0x5851f42d4c957f2dULL, 0, 0);
+	lru_model_run(8, 40, 3, 4000, 0xd1b54a32d192ed03ULL, UINT32_MAX - 700, 0);
+	lru_model_run(8, 40, 3, 4000, 0x8cb92ba72f3d8dd7ULL, 0, 2000);
 }
 
 /* Pinned bytes: entries of 1..4 pages under an 8-page cap. */
@@ -522,6 +678,7 @@ int main(void)
 	unused_cap();
 	unused_exact();
 	lru_relinked();
+	lru_model();
 	merge_cap();
 	direct_counts();
 	replace_evict();
