@@ -20,6 +20,15 @@
  *        null-backend miss with the raw replace of the same range in the
  *        same iteration, so the cache's code runs between the same system
  *        calls (cold caches) but pins through no slot of its own.
+ *   LRU  what eviction adds to a miss as the cache grows: a null-backend
+ *        context of n entries (4096, the default, and 16384, the most on
+ *        uring) kept full by misses of new 4 KiB buffers.  "once": each
+ *        buffer is used once, so the least recently released entry is the
+ *        first one the evictor looks at.  "twice": each buffer is used
+ *        again n/4 misses after its miss, so every eviction first re-links
+ *        an entry released since it was linked.  The ratio twice/once is
+ *        what the re-links cost; it would grow with n if re-linking walked
+ *        the LRU (lib/reserve.c).
  *   MEM  bytes of odpx bookkeeping per cached entry: from the layout
  *        (struct entry, whose memory also holds the hash heads and tree
  *        links; the watch table per VMA) and from RSS growth while 100,000
@@ -230,6 +239,60 @@ static void w3_new_vma(size_t bytes)
 	free(v[1]);
 }
 
+static void reg_dereg(struct odpx_ctx *ctx, char *a)
+{
+	struct odpx_mr *mr;
+
+	CHECK_ODPX(odpx_reg(ctx, a, 4 * KiB, ODPX_ACCESS_LOCAL_WRITE, &mr));
+	odpx_dereg(ctx, mr);
+}
+
+/* ns per miss over batches of n/4, after 2n misses that fill the cache */
+static struct summary lru_pattern(size_t n, bool twice, unsigned reps, double *hit_share)
+{
+	size_t k = n / 4, total = 2 * n + reps * k;
+	char *base = map_anon(total * 4 * KiB, false);	/* null pins nothing: untouched */
+	struct odpx_ctx *ctx = open_ctx("null", n, (uint64_t)1 << 40);
+	double *v = calloc(reps, sizeof(*v));
+	struct summary s;
+	size_t i = 0;
+
+	for (unsigned r = 0; r <= reps; r++) {	/* r 0: the 2n misses of warming */
+		size_t end = r ? i + k : 2 * n;
+		uint64_t t0 = now_ns();
+		for (; i < end; i++) {
+			reg_dereg(ctx, base + i * 4 * KiB);
+			if (twice && i >= k)
+				reg_dereg(ctx, base + (i - k) * 4 * KiB);
+		}
+		if (r)
+			v[r - 1] = (double)(now_ns() - t0) / (double)k;
+	}
+	struct odpx_stats st = stats_of(ctx);
+	*hit_share = (double)st.hits / (double)(st.hits + st.misses);
+	s = summarize(v, reps, k);
+	odpx_close(ctx);
+	munmap(base, total * 4 * KiB);
+	free(v);
+	return s;
+}
+
+static void lru(size_t n)
+{
+	unsigned reps = o.quick ? 6 : 20;
+	double share[2];
+	struct summary once = lru_pattern(n, false, reps, &share[0]);
+	struct summary twice = lru_pattern(n, true, reps, &share[1]);
+	char cas[64];
+
+	snprintf(cas, sizeof(cas), "%zu-entries-once", n);
+	kv_time("LRU", cas, "null", "pin", n, 4 * KiB, &once, "hit_share=%.3f", share[0]);
+	snprintf(cas, sizeof(cas), "%zu-entries-twice", n);
+	kv_time("LRU", cas, "null", "pin", n, 4 * KiB, &twice, "hit_share=%.3f", share[1]);
+	snprintf(cas, sizeof(cas), "%zu-entries", n);
+	kv_ratio("LRU", cas, "null", "pin", "twice/once", twice.median, once.median, 0, 0, "");
+}
+
 static void mem(void)
 {
 	const size_t n = o.quick ? 100000 : 100000, bytes = 4 * KiB;
@@ -274,14 +337,18 @@ static void mem(void)
 
 int main(int argc, char **argv)
 {
-	bench_init(argc, argv, &o, "W3, MEM");
-	printf("# cache-miss: W3 and MEM, %s\n", o.quick ? "quick" : "full");
+	bench_init(argc, argv, &o, "W3, LRU, MEM");
+	printf("# cache-miss: W3, LRU and MEM, %s\n", o.quick ? "quick" : "full");
 	if (selected(&o, "W3")) {
 		w3(4 * KiB);
 		w3(64 * KiB);
 		w3_new_vma(64 * KiB);
 		if (!o.quick)
 			w3(1 * MiB);
+	}
+	if (selected(&o, "LRU")) {
+		lru(4096);
+		lru(16384);
 	}
 	if (selected(&o, "MEM"))
 		mem();
