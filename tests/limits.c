@@ -248,7 +248,7 @@ static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, un
 
 		snprintf(what, sizeof(what), "lru-model: cap %u seed %#llx step %u", cap,
 			 (unsigned long long)seed, step);
-		if (op < release_8ths && m->nheld) {	/* release one held reference */
+		if ((op < release_8ths || m->nheld == SLOTS * 4) && m->nheld) {	/* release one */
 			lru_release(ctx, l, m, (unsigned)(lru_rnd(&x) % m->nheld), what);
 			continue;
 		}
@@ -304,7 +304,6 @@ static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, un
 	}
 	while (m->nheld)
 		lru_release(ctx, l, m, m->nheld - 1, "lru-model: the end");
-
 	CHECK(hits > steps / 8 && evictions > steps / 8 && nomem > 0,
 	      "lru-model: cap %u: %lu hits, %lu evictions, %lu -ENOMEM in %u steps: the run"
 	      " does not cover them all", cap, (unsigned long)hits, (unsigned long)evictions,
