@@ -362,6 +362,18 @@ static inline struct odpx_ctx *open_ctx(const char *backend, uint64_t max_entrie
 	return ctx;
 }
 
+/* One get and release of [a, a+len); dies on any error (W1, W2, LRU, MEM). */
+static inline void reg_dereg(struct odpx_ctx *ctx, void *a, size_t len)
+{
+	struct odpx_mr *mr;
+	int r = odpx_reg(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, &mr);
+
+	if (unlikely(r))
+		DIE("odpx_reg %p+%zu: %s (%s)", a, len, strerror(-r), odpx_last_reason());
+	if (unlikely(odpx_dereg(ctx, mr)))
+		DIE("odpx_dereg: %s", odpx_last_reason());
+}
+
 /* ---- W5: the same batch on two threads at once ---- */
 
 struct timed_worker {

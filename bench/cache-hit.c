@@ -40,17 +40,6 @@ struct hitset {
 static struct bench_opts o;
 static uint32_t *zeros, *random_order;
 
-static void reg_dereg(struct odpx_ctx *ctx, void *a, size_t len)
-{
-	struct odpx_mr *mr;
-	int r = odpx_reg(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, &mr);
-
-	if (unlikely(r))
-		DIE("odpx_reg %p+%zu: %s (%s)", a, len, strerror(-r), odpx_last_reason());
-	if (unlikely(odpx_dereg(ctx, mr)))
-		DIE("odpx_dereg: %s", odpx_last_reason());
-}
-
 /* K get+release pairs; returns ns per pair. */
 static double batch(struct hitset *h, uint64_t k)
 {

@@ -239,14 +239,6 @@ static void w3_new_vma(size_t bytes)
 	free(v[1]);
 }
 
-static void reg_dereg(struct odpx_ctx *ctx, char *a)
-{
-	struct odpx_mr *mr;
-
-	CHECK_ODPX(odpx_reg(ctx, a, 4 * KiB, ODPX_ACCESS_LOCAL_WRITE, &mr));
-	odpx_dereg(ctx, mr);
-}
-
 /* ns per miss over batches of n/4, after 2n misses that fill the cache */
 static struct summary lru_pattern(size_t n, bool twice, unsigned reps, double *hit_share)
 {
@@ -261,9 +253,9 @@ static struct summary lru_pattern(size_t n, bool twice, unsigned reps, double *h
 		size_t end = r ? i + k : 2 * n;
 		uint64_t t0 = now_ns();
 		for (; i < end; i++) {
-			reg_dereg(ctx, base + i * 4 * KiB);
+			reg_dereg(ctx, base + i * 4 * KiB, 4 * KiB);
 			if (twice && i >= k)
-				reg_dereg(ctx, base + (i - k) * 4 * KiB);
+				reg_dereg(ctx, base + (i - k) * 4 * KiB, 4 * KiB);
 		}
 		if (r)
 			v[r - 1] = (double)(now_ns() - t0) / (double)k;
@@ -303,11 +295,8 @@ static void mem(void)
 	rss0 = rss_bytes();
 	ctx = open_ctx("null", n, (uint64_t)1 << 40);
 	rss1 = rss_bytes();
-	for (size_t i = 0; i < n; i++) {
-		struct odpx_mr *mr;
-		CHECK_ODPX(odpx_reg(ctx, base + i * bytes, bytes, ODPX_ACCESS_LOCAL_WRITE, &mr));
-		odpx_dereg(ctx, mr);
-	}
+	for (size_t i = 0; i < n; i++)
+		reg_dereg(ctx, base + i * bytes, bytes);
 	rss2 = rss_bytes();
 
 	/*
