@@ -280,6 +280,7 @@ static void *engine_main(void *arg)
 	struct odpx_ctx *ctx = arg;
 	struct engine *e = eng_of(ctx);
 
+	pthread_setname_np(pthread_self(), "odpx-engine");
 	arm(e, UD_DOORBELL);
 	arm(e, UD_TICK);
 	io_uring_submit(&e->ring);

@@ -4,8 +4,10 @@
  * release shared and private buffers while other threads munmap and remap
  * them, for ODPX_STRESS_SECS (default 10) seconds.  Checks: no transfer ever
  * goes through stale pages (every data check after a remap passes), no
- * deadlock (a watchdog fails the test when progress stops), no leak of
- * pinned pages (VmPin returns to its baseline after odpx_close).
+ * deadlock and no thread starved (a watchdog fails the test when any one
+ * thread makes no step for 20 seconds, the joins and the close
+ * included, and prints where every thread is), no leak of pinned pages
+ * (VmPin returns to its baseline after odpx_close).
  *
  * A slot's lock gives a data check the slot to itself (using a registration
  * across a munmap of it is the application's bug, not odpx's, and two checks
@@ -18,6 +20,8 @@
 #include <stdbool.h>
 
 #include "test.h"
+#include "internal.h"		/* the owners of ctx->lock and mon.lock, on a hang */
+#include "../uffd/monitor.h"
 
 #define SLOTS 16
 #define SLOT_LEN (64 * 1024)
@@ -25,13 +29,27 @@
 #define REMAPPERS 2
 #define RACERS 2
 #define HITTERS 1
+#define NWORKERS (CHECKERS + REMAPPERS + RACERS + HITTERS)
+/* 20 s counted in the watchdog's own 100 ms naps: a jump of the clock is one nap */
+#define HANG_NAPS 200
+
+/* one per thread: its role, seed and heartbeat (one per step) */
+struct worker {
+	char name[16];
+	unsigned seed;
+	atomic_int tid;
+	atomic_ulong beat;
+	atomic_bool gone;	/* returned: not hung */
+};
 
 static struct odpx_ctx *ctx;
 static char *area;			/* SLOTS * SLOT_LEN, remapped piecewise */
 static pthread_rwlock_t slot_lock[SLOTS];
 static bool slot_lost[SLOTS];	/* another mapping took the hole (slot_lock) */
 static atomic_bool stop;
-static atomic_ulong checks, remaps, races, hits, progress;
+static atomic_ulong checks, remaps, races, hits;
+static struct worker wk[NWORKERS + 1];	/* the last is main: joins and close */
+static atomic_bool done;
 /* remappers start after every other thread has made its own mappings */
 static pthread_barrier_t ready;
 
@@ -61,9 +79,19 @@ static void check_slot(char *p, size_t len, int in, int out, unsigned char seed)
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 }
 
+static struct worker *worker_start(void *arg)
+{
+	struct worker *w = arg;
+
+	w->tid = gettid();
+	pthread_setname_np(pthread_self(), w->name);
+	return w;
+}
+
 static void *checker(void *arg)
 {
-	unsigned seed = (unsigned)(uintptr_t)arg;
+	struct worker *w = worker_start(arg);
+	unsigned seed = w->seed;
 	int in = memfd_create("in", MFD_CLOEXEC), out = memfd_create("out", MFD_CLOEXEC);
 	char *priv = map_anon(NULL, SLOT_LEN);
 
@@ -81,17 +109,19 @@ static void *checker(void *arg)
 		if (rnd(&seed) % 4 == 0)
 			map_anon(priv, SLOT_LEN);
 		atomic_fetch_add(&checks, 1);
-		atomic_fetch_add(&progress, 1);
+		atomic_fetch_add(&w->beat, 1);
 	}
 	close(in);
 	close(out);
 	munmap(priv, SLOT_LEN);
+	atomic_store(&w->gone, true);
 	return NULL;
 }
 
 static void *remapper(void *arg)
 {
-	unsigned seed = (unsigned)(uintptr_t)arg;
+	struct worker *w = worker_start(arg);
+	unsigned seed = w->seed;
 
 	while (!atomic_load(&stop)) {
 		unsigned s = rnd(&seed) % SLOTS;
@@ -121,15 +151,17 @@ static void *remapper(void *arg)
 		}
 		pthread_rwlock_unlock(&slot_lock[s]);
 		atomic_fetch_add(&remaps, 1);
-		atomic_fetch_add(&progress, 1);
+		atomic_fetch_add(&w->beat, 1);
 	}
+	atomic_store(&w->gone, true);
 	return NULL;
 }
 
 /* Registers slots with no lock: races the munmaps; results may be -EFAULT. */
 static void *racer(void *arg)
 {
-	unsigned seed = (unsigned)(uintptr_t)arg;
+	struct worker *w = worker_start(arg);
+	unsigned seed = w->seed;
 	struct odpx_mr *mr;
 
 	while (!atomic_load(&stop)) {
@@ -139,23 +171,67 @@ static void *racer(void *arg)
 		if (r == 0)
 			CHECK_RC(odpx_dereg(ctx, mr), 0);
 		atomic_fetch_add(&races, 1);
+		atomic_fetch_add(&w->beat, 1);
 	}
+	atomic_store(&w->gone, true);
 	return NULL;
 }
 
 static void *hitter(void *arg)
 {
+	struct worker *w = worker_start(arg);
 	char *p = map_anon(NULL, SLOT_LEN);
 	struct odpx_mr *mr;
 
-	(void)arg;
 	pthread_barrier_wait(&ready);
 	while (!atomic_load(&stop)) {
 		CHECK_RC(odpx_reg(ctx, p, SLOT_LEN, 0, &mr), 0);
 		CHECK_RC(odpx_dereg(ctx, mr), 0);
 		atomic_fetch_add(&hits, 1);
+		atomic_fetch_add(&w->beat, 1);
 	}
 	munmap(p, SLOT_LEN);
+	atomic_store(&w->gone, true);
+	return NULL;
+}
+
+/*
+ * Fails the test when a thread (main too, from the joins on) makes no step
+ * for HANG_NAPS naps: which, who owns the two locks, and where every
+ * thread is.  _exit: a hung thread may hold what exit() would need.
+ */
+static void *watchdog(void *arg)
+{
+	unsigned long seen[NWORKERS + 1] = { 0 };
+	unsigned naps[NWORKERS + 1] = { 0 };
+
+	(void)arg;
+	while (!atomic_load(&done)) {
+		struct timespec ts = { 0, 100 * 1000000 };
+		bool hung = false;
+
+		nanosleep(&ts, NULL);
+		for (int i = 0; i <= NWORKERS; i++) {
+			unsigned long b = atomic_load(&wk[i].beat);
+			if (b != seen[i] || atomic_load(&wk[i].gone)) {
+				seen[i] = b;
+				naps[i] = 0;
+			} else if (++naps[i] > HANG_NAPS && !atomic_load(&done)) {
+				fprintf(stderr, "HANG: %s (tid %d) made no step in %u naps of 100 ms after %lu\n",
+					wk[i].name, atomic_load(&wk[i].tid), naps[i], b);
+				hung = true;
+			}
+		}
+		if (!hung)
+			continue;
+		fprintf(stderr, "ctx->lock owner tid %d, mon.lock owner tid %d; "
+			"checks %lu remaps %lu races %lu hits %lu\n",
+			ctx->lock.__data.__owner, mon.lock.__data.__owner, atomic_load(&checks),
+			atomic_load(&remaps), atomic_load(&races), atomic_load(&hits));
+		dump_threads();
+		fflush(NULL);
+		_exit(1);
+	}
 	return NULL;
 }
 
@@ -168,43 +244,56 @@ static bool pins_balance(struct odpx_stats *st)
 int main(void)
 {
 	const char *env = getenv("ODPX_STRESS_SECS");
-	double secs = env ? atof(env) : 10, end, last = now_s();
-	pthread_t t[CHECKERS + REMAPPERS + RACERS + HITTERS];
-	unsigned n = 0;
-	unsigned long seen = 0;
+	double secs = env ? atof(env) : 10;
+	void *(*fn[NWORKERS])(void *);
+	pthread_t t[NWORKERS], dog;
+	struct worker *me = &wk[NWORKERS];
 	long pin0 = vm_pinned_kb();
+	int n = 0;
 
 	ctx = open_pin(0);
 	area = map_anon(NULL, SLOTS * SLOT_LEN);
 	for (int i = 0; i < SLOTS; i++)
 		pthread_rwlock_init(&slot_lock[i], NULL);
 	pthread_barrier_init(&ready, NULL, CHECKERS + HITTERS + 1);
-	for (int i = 0; i < CHECKERS; i++)
-		pthread_create(&t[n++], NULL, checker, (void *)(uintptr_t)(i + 1));
-	for (int i = 0; i < HITTERS; i++)
-		pthread_create(&t[n++], NULL, hitter, NULL);
-	for (int i = 0; i < RACERS; i++)
-		pthread_create(&t[n++], NULL, racer, (void *)(uintptr_t)(i + 200));
-	pthread_barrier_wait(&ready);
-	for (int i = 0; i < REMAPPERS; i++)
-		pthread_create(&t[n++], NULL, remapper, (void *)(uintptr_t)(i + 100));
-	end = now_s() + secs;
+	for (int i = 0; i < CHECKERS; i++, n++) {
+		snprintf(wk[n].name, sizeof(wk[n].name), "checker%d", i);
+		wk[n].seed = i + 1;
+		fn[n] = checker;
+	}
+	for (int i = 0; i < HITTERS; i++, n++) {
+		snprintf(wk[n].name, sizeof(wk[n].name), "hitter%d", i);
+		fn[n] = hitter;
+	}
+	for (int i = 0; i < RACERS; i++, n++) {
+		snprintf(wk[n].name, sizeof(wk[n].name), "racer%d", i);
+		wk[n].seed = i + 200;
+		fn[n] = racer;
+	}
+	for (int i = 0; i < REMAPPERS; i++, n++) {
+		snprintf(wk[n].name, sizeof(wk[n].name), "remapper%d", i);
+		wk[n].seed = i + 100;
+		fn[n] = remapper;
+	}
+	snprintf(me->name, sizeof(me->name), "main");
+	me->tid = gettid();
+	pthread_create(&dog, NULL, watchdog, NULL);
+	for (int i = 0; i < NWORKERS; i++) {
+		if (fn[i] == remapper && i == NWORKERS - REMAPPERS)
+			pthread_barrier_wait(&ready);
+		pthread_create(&t[i], NULL, fn[i], &wk[i]);
+	}
+	double end = now_s() + secs;
 	while (now_s() < end) {
 		struct timespec ts = { 0, 50 * 1000000 };
 		nanosleep(&ts, NULL);
-		unsigned long p = atomic_load(&progress);
-		if (p != seen) {
-			seen = p;
-			last = now_s();
-		} else if (now_s() - last > 20) {
-			FAIL("no progress for 20 s: deadlock (checks %lu remaps %lu)",
-			     atomic_load(&checks), atomic_load(&remaps));
-		}
+		atomic_fetch_add(&me->beat, 1);
 	}
 	atomic_store(&stop, true);
-	for (unsigned i = 0; i < n; i++)
+	for (int i = 0; i < NWORKERS; i++) {
 		pthread_join(t[i], NULL);
-
+		atomic_fetch_add(&me->beat, 1);
+	}
 	struct odpx_stats st = stats_of(ctx);
 	printf("%.0f s: %lu data checks, %lu remaps, %lu racing regs, %lu hits; "
 	       "invalidated %lu entries, %lu miss retries, %lu direct (%lu racing), %lu superseded\n",
@@ -227,6 +316,8 @@ int main(void)
 	      (unsigned long)st.direct_unwatchable, (unsigned long)st.direct_budget,
 	      (unsigned long)st.direct_no_monitor);
 	CHECK_RC(odpx_close(ctx), 0);
+	atomic_store(&done, true);
+	pthread_join(dog, NULL);
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, %ld before: leaked pins",
 	      vm_pinned_kb(), pin0);
 	return 0;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -181,6 +182,48 @@ static inline int data_check(struct odpx_ctx *ctx, struct odpx_mr *mr, void *p, 
 	close(out);
 	munmap(back, len);
 	return ok;
+}
+
+/* Print one file of /proc/self/task/@tid to stderr, prefixed; quiet if unreadable. */
+static inline void dump_task_file(const char *tid, const char *file)
+{
+	char path[128], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%s/%s", tid, file);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	fprintf(stderr, "    %s: %s%s", file, buf, buf[n - 1] == '\n' ? "" : "\n");
+}
+
+/*
+ * Where every thread of this process is, as the kernel sees it: name, state,
+ * wait channel, system call and kernel stack (root only).  For a test that
+ * is about to fail on a hang, before it exits.
+ */
+static inline void dump_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		fprintf(stderr, "  thread %s\n", de->d_name);
+		dump_task_file(de->d_name, "comm");
+		dump_task_file(de->d_name, "wchan");
+		dump_task_file(de->d_name, "syscall");
+		dump_task_file(de->d_name, "stack");
+	}
+	closedir(d);
 }
 
 static inline struct odpx_ctx *open_pin(uint32_t flags)

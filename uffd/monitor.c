@@ -577,6 +577,7 @@ static void *reader_main(void *arg)
 	unsigned idle_polls = 0;
 
 	(void)arg;
+	pthread_setname_np(pthread_self(), "odpx-uffd");	/* in top and a hang's dump */
 	for (;;) {
 		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
 		uint64_t now = mono_ns();
