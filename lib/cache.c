@@ -267,7 +267,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		uintptr_t us = s, ue = end;
 		uint32_t victims = NIL;
 		bool reused = false;
-		uint64_t c0;
+		uint64_t c0, t0;
 
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
@@ -338,6 +338,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		if (!unsafe && monitor_recently_invalidated(us, ue))
 			STAT_INC(ctx, repins);
 		c0 = mon.inval_count;
+		t0 = mon.nrm ? monitor_ns() : 0;	/* the pin's age, for the REMOVE quarantine */
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
 		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &victims, &reused,
 					     true);
@@ -367,7 +368,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			STAT_INC(ctx, miss_retries);
 			continue;
 		}
-		if (!unsafe && monitor_remove_recent(us, ue)) {
+		if (!unsafe && monitor_remove_recent(us, ue, t0)) {
 			/* a DONTNEED of this range may not have zapped yet: don't cache */
 			pthread_mutex_unlock(&mon.lock);
 			pthread_mutex_unlock(&ctx->lock);

@@ -172,7 +172,7 @@ static void seq_all(void)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-static uint64_t mono_ns(void)
+uint64_t monitor_ns(void)
 {
 	struct timespec ts;
 
@@ -189,22 +189,28 @@ static void log_inval(uintptr_t s, uintptr_t e, bool remove)
 		typeof(mon.rm[0]) *r = &mon.rm[mon.nrm++ % REMOVE_LOG];
 		r->start = s;
 		r->end = e;
-		r->ns = mono_ns();
+		r->ns = monitor_ns();
 	}
 }
 
-/* A REMOVE overlapping [s, e) may still be zapping (mon.lock). */
-bool monitor_remove_recent(uintptr_t s, uintptr_t e)
+/*
+ * A REMOVE overlapping [s, e), read before @t0 (the monitor_ns() of a miss's
+ * pin start, 0 if no REMOVE had been read by then), may have zapped after
+ * @t0: it was read less than the quarantine before (mon.lock).  Measured
+ * from the pin's start, not from now: a pin taken early and inserted late
+ * is as old as its pages.  REMOVEs read after @t0 are the invalidation
+ * log's (the miss retries).
+ */
+bool monitor_remove_recent(uintptr_t s, uintptr_t e, uint64_t t0)
 {
-	uint64_t now, c, n;
+	uint64_t c, n;
 
-	if (!mon.nrm)
+	if (!t0)
 		return false;
-	now = mono_ns();
 	/* newest first; the ring is in the order of reading, so stop at the first aged one */
 	for (c = mon.nrm, n = 0; c > 0 && n < REMOVE_LOG; c--, n++) {
 		const typeof(mon.rm[0]) *r = &mon.rm[(c - 1) % REMOVE_LOG];
-		if ((int64_t)(now - r->ns) > (int64_t)mon.quarantine_ns)
+		if ((int64_t)(t0 - r->ns) > (int64_t)mon.quarantine_ns)
 			return false;
 		if (r->start < e && r->end > s)
 			return true;
@@ -580,7 +586,7 @@ static void *reader_main(void *arg)
 	pthread_setname_np(pthread_self(), "odpx-uffd");	/* in top and a hang's dump */
 	for (;;) {
 		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
-		uint64_t now = mono_ns();
+		uint64_t now = monitor_ns();
 		/*
 		 * After an event, poll without sleeping for a little while:
 		 * munmaps come in bursts, and a reader that is awake saves the
@@ -622,7 +628,7 @@ static void *reader_main(void *arg)
 		seq_all();
 		pthread_mutex_unlock(&mon.lock);
 		sched_yield();	/* a caller we just woke on our CPU goes first */
-		now = mono_ns();
+		now = monitor_ns();
 		if (!kick_by)
 			kick_by = now + KICK_MAX_NS;
 		spin_until = now + mon.spin_ns;

@@ -35,11 +35,11 @@ struct watch {
  * @rm, @nrm, @quarantine_ns: REMOVE (MADV_DONTNEED/FREE/REMOVE) is
  *   queued before the pages are zapped, and nothing tells when the zap ends:
  *   a pin taken between our read and the zap holds the discarded pages.  A
- *   miss overlapping a REMOVE read less than @quarantine_ns ago is therefore
- *   served direct, never cached (counted as direct_racing).  @rm is a ring
- *   of the last REMOVE_LOG of them; when all of it is younger than the
- *   quarantine, an older one may have been lost, and every miss is served
- *   direct until the oldest ages out.
+ *   miss whose pin started less than @quarantine_ns after the read of an
+ *   overlapping REMOVE is therefore served direct, never cached (counted as
+ *   direct_racing).  @rm is a ring of the last REMOVE_LOG of them; when all
+ *   of it is younger than the quarantine, an older one may have been lost,
+ *   and every miss is served direct until the oldest ages out.
  * @w, @nw: watched ranges sorted by start (@lock); @budget bounds @nw.
  * @users: contexts attached; the reader runs while it is non-zero.
  */
@@ -84,7 +84,8 @@ unsigned monitor_invalidate(uintptr_t start, uintptr_t end);
 bool monitor_inval_since(uint64_t c0, uintptr_t start, uintptr_t end);
 bool monitor_covers(uintptr_t start, uintptr_t end);
 void monitor_prefault(uintptr_t start, uintptr_t end);	/* not under mon.lock */
-bool monitor_remove_recent(uintptr_t start, uintptr_t end);
+bool monitor_remove_recent(uintptr_t start, uintptr_t end, uint64_t t0);
+uint64_t monitor_ns(void);	/* CLOCK_MONOTONIC, vDSO */
 bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
 void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta);
 /* Child side of fork: forget everything, close the inherited uffd. */
