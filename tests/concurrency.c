@@ -14,6 +14,15 @@
  * of one slot would overwrite each other's bytes);
  * "racers" register the same slots without it, so registrations race the
  * munmaps themselves, and "hitters" hammer lock-free hits meanwhile.
+ *
+ * One stale transfer is not odpx's to prevent: the kernel reads a REMOVE
+ * (DONTNEED) to us before it zaps, and a racer's pin between the two is
+ * cached unless it started within the quarantine after the read.  A
+ * DONTNEED that returned within the quarantine cannot have zapped later
+ * than that; one that took longer (its thread descheduled, on a loaded
+ * machine) leaves that residual window open, and a stale check of its
+ * slot before the next remap is then reported as XFAIL with the time it
+ * took, not as a failure.  Any other stale check fails.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +55,11 @@ static struct odpx_ctx *ctx;
 static char *area;			/* SLOTS * SLOT_LEN, remapped piecewise */
 static pthread_rwlock_t slot_lock[SLOTS];
 static bool slot_lost[SLOTS];	/* another mapping took the hole (slot_lock) */
+/* the slot's last remap was a DONTNEED that took longer than the quarantine: its ms (slot_lock) */
+static double slot_slow_ms[SLOTS];
+static double quarantine_ms = 100;	/* ODPX_REMOVE_QUARANTINE_MS */
+static atomic_ulong residual;		/* stale checks of such slots */
+static _Atomic double residual_ms;	/* the longest such DONTNEED */
 static atomic_bool stop;
 static atomic_ulong checks, remaps, races, hits;
 static struct worker wk[NWORKERS + 1];	/* the last is main: joins and close */
@@ -59,23 +73,37 @@ static unsigned rnd(unsigned *s)
 	return *s >> 8;
 }
 
-/* Through the pinned pages: device write (file -> memory) then device read. */
-static void check_slot(char *p, size_t len, int in, int out, unsigned char seed)
+/*
+ * Through the pinned pages: device write (file -> memory) then device read.
+ * @slow_ms: see slot_slow_ms; a stale check then counts as residual.
+ */
+static void check_slot(char *p, size_t len, int in, int out, unsigned char seed, double slow_ms)
 {
 	struct odpx_mr *mr;
 	unsigned char buf[4096];
+	const char *stale = NULL;
 
 	CHECK_RC(odpx_reg(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
 	memset(buf, seed, sizeof(buf));
 	for (size_t o = 0; o < len; o += sizeof(buf))
 		CHECK(pwrite(in, buf, sizeof(buf), o) == sizeof(buf), "pwrite");
 	CHECK_RC(odpx_transfer(ctx, mr, in, 0, p, len, ODPX_XFER_FROM_FD), len);
-	for (size_t i = 0; i < len; i += 997)
-		CHECK((unsigned char)p[i] == seed, "STALE: device write went elsewhere (%p+%zu)", p, i);
+	for (size_t i = 0; i < len && !stale; i += 997)
+		if ((unsigned char)p[i] != seed)
+			stale = "device write went elsewhere";
 	memset(p, seed ^ 0xff, len);
 	CHECK_RC(odpx_transfer(ctx, mr, out, 0, p, len, ODPX_XFER_TO_FD), len);
 	CHECK(pread(out, buf, sizeof(buf), len - sizeof(buf)) == sizeof(buf), "pread");
-	CHECK(buf[0] == (unsigned char)(seed ^ 0xff), "STALE: device read old pages");
+	if (!stale && buf[0] != (unsigned char)(seed ^ 0xff))
+		stale = "device read old pages";
+	CHECK(!stale || slow_ms > 0, "STALE: %s (%p), no DONTNEED over the quarantine behind it",
+	      stale, p);
+	if (stale) {
+		atomic_fetch_add(&residual, 1);
+		for (double m = atomic_load(&residual_ms); m < slow_ms;)
+			if (atomic_compare_exchange_weak(&residual_ms, &m, slow_ms))
+				break;
+	}
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 }
 
@@ -102,10 +130,10 @@ static void *checker(void *arg)
 		pthread_rwlock_wrlock(&slot_lock[s]);
 		if (!slot_lost[s])
 			check_slot(area + (size_t)s * SLOT_LEN, SLOT_LEN, in, out,
-				   (unsigned char)rnd(&seed));
+				   (unsigned char)rnd(&seed), slot_slow_ms[s]);
 		pthread_rwlock_unlock(&slot_lock[s]);
 		/* a private buffer, remapped by its owner now and then */
-		check_slot(priv, SLOT_LEN, in, out, (unsigned char)rnd(&seed));
+		check_slot(priv, SLOT_LEN, in, out, (unsigned char)rnd(&seed), 0);
 		if (rnd(&seed) % 4 == 0)
 			map_anon(priv, SLOT_LEN);
 		atomic_fetch_add(&checks, 1);
@@ -127,6 +155,7 @@ static void *remapper(void *arg)
 		unsigned s = rnd(&seed) % SLOTS;
 		char *p = area + (size_t)s * SLOT_LEN;
 		pthread_rwlock_wrlock(&slot_lock[s]);
+		slot_slow_ms[s] = 0;
 		switch (rnd(&seed) % 3) {
 		case 0:
 			if (slot_lost[s])
@@ -144,10 +173,15 @@ static void *remapper(void *arg)
 			if (!slot_lost[s])
 				map_anon(p, SLOT_LEN);
 			break;
-		case 2:
-			if (!slot_lost[s])
-				CHECK(madvise(p, SLOT_LEN, MADV_DONTNEED) == 0, "DONTNEED");
+		case 2: {
+			double t = now_s(), ms;
+			if (slot_lost[s])
+				break;
+			CHECK(madvise(p, SLOT_LEN, MADV_DONTNEED) == 0, "DONTNEED");
+			if ((ms = (now_s() - t) * 1000) >= quarantine_ms)
+				slot_slow_ms[s] = ms;
 			break;
+		}
 		}
 		pthread_rwlock_unlock(&slot_lock[s]);
 		atomic_fetch_add(&remaps, 1);
@@ -243,7 +277,7 @@ static bool pins_balance(struct odpx_stats *st)
 
 int main(void)
 {
-	const char *env = getenv("ODPX_STRESS_SECS");
+	const char *env = getenv("ODPX_STRESS_SECS"), *q = getenv("ODPX_REMOVE_QUARANTINE_MS");
 	double secs = env ? atof(env) : 10;
 	void *(*fn[NWORKERS])(void *);
 	pthread_t t[NWORKERS], dog;
@@ -251,6 +285,8 @@ int main(void)
 	long pin0 = vm_pinned_kb();
 	int n = 0;
 
+	if (q)
+		quarantine_ms = atof(q);
 	ctx = open_pin(0);
 	area = map_anon(NULL, SLOTS * SLOT_LEN);
 	for (int i = 0; i < SLOTS; i++)
@@ -320,5 +356,9 @@ int main(void)
 	pthread_join(dog, NULL);
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, %ld before: leaked pins",
 	      vm_pinned_kb(), pin0);
+	if (atomic_load(&residual))
+		printf("XFAIL: %lu stale checks behind a DONTNEED that took up to %.0f ms, over the "
+		       "%.0f ms quarantine: the residual window of REMOVE (README)\n",
+		       atomic_load(&residual), atomic_load(&residual_ms), quarantine_ms);
 	return 0;
 }
