@@ -10,8 +10,22 @@
  * The quarantine holds however many other events follow the REMOVE within
  * it: 300 DONTNEEDs of another range in between do not let the first
  * range be cached.
+ *
+ * late_insert: the quarantine is the age of the pin, not of the insert.  A
+ * madvise() thread is kept off its CPU after our read of its REMOVE (a
+ * SCHED_FIFO spinner there); a miss pins the old pages right after the read
+ * and is held at its insert (mon.lock) while the madvise zaps and returns,
+ * until the quarantine has passed since the read.  Aged at the insert, that
+ * miss cached the zapped pages and the next registration of the range moved
+ * data through them; aged from the pin's start, it is served direct.
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
 #include "test.h"
+#include "internal.h"		/* late_insert holds mon.lock and reads counters under it */
+#include "../uffd/monitor.h"
 
 #define LEN (64 * 1024)
 
@@ -56,6 +70,129 @@ static void flood(void)
 	CHECK_RC(odpx_close(ctx), 0);
 }
 
+#define BIG (256UL << 20)	/* pinning it takes milliseconds */
+
+static struct odpx_ctx *lctx;
+static char *big;
+static atomic_int spin_go, spin_stop, mad_done;
+
+static uint64_t cold(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
+static uint64_t removes_read(void)
+{
+	pthread_mutex_lock(&mon.lock);
+	uint64_t n = mon.nrm;
+	pthread_mutex_unlock(&mon.lock);
+	return n;
+}
+
+static void on_cpu(pthread_t t, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	CHECK(pthread_setaffinity_np(t, sizeof(set), &set) == 0, "affinity to CPU %d", cpu);
+}
+
+/* SCHED_FIFO on CPU 1 from spin_go to spin_stop (2 s at most): nothing else runs there */
+static void *spinner(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&spin_go))
+		usleep(100);
+	for (double end = now_s() + 2; !atomic_load(&spin_stop) && now_s() < end;)
+		;
+	return NULL;
+}
+
+static void *madviser(void *arg)
+{
+	(void)arg;
+	CHECK(madvise(big, BIG, MADV_DONTNEED) == 0, "madvise");
+	atomic_store(&mad_done, 1);
+	return NULL;
+}
+
+static void *late_pinner(void *arg)
+{
+	struct odpx_mr *mr;
+
+	(void)arg;
+	CHECK_RC(odpx_reg(lctx, big, BIG, 0, &mr), 0);
+	CHECK_RC(odpx_dereg(lctx, mr), 0);
+	return NULL;
+}
+
+static void late_insert(void)
+{
+	pthread_attr_t fifo;
+	struct sched_param prio = { .sched_priority = 1 };
+	pthread_t spin, mad, pin;
+	struct odpx_stats a, b;
+	struct odpx_mr *mr;
+	uint64_t nrm, clock, pins;
+	double read_at;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("late_insert keeps the madvise thread off a second CPU; there is one");
+	lctx = open_pin(0);
+	big = map_anon(NULL, BIG);
+	memset(big, 1, BIG);
+	CHECK_RC(odpx_reg(lctx, big, BIG, 0, &mr), 0);	/* watched and cached */
+	CHECK_RC(odpx_dereg(lctx, mr), 0);
+	on_cpu(pthread_self(), 0);
+	on_cpu(mon.reader, 0);
+	pthread_attr_init(&fifo);
+	pthread_attr_setinheritsched(&fifo, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&fifo, SCHED_FIFO);
+	pthread_attr_setschedparam(&fifo, &prio);
+	CHECK(pthread_create(&spin, &fifo, spinner, NULL) == 0, "a SCHED_FIFO thread (root)");
+	on_cpu(spin, 1);
+	a = stats_of(lctx);
+
+	/* the REMOVE is queued and its thread waits; the reader cannot read it yet */
+	pthread_mutex_lock(&mon.lock);
+	nrm = mon.nrm;
+	pthread_create(&mad, NULL, madviser, NULL);
+	on_cpu(mad, 1);
+	usleep(50 * 1000);
+	atomic_store(&spin_go, 1);	/* once woken, the madvise thread stays off CPU 1 */
+	usleep(10 * 1000);
+	pthread_mutex_unlock(&mon.lock);
+	CHECK(WAIT_FOR(removes_read() > nrm, 2), "REMOVE not read");
+	read_at = now_s();
+
+	/* a miss right after the read pins the old pages; held at its insert */
+	clock = atomic_load(&lctx->clock);
+	pins = cold(&lctx->cs->pins);
+	pthread_create(&pin, NULL, late_pinner, NULL);
+	CHECK(WAIT_FOR(atomic_load(&lctx->clock) != clock, 2), "the miss did not reserve");
+	pthread_mutex_lock(&mon.lock);
+	CHECK(WAIT_FOR(cold(&lctx->cs->pins) > pins, 2), "the miss did not pin");
+	CHECK(!atomic_load(&mad_done), "the madvise returned while its thread was kept off");
+	atomic_store(&spin_stop, 1);	/* it zaps and returns, within the quarantine */
+	pthread_join(mad, NULL);
+	pthread_join(spin, NULL);
+	double held = now_s() - read_at;
+	CHECK(held < 0.2, "the madvise took %.0f ms after the read, over the quarantine", held * 1e3);
+	while (now_s() < read_at + 0.25)	/* the insert comes after the quarantine */
+		usleep(10 * 1000);
+	pthread_mutex_unlock(&mon.lock);
+	pthread_join(pin, NULL);
+
+	b = stats_of(lctx);
+	CHECK(b.direct_racing == a.direct_racing + 1,
+	      "a pin taken between the read of a REMOVE and its zap was cached "
+	      "(direct_racing +%lu): aged at the insert, not at the pin",
+	      (unsigned long)(b.direct_racing - a.direct_racing));
+	CHECK_RC(odpx_reg(lctx, big, LEN, 0, &mr), 0);
+	CHECK(data_check(lctx, mr, big, LEN, 5), "STALE: data through the zapped pages");
+	CHECK_RC(odpx_dereg(lctx, mr), 0);
+	CHECK_RC(odpx_close(lctx), 0);
+	munmap(big, BIG);
+}
+
 int main(void)
 {
 	struct odpx_ctx *ctx;
@@ -91,5 +228,6 @@ int main(void)
 	      (unsigned long)b.direct_racing, (unsigned long)b.entries);
 	CHECK_RC(odpx_close(ctx), 0);
 	flood();
+	late_insert();
 	return 0;
 }
