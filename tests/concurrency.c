@@ -292,25 +292,17 @@ int main(void)
 	for (int i = 0; i < SLOTS; i++)
 		pthread_rwlock_init(&slot_lock[i], NULL);
 	pthread_barrier_init(&ready, NULL, CHECKERS + HITTERS + 1);
-	for (int i = 0; i < CHECKERS; i++, n++) {
-		snprintf(wk[n].name, sizeof(wk[n].name), "checker%d", i);
-		wk[n].seed = i + 1;
-		fn[n] = checker;
-	}
-	for (int i = 0; i < HITTERS; i++, n++) {
-		snprintf(wk[n].name, sizeof(wk[n].name), "hitter%d", i);
-		fn[n] = hitter;
-	}
-	for (int i = 0; i < RACERS; i++, n++) {
-		snprintf(wk[n].name, sizeof(wk[n].name), "racer%d", i);
-		wk[n].seed = i + 200;
-		fn[n] = racer;
-	}
-	for (int i = 0; i < REMAPPERS; i++, n++) {
-		snprintf(wk[n].name, sizeof(wk[n].name), "remapper%d", i);
-		wk[n].seed = i + 100;
-		fn[n] = remapper;
-	}
+	/* remappers last: they start once the others have made their own mappings */
+	static const struct { const char *role; int count; void *(*fn)(void *); unsigned seed; } roles[] = {
+		{ "checker", CHECKERS, checker, 1 }, { "hitter", HITTERS, hitter, 0 },
+		{ "racer", RACERS, racer, 200 }, { "remapper", REMAPPERS, remapper, 100 },
+	};
+	for (unsigned r = 0; r < sizeof(roles) / sizeof(roles[0]); r++)
+		for (int i = 0; i < roles[r].count; i++, n++) {
+			snprintf(wk[n].name, sizeof(wk[n].name), "%s%d", roles[r].role, i);
+			wk[n].seed = roles[r].seed + i;
+			fn[n] = roles[r].fn;
+		}
 	snprintf(me->name, sizeof(me->name), "main");
 	me->tid = gettid();
 	pthread_create(&dog, NULL, watchdog, NULL);
