@@ -203,7 +203,7 @@ static inline void dump_task_file(const char *tid, const char *file)
 }
 
 /*
- * Where every thread of this process is, as the kernel sees it: name, state,
+ * Where every thread of this process is, as the kernel sees it: name,
  * wait channel, system call and kernel stack (root only).  For a test that
  * is about to fail on a hang, before it exits.
  */
