@@ -20,6 +20,13 @@
  * n from 2,500 to 100,000.  A hit touches about one random entry line (64 B),
  * so the entries' footprint is n * 64 bytes; the line gives it beside the
  * size of this CPU's L2 cache, where the curve steps.
+ *
+ * W2M (informative, no odpx): the least any reference-counted hit can do.
+ * n records of 64 bytes, each at its own slot (a hash with no collisions);
+ * get = find the slot, check the key, CAS the reference count up; release =
+ * atomic decrement; both out of line, in W2's loop and order.  Its ratio
+ * at 100,000 x 4 KiB over one buffer is what this machine's memory allows a
+ * hash-indexed cache with per-entry reference counts, whatever its code.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -122,6 +129,84 @@ static struct summary w2_set(const char *backend, size_t n, size_t bytes, uint64
 	return s;
 }
 
+/* ---- W2M: the model ---- */
+
+struct model_rec {
+	_Atomic uint64_t ref;
+	uintptr_t key;
+	char pad[48];
+};
+
+struct model {
+	struct model_rec *rec;
+	char *base;
+	size_t n, bytes;
+};
+
+static __attribute__((noinline)) struct model_rec *model_get(struct model *m, char *a)
+{
+	size_t i = (size_t)(a - m->base) / m->bytes;
+	/* a bijection: the multiplier is a prime above n */
+	struct model_rec *r = &m->rec[(i * 0x9e3779b1ULL) % m->n];
+	uint64_t v = atomic_load_explicit(&r->ref, memory_order_acquire);
+
+	if (unlikely(r->key != (uintptr_t)a) ||
+	    !atomic_compare_exchange_strong_explicit(&r->ref, &v, v + 1, memory_order_acq_rel,
+						     memory_order_relaxed))
+		DIE("model: lost %p", (void *)a);
+	return r;
+}
+
+static __attribute__((noinline)) void model_put(struct model_rec *r)
+{
+	atomic_fetch_sub_explicit(&r->ref, 1, memory_order_release);
+}
+
+static double model_batch(struct model *m, const uint32_t *order, uint64_t *pos, uint64_t k)
+{
+	uint64_t p = *pos, t0 = now_ns();
+
+	for (uint64_t i = 0; i < k; i++)
+		model_put(model_get(m, m->base + (size_t)order[p++ & (ORDER - 1)] * m->bytes));
+	*pos = p;
+	return (double)(now_ns() - t0) / (double)k;
+}
+
+/* n buffers of 4 KiB, each record at its own slot */
+static struct summary model_set(size_t n, const uint32_t *order, uint64_t k, unsigned reps)
+{
+	struct model m = { NULL, NULL, n, 4 * KiB };
+	double *v = calloc(reps, sizeof(*v));
+	uint64_t pos = 0;
+	struct summary s;
+
+	m.rec = map_anon(n * sizeof(*m.rec), false);
+	m.base = (char *)((uintptr_t)16 << 40);	/* addresses only: never touched */
+	for (size_t i = 0; i < n; i++)
+		m.rec[(i * 0x9e3779b1ULL) % n].key = (uintptr_t)(m.base + i * m.bytes);
+	model_batch(&m, order, &pos, k);
+	for (unsigned r = 0; r < reps; r++)
+		v[r] = model_batch(&m, order, &pos, k);
+	s = summarize(v, reps, k);
+	munmap(m.rec, n * sizeof(*m.rec));
+	free(v);
+	return s;
+}
+
+static void model(void)
+{
+	uint64_t k = o.quick ? 100000 : 1000000;
+	unsigned reps = o.quick ? 20 : 30;
+	const size_t n = 100001;
+	struct summary one = model_set(1, zeros, k, reps);
+
+	shuffle_order(n);
+	struct summary many = model_set(n, random_order, k, reps);
+	kv_time("W2M", "model-1x4KiB", "none", "-", 1, 4 * KiB, &one, "what=least_refcounted_hit");
+	kv_time("W2M", "model-100001x4KiB", "none", "-", n, 4 * KiB, &many,
+		"what=least_refcounted_hit model_ratio=%.3f", many.median / one.median);
+}
+
 /* Bytes of the L2 cache of CPU 0 from sysfs, 0 if unknown. */
 static uint64_t l2_bytes(void)
 {
@@ -202,6 +287,8 @@ static double hits(const char *backend)
 		kv_ratio("W2/W1", cas, backend, mode, "W2_median/W1_median", s2.median, s1.median,
 			 '<', 1.5, "n=%zu", n);
 	}
+	if (!strcmp(backend, "null"))
+		model();
 	if (!o.quick && !strcmp(backend, "null"))
 		footprint(mode, s1.median);
 	return s1.median;

@@ -308,7 +308,8 @@ static void print_table(const char *title, const char *key, const struct col *c,
  * W3's overhead beside its budget (10% of the raw pin and unpin), over the
  * raw replace (one update, as odpx does), and the cache's miss alone on the
  * null backend, warm and right after the raw replace's system call
- * (cache-miss.c).
+ * (cache-miss.c).  W2's floor: the least a reference-counted hit can do
+ * with a hash that never collides (cache-hit.c, W2M).
  */
 static void print_parts(void)
 {
@@ -320,6 +321,8 @@ static void print_parts(void)
 		{ "odpx - replace", "odpx_minus_raw_replace_ns", 1 },
 		{ "null (warm)", "null_miss_ns", 1 },
 		{ "null after syscall", "null_miss_between_syscalls_ns", 1 },
+	}, w2m[] = {
+		{ "median ns", "median_ns", 1 }, { "x model-1", "model_ratio", 3 },
 	};
 
 	print_table("W4 cached munmap beside a bare userfaultfd reader (no odpx)",
@@ -327,6 +330,9 @@ static void print_parts(void)
 	print_table("W3 overhead, in ns: over the raw pin+unpin (the target) and over the raw"
 		    " replace (one update that unpins and pins, as odpx does)",
 		    "null_miss_between_syscalls_ns", w3, sizeof(w3) / sizeof(w3[0]));
+	print_table("W2 floor, no odpx: get (CAS) + release of 64-byte records, each at its"
+		    " own hash slot, in W2's random order", "model_ratio", w2m,
+		    sizeof(w2m) / sizeof(w2m[0]));
 }
 
 /* W2 over growing sets (cache-hit.c): the step where the entries outgrow L2. */
