@@ -25,8 +25,8 @@
  * n records of 64 bytes, each at its own slot (a hash with no collisions);
  * get = find the slot, check the key, CAS the reference count up; release =
  * atomic decrement; both out of line, in W2's loop and order.  Its ratio
- * at 100,000 x 4 KiB over one buffer is what this machine's memory allows a
- * hash-indexed cache with per-entry reference counts, whatever its code.
+ * at 100,000 x 4 KiB over one buffer is what this machine's memory leaves
+ * to a hash-indexed cache with per-entry reference counts.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -197,13 +197,13 @@ static void model(void)
 {
 	uint64_t k = o.quick ? 100000 : 1000000;
 	unsigned reps = o.quick ? 20 : 30;
-	const size_t n = 100001;
+	const size_t n = 100000;
 	struct summary one = model_set(1, zeros, k, reps);
 
 	shuffle_order(n);
 	struct summary many = model_set(n, random_order, k, reps);
 	kv_time("W2M", "model-1x4KiB", "none", "-", 1, 4 * KiB, &one, "what=least_refcounted_hit");
-	kv_time("W2M", "model-100001x4KiB", "none", "-", n, 4 * KiB, &many,
+	kv_time("W2M", "model-100000x4KiB", "none", "-", n, 4 * KiB, &many,
 		"what=least_refcounted_hit model_ratio=%.3f", many.median / one.median);
 }
 
