@@ -200,6 +200,7 @@ static const struct backend_ops verbs_pin_ops = {
 	.unpin = verbs_unpin,
 	.close = verbs_close,
 	.reg = pin_reg,
+	.reg_is_cache = true,	/* a hit's access was checked at its miss */
 };
 
 /* ---- ODP modes: entries ---- */

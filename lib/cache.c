@@ -58,8 +58,6 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 	return LK_HIT;
 }
 
-static uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e);
-
 /* On LK_MISS, *seen is the (even) seq under which nothing was found. */
 static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
 		       struct entry **out, uint64_t *taken, uint32_t *seen)
@@ -82,8 +80,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 		atomic_thread_fence(ACQ);
 		if (atomic_load_explicit(&ctx->seq, RLX) == s)
 			return LK_HIT;
-		/* an invalidation may have begun: redo */
-		stats_unused(ctx, put_ref(ctx, *out), *taken);
+		cache_unget(ctx, *out, *taken);	/* an invalidation may have begun: redo */
 	}
 	return LK_RETRY;
 }
@@ -180,25 +177,21 @@ void cache_reap_dead(struct odpx_ctx *ctx)
 	}
 }
 
-/* Returns the entry's size if this release left it unused, else 0 (stats.c). */
-static uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e)
+/* The last reference of a DEAD entry is gone: it is ours to unpin. */
+void put_dead(struct odpx_ctx *ctx, struct entry *e)
 {
-	uint64_t bytes = SPAN_BYTES(LD(e->span));	/* before: our reference keeps it */
-	uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_acq_rel) - 1;
-
-	if (W_REF(w))
-		return 0;
-	if (W_STATE(w) == ST_DEAD) {
-		if (KIND(e) == KIND_DIRECT) {
-			release_owned(ctx, entry_idx(ctx, e));
-			return 0;
-		}
-		dead_push(ctx, entry_idx(ctx, e));
-		engine_kick(ctx);
-		return 0;
+	if (KIND(e) == KIND_DIRECT) {
+		release_owned(ctx, entry_idx(ctx, e));
+		return;
 	}
-	ST(e->last_use, LD(ctx->clock));
-	return bytes;
+	dead_push(ctx, entry_idx(ctx, e));
+	engine_kick(ctx);
+}
+
+/* Give back a reference a lookup took and could not keep. */
+void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
+{
+	stats_unused(ctx, put_ref(ctx, e), taken);
 }
 
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
@@ -440,17 +433,6 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		}
 	}
 	return miss(ctx, s, end, acc, out, seen);
-}
-
-int cache_dereg(struct odpx_ctx *ctx, struct entry *e)
-{
-	uint64_t w = atomic_load_explicit(&e->word, RLX);
-
-	/* a handle with no reference: released twice, or never handed out */
-	if (W_STATE(w) == ST_FREE || W_REF(w) == 0)
-		return odpx_fail(-EINVAL, "handle %p is not held (already released?)", (void *)e);
-	stats_dereg(ctx, put_ref(ctx, e));
-	return 0;
 }
 
 /*

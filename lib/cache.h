@@ -22,6 +22,8 @@ static inline void seq_end(struct odpx_ctx *ctx)
 }
 
 /* cache.c */
+void put_dead(struct odpx_ctx *ctx, struct entry *e);	/* last reference of a DEAD entry */
+void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
 bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* mon.lock, seq */
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 
@@ -32,5 +34,71 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 void unreserve(struct odpx_ctx *ctx, uint32_t idx);
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reused,
 		 uintptr_t s, size_t len, uint32_t acc);
+
+/*
+ * The hit path, inline in odpx_reg(): the entry in the home slot of
+ * [a, aend)'s first page, if it is alive in class @acc and covers the range
+ * (index.h: the buffers of a pool each get their home slot).  An alive entry
+ * is indexed, and no two alive entries of a class share a start, so the
+ * slot alone answers, in one cache line.  The reference is taken and
+ * validated as in cache.c:lookup_fast().  NULL: ask cache_reg(), which
+ * finds every other hit.
+ */
+static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
+				     uint32_t acc)
+{
+	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+	uintptr_t page = a & ~(PAGE_SIZE - 1);
+	struct entry *e = &ctx->ent[bucket_of(ctx, page, acc)];
+	uint64_t w = atomic_load_explicit(&e->word, ACQ);
+	uint64_t span = LD(e->span);
+	uintptr_t end = SPAN_START(span) + SPAN_BYTES(span);
+
+	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
+	if ((s & 1) || SPAN_START(span) != page || W_REF(w) == UINT32_MAX ||
+	    ((w >> W_STATE_SHIFT) & 0xff) != (acc << 4 | ST_ALIVE))
+		return NULL;
+	if (exact_only(acc) ? end != ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) : end < aend)
+		return NULL;
+	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
+						     memory_order_acq_rel, RLX))
+		return NULL;
+	uint64_t taken = W_REF(w) ? 0 : SPAN_BYTES(span);
+	atomic_thread_fence(ACQ);
+	if (unlikely(atomic_load_explicit(&ctx->seq, RLX) != s)) {
+		cache_unget(ctx, e, taken);	/* an invalidation may have begun */
+		return NULL;
+	}
+	stats_hit(ctx, 0, taken);
+	return e;
+}
+
+/* Drop a reference; the entry's size if that left it unused, else 0. */
+static inline uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e)
+{
+	uint64_t bytes = SPAN_BYTES(LD(e->span));	/* before: our reference keeps it */
+	uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_acq_rel) - 1;
+
+	if (W_REF(w))
+		return 0;
+	if (unlikely(W_STATE(w) == ST_DEAD)) {
+		put_dead(ctx, e);
+		return 0;
+	}
+	ST(e->last_use, LD(ctx->clock));
+	return bytes;
+}
+
+/* odpx_dereg() in pin and direct modes, inline: -EINVAL for a handle not held */
+static inline int cache_dereg(struct odpx_ctx *ctx, struct entry *e)
+{
+	uint64_t w = atomic_load_explicit(&e->word, RLX);
+
+	/* a handle with no reference: released twice, or never handed out */
+	if (unlikely(W_STATE(w) == ST_FREE || W_REF(w) == 0))
+		return odpx_fail(-EINVAL, "handle %p is not held (already released?)", (void *)e);
+	stats_dereg(ctx, put_ref(ctx, e));
+	return 0;
+}
 
 #endif

@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "cache.h"
 #include "../uffd/monitor.h"
 
 _Atomic uint32_t odpx_fork_gen;
@@ -85,6 +85,37 @@ static void default_limits(struct odpx_limits *l)
 		l->max_unused_bytes = l->max_pinned_bytes / 2;
 	if (!l->max_entry_bytes)
 		l->max_entry_bytes = 1UL << 30;
+}
+
+bool odpx_is_prime(uint32_t n)
+{
+	if (n < 4)
+		return n > 1;
+	if (!(n & 1))
+		return false;
+	for (uint32_t d = 3; (uint64_t)d * d <= n; d += 2)
+		if (!(n % d))
+			return false;
+	return true;
+}
+
+/*
+ * The slab's size.  In pin mode, the next prime at or above max_entries
+ * when the backend has room for it (the hash of index.h wants a prime),
+ * else max_entries; the limit on live entries stays max_entries.  The
+ * other modes' backends keep their handles in exactly max_entries slots.
+ */
+static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *ops)
+{
+	uint64_t n = a->limits.max_entries;
+
+	if (a->mode != ODPX_MODE_PIN)
+		return (uint32_t)n;
+	while (!odpx_is_prime((uint32_t)n) && n < ENTRIES_MAX)
+		n++;
+	if (n >= ENTRIES_MAX || (ops->max_entries && n > ops->max_entries))
+		return (uint32_t)a->limits.max_entries;
+	return (uint32_t)n;
 }
 
 static int parse_mode_env(enum odpx_mode *m)
@@ -159,8 +190,13 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->flags = a.flags;
 	ctx->lim = a.limits;
 	ctx->tick_ms = a.tick_ms;
-	ctx->max_entries = (uint32_t)a.limits.max_entries;
+	ctx->max_entries = slab_slots(&a, ops);
+	ctx->hmod = ctx->max_entries;
+	while (ctx->hmod > 2 && !odpx_is_prime(ctx->hmod))
+		ctx->hmod--;
+	ctx->hmul = UINT64_MAX / ctx->hmod + 1;
 	ctx->cache_enabled = a.mode == ODPX_MODE_PIN;
+	ctx->hits_inline = ctx->cache_enabled && (!ops->reg || ops->reg_is_cache);
 	/* io_uring pins are always writable: access does not split its index */
 	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
 	pthread_mutex_init(&ctx->lock, NULL);
@@ -253,39 +289,66 @@ out_free:
 	return 0;
 }
 
-ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
-			 struct odpx_mr **mr)
+/* The errno of odpx_reg()'s arguments, once one was found bad (cold). */
+static int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len,
+							uint32_t access, struct odpx_mr **mr)
+{
+	uintptr_t end;
+
+	if (!mr)
+		return odpx_fail(-EINVAL, "NULL mr pointer");
+	if (!addr)
+		return odpx_fail(-EFAULT, "NULL address");
+	if (!len)
+		return odpx_fail(-EINVAL, "zero length");
+	if (__builtin_add_overflow((uintptr_t)addr, len, &end) || end > UINTPTR_MAX - PAGE_SIZE)
+		return odpx_fail(-EINVAL, "address + length wraps");
+	return odpx_fail(-EINVAL, "unknown access bits %#x", access);
+}
+
+/* Everything but an inline hit: the backend's reg, or the cache's. */
+static int __attribute__((noinline)) reg_lookup(struct odpx_ctx *ctx, uintptr_t a, size_t len,
+						uint32_t access, struct odpx_mr **mr)
 {
 	struct entry *e;
-	int r;
+	int r = ctx->be->reg ? ctx->be->reg(ctx, a, len, access, &e)
+			     : cache_reg(ctx, a, len, access, &e);
 
-	if (unlikely((r = check_ctx(ctx)) < 0))
-		return r;
-	if (unlikely(!mr))
-		return odpx_fail(-EINVAL, "NULL mr pointer");
-	if (unlikely(!addr))
-		return odpx_fail(-EFAULT, "NULL address");
-	if (unlikely(!len))
-		return odpx_fail(-EINVAL, "zero length");
-	if (unlikely((uintptr_t)addr + len < (uintptr_t)addr ||
-		     (uintptr_t)addr + len > UINTPTR_MAX - PAGE_SIZE))
-		return odpx_fail(-EINVAL, "address + length wraps");
-	if (unlikely(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1)))
-		return odpx_fail(-EINVAL, "unknown access bits %#x", access);
-	r = ctx->be->reg ? ctx->be->reg(ctx, (uintptr_t)addr, len, access, &e)
-			 : cache_reg(ctx, (uintptr_t)addr, len, access, &e);
 	if (r == 0)
 		*mr = (struct odpx_mr *)e;
 	return r;
 }
 
-/* A handle must point at an entry of this context's slab. */
+ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
+			 struct odpx_mr **mr)
+{
+	uintptr_t a = (uintptr_t)addr, end;
+	struct entry *e;
+	int r;
+
+	if (unlikely((r = check_ctx(ctx)) < 0))
+		return r;
+	/* one test for all the arguments; reg_bad_args() tells which */
+	if (unlikely(!mr | !a | !len | __builtin_add_overflow(a, len, &end) |
+		     (end > UINTPTR_MAX - PAGE_SIZE) | !!(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1))))
+		return reg_bad_args(addr, len, access, mr);
+	if (likely(ctx->hits_inline) && (e = hit_home(ctx, a, end, access & ctx->acc_mask))) {
+		*mr = (struct odpx_mr *)e;
+		return 0;
+	}
+	return reg_lookup(ctx, a, len, access, mr);
+}
+
+/*
+ * A handle must point at an entry of this context's slab (the slab is
+ * page-aligned, so an entry's offset is a multiple of its size).  NULL is
+ * below the slab and fails the same test.
+ */
 static struct entry *handle_entry(struct odpx_ctx *ctx, const struct odpx_mr *mr)
 {
-	uintptr_t p = (uintptr_t)mr, base = (uintptr_t)ctx->ent;
+	uintptr_t off = (uintptr_t)mr - (uintptr_t)ctx->ent;
 
-	if (!mr || p < base || p >= base + (uintptr_t)ctx->max_entries * sizeof(struct entry) ||
-	    (p - base) % sizeof(struct entry))
+	if (off >= (uintptr_t)ctx->max_entries * sizeof(struct entry) || off % sizeof(struct entry))
 		return NULL;
 	return (struct entry *)mr;
 }
@@ -295,9 +358,9 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 	struct entry *e;
 	int r;
 
-	if ((r = check_ctx(ctx)) < 0)
+	if (unlikely((r = check_ctx(ctx)) < 0))
 		return r;
-	if (!(e = handle_entry(ctx, mr)))
+	if (unlikely(!(e = handle_entry(ctx, mr))))
 		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
 	return ctx->be->dereg ? ctx->be->dereg(ctx, e) : cache_dereg(ctx, e);
 }

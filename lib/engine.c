@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "cache.h"
 
 #define UD_DOORBELL 1
 #define UD_TICK 2

@@ -27,18 +27,20 @@ static inline uintptr_t e_end(const struct entry *e)
 }
 
 /*
- * Every entry's slot heads one bucket: the hash maps onto [0, max_entries)
- * by multiply-shift, so the load factor never exceeds 1.  The multiplier was
- * chosen by search for the address patterns of buffer pools (runs of
- * buffers with a stride of 1 to 512 pages, 64 to 100,000 of them): at least
- * 58% of lookups, 82% on average, find their entry at the head of its chain,
- * where uniformly random keys would give 63%.
+ * Every entry's slot heads one bucket: bucket = key mod P, P the largest
+ * prime not above the slab's size (ctx.c sizes a pin-mode slab to a prime
+ * at or above max_entries, so P is the slab).  Modulo a prime, any
+ * arithmetic progression of up to P keys lands in P distinct buckets: the
+ * buffers of a pool (a base and a stride, whatever the stride) each find a
+ * free home slot, and a hit reads the bucket head and its entry in one line.
+ * Keys are truncated to 32 bits first (start pages modulo 1 TiB), and the
+ * remainder is taken by multiplication (ctx->hmul = 2^64 / P, rounded up).
  */
 static inline uint32_t bucket_of(const struct odpx_ctx *ctx, uintptr_t start, uint32_t acc)
 {
-	uint64_t k = ((uint64_t)(start >> PAGE_SHIFT) << 4) | acc;
+	uint32_t k = (uint32_t)(((start >> PAGE_SHIFT) << 4) | acc);
 
-	return (uint32_t)((((k * 0x8c5ae97494c17619ULL) >> 32) * ctx->max_entries) >> 32);
+	return (uint32_t)(((unsigned __int128)(ctx->hmul * k) * ctx->hmod) >> 64);
 }
 
 uint32_t index_floor(struct odpx_ctx *ctx, uint32_t root, uintptr_t a);

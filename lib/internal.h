@@ -121,6 +121,8 @@ struct backend_ops {
 	int (*reg)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		   struct entry **out);
 	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
+	/* reg() checks arguments, then is cache_reg(): its hits may be served inline */
+	bool reg_is_cache;
 	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr). */
 	void (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
 };
@@ -182,11 +184,14 @@ struct odpx_ctx {
 	uint32_t fork_gen;
 	_Atomic uint32_t clock;		/* LRU epoch: bumped at each miss */
 	struct entry *ent;		/* slab of max_entries */
-	uint32_t max_entries;
+	uint32_t max_entries;		/* slots: pin mode rounds the limit to a prime */
+	uint32_t hmod;			/* hash modulus (index.h:bucket_of) */
+	uint64_t hmul;			/* 2^64 / hmod, rounded up */
 	enum odpx_mode mode;
 	const struct backend_ops *be;
 	uint32_t flags;
 	bool cache_enabled;		/* pin mode */
+	bool hits_inline;		/* odpx_reg() tries cache.h:hit_home() first */
 	uint32_t acc_mask;		/* access bits that split the index */
 
 	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, mon.lock */
@@ -230,6 +235,9 @@ struct odpx_ctx {
 	char reason[192];
 };
 
+/* ctx.c: trial division, for the slab's prime size (index.h) */
+bool odpx_is_prime(uint32_t n);
+
 /* thread-local reason text (ctx.c) */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern _Atomic uint32_t odpx_fork_gen;
@@ -239,7 +247,6 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
-int cache_dereg(struct odpx_ctx *ctx, struct entry *e);
 void cache_reap_dead(struct odpx_ctx *ctx);
 void cache_trim(struct odpx_ctx *ctx);
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);

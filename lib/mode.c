@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "cache.h"
 #include "mode.h"
 
 static const struct {

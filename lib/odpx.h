@@ -56,6 +56,9 @@ enum {
  *                     CAP_IPC_LOCK, else 1/8 of physical memory.
  *   max_entries       registrations alive at once (cached + direct):
  *                     4096, at most 16384 on the uring backend (its slots).
+ *                     Pin mode sizes the entry slab (64 bytes a slot) to
+ *                     the next prime at or above it, where the backend
+ *                     allows: a few slots more, never more live entries.
  *   max_unused_bytes  bytes of released entries kept as victims: 1/2 of
  *                     max_pinned_bytes.  Trimmed on each engine tick
  *                     (ODPX_ATTR_TICK), least recently released first;
