@@ -21,12 +21,15 @@
  * so the entries' footprint is n * 64 bytes; the line gives it beside the
  * size of this CPU's L2 cache, where the curve steps.
  *
- * W2M (informative, no odpx): the least any reference-counted hit can do.
- * n records of 64 bytes, each at its own slot (a hash with no collisions);
- * get = find the slot, check the key, CAS the reference count up; release =
- * atomic decrement; both out of line, in W2's loop and order.  Its ratio
- * at 100,000 x 4 KiB over one buffer is what this machine's memory leaves
- * to a hash-indexed cache with per-entry reference counts.
+ * W2M (informative, no odpx): the least a reference-counted hit can do.
+ * n records of 64 bytes in a table of P slots, P the first prime >= n; a
+ * record's slot is its start page mod P, taken by multiplication as
+ * odpx's index does (so a pool's buffers never collide); get = find the
+ * slot, check the key, CAS the reference count up; release = atomic
+ * decrement; both out of line, in W2's loop and order.  Its ratio at
+ * 100,000 x 4 KiB over one buffer is what this machine's memory leaves to a
+ * hash-indexed cache with per-entry reference counts: a faster hit hides
+ * less of the same miss, so the ratio grows as the one-buffer time shrinks.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -141,13 +144,20 @@ struct model {
 	struct model_rec *rec;
 	char *base;
 	size_t n, bytes;
+	uint32_t p;		/* slots: the first prime >= n */
+	uint64_t pmul;		/* 2^64 / p, rounded up */
 };
+
+static uint32_t model_slot(const struct model *m, const char *a)
+{
+	uint32_t k = (uint32_t)((uintptr_t)a >> 12);
+
+	return (uint32_t)(((unsigned __int128)(m->pmul * k) * m->p) >> 64);
+}
 
 static __attribute__((noinline)) struct model_rec *model_get(struct model *m, char *a)
 {
-	size_t i = (size_t)(a - m->base) / m->bytes;
-	/* a bijection: the multiplier is a prime above n */
-	struct model_rec *r = &m->rec[(i * 0x9e3779b1ULL) % m->n];
+	struct model_rec *r = &m->rec[model_slot(m, a)];
 	uint64_t v = atomic_load_explicit(&r->ref, memory_order_acquire);
 
 	if (unlikely(r->key != (uintptr_t)a) ||
@@ -175,20 +185,27 @@ static double model_batch(struct model *m, const uint32_t *order, uint64_t *pos,
 /* n buffers of 4 KiB, each record at its own slot */
 static struct summary model_set(size_t n, const uint32_t *order, uint64_t k, unsigned reps)
 {
-	struct model m = { NULL, NULL, n, 4 * KiB };
+	struct model m = { NULL, NULL, n, 4 * KiB, (uint32_t)n, 0 };
 	double *v = calloc(reps, sizeof(*v));
 	uint64_t pos = 0;
 	struct summary s;
 
-	m.rec = map_anon(n * sizeof(*m.rec), false);
+	while (!odpx_is_prime(m.p))
+		m.p++;
+	m.pmul = UINT64_MAX / m.p + 1;
+	m.rec = map_anon(m.p * sizeof(*m.rec), false);
 	m.base = (char *)((uintptr_t)16 << 40);	/* addresses only: never touched */
-	for (size_t i = 0; i < n; i++)
-		m.rec[(i * 0x9e3779b1ULL) % n].key = (uintptr_t)(m.base + i * m.bytes);
+	for (size_t i = 0; i < n; i++) {
+		struct model_rec *r = &m.rec[model_slot(&m, m.base + i * m.bytes)];
+		if (r->key)
+			DIE("model: slot collision at %zu", i);
+		r->key = (uintptr_t)(m.base + i * m.bytes);
+	}
 	model_batch(&m, order, &pos, k);
 	for (unsigned r = 0; r < reps; r++)
 		v[r] = model_batch(&m, order, &pos, k);
 	s = summarize(v, reps, k);
-	munmap(m.rec, n * sizeof(*m.rec));
+	munmap(m.rec, m.p * sizeof(*m.rec));
 	free(v);
 	return s;
 }
