@@ -16,11 +16,18 @@
  *   entry keeps a valid registration;
  * - direct mode never caches: every odpx_reg pins (stats.pins), every
  *   odpx_dereg unpins;
- * - odpx_close releases what is still held (VmPin back to its baseline).
+ * - odpx_close releases what is still held (VmPin back to its baseline);
+ * - home slots: pin mode's slab is a prime number of slots, and a pool of
+ *   as many buffers as max_entries, at a stride of 1, 3 or 16 pages, has
+ *   every entry in its home
+ *   slot (the one slot the inline hit reads); an entry that could not get
+ *   its home slot (another start of the same bucket holds it) is still
+ *   found by its hits, with the right bytes.
  */
 #include <stddef.h>
 
 #include "test.h"
+#include "index.h"	/* the slab and the hash, for home slots */
 
 #define PG 4096UL
 #define U(x) ((unsigned long)(x))
@@ -336,6 +343,63 @@ static void close_while_held(void)
 	close(shm_fd);
 }
 
+static uint32_t slot_of(struct odpx_ctx *ctx, struct odpx_mr *mr)
+{
+	return (uint32_t)((struct entry *)mr - ctx->ent);
+}
+
+/* On the null backend (it pins nothing), so a pool can fill the slab. */
+static void home_slots(void)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LIMITS };
+	struct odpx_ctx *ctx;
+	static const size_t strides[] = { 1, 3, 16 };
+	enum { N = 4000 };
+	static struct odpx_mr *mr[N];
+
+	a.limits.max_entries = N;
+	a.limits.max_pinned_bytes = 1UL << 40;
+	CHECK_RC(odpx_open_backend(&null_ops, &a, &ctx), 0);
+	uint32_t p = ctx->hmod, acc = ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask;
+
+	CHECK(odpx_is_prime(p) && p == ctx->max_entries && p >= ctx->lim.max_entries,
+	      "slab of %u slots, modulus %u, max_entries %lu: not one prime at or above the limit",
+	      ctx->max_entries, p, U(ctx->lim.max_entries));
+	for (size_t k = 0; k < sizeof(strides) / sizeof(strides[0]); k++) {
+		size_t bytes = N * strides[k] * PG;
+		unsigned char *b = map_anon(NULL, bytes);
+		for (size_t i = 0; i < N; i++) {
+			CHECK_RC(odpx_reg(ctx, b + i * strides[k] * PG, PG, ODPX_ACCESS_LOCAL_WRITE, &mr[i]), 0);
+			CHECK(slot_of(ctx, mr[i]) == bucket_of(ctx, (uintptr_t)b + i * strides[k] * PG, acc),
+			      "stride %zu pages, buffer %zu: slot %u, home %u", strides[k], i,
+			      slot_of(ctx, mr[i]), bucket_of(ctx, (uintptr_t)b + i * strides[k] * PG, acc));
+		}
+		for (size_t i = 0; i < N; i++)
+			CHECK_RC(odpx_dereg(ctx, mr[i]), 0);
+		munmap(b, bytes);
+	}
+	CHECK_RC(odpx_close(ctx), 0);
+
+	/* on uring, with bytes: pages 0 and p share a bucket, the second is away */
+	ctx = open_pin(0);
+	p = ctx->hmod;
+	acc = ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask;
+	unsigned char *b = map_anon(NULL, ((size_t)p + 1) * PG);
+	struct odpx_mr *first = reg_expect(ctx, b, PG, 0, "home: first of a bucket");
+	struct odpx_mr *other = reg_expect(ctx, b + (size_t)p * PG, PG, 0, "home: second of a bucket");
+	CHECK(slot_of(ctx, first) == bucket_of(ctx, (uintptr_t)b, acc) &&
+	      slot_of(ctx, other) != slot_of(ctx, first), "home: slots %u and %u for bucket %u",
+	      slot_of(ctx, first), slot_of(ctx, other), bucket_of(ctx, (uintptr_t)b, acc));
+	CHECK_RC(odpx_dereg(ctx, other), 0);
+	struct odpx_mr *again = reg_expect(ctx, b + (size_t)p * PG, PG, 1, "home: away from its slot");
+	CHECK(again == other, "home: the entry away from its slot was not the one hit");
+	CHECK(data_check(ctx, again, b + (size_t)p * PG, PG, 77), "home: wrong bytes away from the slot");
+	CHECK_RC(odpx_dereg(ctx, again), 0);
+	CHECK_RC(odpx_dereg(ctx, first), 0);
+	munmap(b, ((size_t)p + 1) * PG);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
 int main(void)
 {
 	long kb0 = vm_pinned_kb();
@@ -353,6 +417,7 @@ int main(void)
 	direct_never_cached();
 	close_while_held();
 	mode_reason_source();
+	home_slots();
 	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
 	printf("ok\n");
 	return 0;
