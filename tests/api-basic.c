@@ -19,10 +19,9 @@
  * - odpx_close releases what is still held (VmPin back to its baseline);
  * - home slots: pin mode's slab is a prime number of slots, and a pool of
  *   as many buffers as max_entries, at a stride of 1, 3 or 16 pages, has
- *   every entry in its home
- *   slot (the one slot the inline hit reads); an entry that could not get
- *   its home slot (another start of the same bucket holds it) is still
- *   found by its hits, with the right bytes.
+ *   every entry in its home slot (the one slot the inline hit reads); an
+ *   entry that could not get its home slot (another start of the same
+ *   bucket holds it) is still found by its hits, with the right bytes.
  */
 #include <stddef.h>
 
