@@ -14,9 +14,10 @@
  *   - the next odpx_reg of the range misses, counts a repin and moves the
  *     bytes of the new pages;
  *   - watched ranges are counted (watch_vmas, watch_regs): one registration
- *     per range not yet watched (exactly the page range, never the whole VMA,
- *     which may hold other owners' memory), none for a range inside a watched
- *     one, fewer once unmapped.
+ *     per range not yet watched, none for a range inside a watched one, fewer
+ *     once unmapped.  A watch reaches its VMA's edge when that is within
+ *     WIDEN_MAX (write-protect modes; missing mode and sanitizer builds
+ *     watch exact ranges), never farther: memory beyond raises no event.
  * A munmap in the middle of a cached range kills it and splits its VMA: both
  * parts stay watched (no new registration for them), one more watched VMA.
  * A range in a file-backed MAP_PRIVATE mapping (memfd, and a file on disk)
@@ -24,7 +25,9 @@
  * direct_shared, never cached.
  * With a VMA budget of 2 (ODPX_WATCH_MAX), a registration spanning two VMAs
  * keeps both watched: reclaiming an idle VMA for a third one must not stop
- * the events of the second, or the entry would go stale.
+ * the events of the second, or the entry would go stale.  And with that
+ * budget, a pool of 1,024 buffers with gaps in one mapping is all cached, as
+ * one watched VMA (see pool_main()).
  * Each mode (wp-async, wp, missing) runs in its own process, and once more
  * with VMAs found by parsing /proc/self/maps (vma_force_maps) instead of the
  * PROCMAP_QUERY ioctl.  Sizes stay far
@@ -117,6 +120,19 @@ static void settle(uint64_t entries, const char *what)
 
 enum ev { EV_UNMAP, EV_REMOVE, EV_REMAP };
 
+#define B_LEN (LEN + 2 * WIDEN_MAX)
+
+/*
+ * Missing mode watches exact ranges, and so does every mode in a sanitizer's
+ * build; the write-protect modes widen them.
+ */
+static int exact_watches(void)
+{
+	const char *m = getenv("ODPX_UFFD_MODE");
+
+	return SANITIZED || (m && !strcmp(m, "missing"));
+}
+
 static void expect_event(const struct odpx_stats *st0, enum ev ev, uint64_t entries, uint64_t bytes,
 			 const char *what)
 {
@@ -144,6 +160,7 @@ static void expect_event(const struct odpx_stats *st0, enum ev ev, uint64_t entr
 
 static void events(void)
 {
+	const int exact = exact_watches();
 	struct odpx_stats st0, st;
 	long kb0;
 	unsigned char *a, *b, *c, *d;
@@ -158,10 +175,14 @@ static void events(void)
 	CHECK(st.watch_vmas == st0.watch_vmas + 1 && st.watch_regs == st0.watch_regs + 1,
 	      "watch: vmas %lu -> %lu, regs %lu -> %lu, want +1 each", U(st0.watch_vmas), U(st.watch_vmas),
 	      U(st0.watch_regs), U(st.watch_regs));
-	cache(a + LEN + 4096, 4096, 2);	/* same VMA, not watched yet: its own range */
-	CHECK(stats_of(ctx).watch_regs == st.watch_regs + 1 && stats_of(ctx).entries == st0.entries + 2,
-	      "a second range in the VMA: watch_regs %lu -> %lu (want +1), entries %lu -> %lu",
-	      U(st.watch_regs), U(stats_of(ctx).watch_regs), U(st0.entries), U(stats_of(ctx).entries));
+	/*
+	 * Same VMA, whose edge is within WIDEN_MAX of the first range: the
+	 * first watch reached it, except in missing mode (exact ranges there).
+	 */
+	cache(a + LEN + 4096, 4096, 2);
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs + exact && stats_of(ctx).entries == st0.entries + 2,
+	      "a second range in the VMA: watch_regs %lu -> %lu (want +%d), entries %lu -> %lu",
+	      U(st.watch_regs), U(stats_of(ctx).watch_regs), exact, U(st0.entries), U(stats_of(ctx).entries));
 	st = stats_of(ctx);
 	cache(a + 4096, 4096, 2);	/* inside a watched range: no registration */
 	CHECK(stats_of(ctx).watch_regs == st.watch_regs, "a range inside a watched one was registered");
@@ -182,8 +203,12 @@ static void events(void)
 	}
 	settle(st0.entries, "munmap");
 
-	/* MADV_DONTNEED of one page kills the whole entry; the VMA stays watched */
-	b = map_isolated(2 * LEN);
+	/*
+	 * MADV_DONTNEED of one page kills the whole entry; the VMA stays
+	 * watched.  The VMA reaches farther than WIDEN_MAX beyond the entry,
+	 * so that some of it is not watched.
+	 */
+	b = map_isolated(B_LEN);
 	st = stats_of(ctx);
 	kb0 = vm_pinned_kb();
 	cache(b, LEN, 4);
@@ -193,9 +218,9 @@ static void events(void)
 	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "MADV_DONTNEED");
 	CHECK(stats_of(ctx).watch_vmas == st0.watch_vmas, "MADV_DONTNEED unwatched the VMA");
 	reg_again(b, LEN, 5, "after MADV_DONTNEED");
-	/* beside the entry, outside any watched range: no event at all */
+	/* beyond the watch's reach, outside any watched range: no event at all */
 	st0 = stats_of(ctx);
-	CHECK(madvise(b + LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
+	CHECK(madvise(b + B_LEN - LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
 	st = stats_of(ctx);
 	CHECK(st.inval_remove == st0.inval_remove && st.inval_entries == st0.inval_entries,
 	      "MADV_DONTNEED of unwatched memory raised an event (remove %lu -> %lu)",
@@ -245,7 +270,7 @@ static void events(void)
 	      "mmap at the old address");
 	reg_again(d, LEN, 9, "after munmap of a held range");
 	CHECK(munmap(d, LEN) == 0, "munmap");
-	munmap(b, 2 * LEN);
+	munmap(b, B_LEN);
 	munmap(c - 4096, 4096);
 	munmap(c + LEN, 4096);
 	settle(0, "events: cleanup");
@@ -377,6 +402,66 @@ static int budget_main(void)
 	return 0;
 }
 
+/*
+ * ODPX_WATCH_MAX=2.  A pool of POOL_N 4 KiB buffers, one every three pages
+ * of one mapping, wider than 2 * WIDEN_MAX: each watch reaches the edge its
+ * neighbour's left, so the pool is one watched VMA, never split, and every
+ * buffer is cached within a budget of two.  (Exact watches, in missing mode
+ * and sanitizer builds: two buffers cached, the rest direct for the budget.)  A munmap of
+ * a gap raises an event that kills nothing; one of a buffer kills it alone,
+ * and its next odpx_reg moves the new pages' bytes.
+ */
+#define POOL_N 1024
+#define POOL_STRIDE (3 * 4096)
+
+static int pool_main(void)
+{
+	const size_t len = POOL_N * POOL_STRIDE;
+	unsigned char *p = map_isolated(len);
+	const int exact = exact_watches();
+	struct odpx_stats st0, st;
+	struct vma_info v;
+
+	ctx = open_pin(0);
+	st0 = stats_of(ctx);
+	for (unsigned i = 0; i < POOL_N; i++)
+		odpx_dereg(ctx, reg(p + i * POOL_STRIDE, 4096));
+	st = stats_of(ctx);
+	CHECK(st.direct_budget - st0.direct_budget == (exact ? POOL_N - 2 : 0) &&
+	      st.entries - st0.entries == (exact ? 2 : POOL_N),
+	      "pool: direct_budget +%lu, entries +%lu (watch_vmas %lu)", U(st.direct_budget - st0.direct_budget),
+	      U(st.entries - st0.entries), U(st.watch_vmas));
+	CHECK(vma_query((uintptr_t)p, &v) == 0, "vma_query");
+	if (exact)
+		goto out;
+	CHECK(st.watch_vmas == 1 && v.start == (uintptr_t)p && v.end == (uintptr_t)p + len,
+	      "pool: watch_vmas %lu (want 1), its VMA %#lx-%#lx split (want %p+%#zx)", U(st.watch_vmas),
+	      U(v.start), U(v.end), (void *)p, len);
+	cache(p + 7 * POOL_STRIDE, 4096, 40);	/* a hit, and the bytes move */
+
+	st0 = stats_of(ctx);
+	CHECK(munmap(p + 5 * POOL_STRIDE + 4096, 4096) == 0, "munmap of a gap");
+	expect_event(&st0, EV_UNMAP, 0, 0, "munmap of a gap in the pool");
+	st0 = stats_of(ctx);
+	CHECK(munmap(p + 9 * POOL_STRIDE, 4096) == 0, "munmap of a buffer");
+	expect_event(&st0, EV_UNMAP, 1, 4096, "munmap of a buffer in the pool");
+	CHECK(mmap(p + 9 * POOL_STRIDE, 4096, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == p + 9 * POOL_STRIDE,
+	      "mmap at the old address");
+	reg_again(p + 9 * POOL_STRIDE, 4096, 41, "a pool buffer after its munmap");
+	st0 = stats_of(ctx);
+	for (unsigned i = 0; i < POOL_N; i++)
+		if (i != 9)
+			odpx_dereg(ctx, reg(p + i * POOL_STRIDE, 4096));
+	st = stats_of(ctx);
+	CHECK(st.hits - st0.hits == POOL_N - 1, "pool after the munmaps: %lu hits of %u",
+	      U(st.hits - st0.hits), POOL_N - 1);
+out:
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(p - 4096, len + 2 * 4096);
+	return 0;
+}
+
 static int maps_main(void)
 {
 	vma_force_maps = 1;
@@ -387,7 +472,7 @@ static int call(void *arg)
 {
 	int (*fn)(void) = (int (*)(void))arg;
 
-	if (fn == budget_main)
+	if (fn == budget_main || fn == pool_main)
 		setenv("ODPX_WATCH_MAX", "2", 1);
 	return fn();
 }
@@ -417,5 +502,7 @@ int main(void)
 	failed |= run("wp-async", maps_main, "maps");
 	for (unsigned m = 0; m < 3; m++)
 		failed |= run(modes[m], budget_main, "budget");
+	for (unsigned m = 0; m < 3; m++)
+		failed |= run(modes[m], pool_main, "pool");
 	return failed;
 }

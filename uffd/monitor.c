@@ -346,6 +346,14 @@ static void watch_insert(uintptr_t s, uintptr_t e)
 	mon.nw++;
 }
 
+/* [s, e) touches a record: watch_insert() merges it there, no new record. */
+static bool watch_touches(uintptr_t s, uintptr_t e)
+{
+	unsigned i = watch_lower(s);
+
+	return (i > 0 && mon.w[i - 1].end == s) || (i < mon.nw && mon.w[i].start == e);
+}
+
 /* The first part of [s, e) no record covers, in *gs..*ge; false if none (mon.lock). */
 static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
 {
@@ -366,11 +374,36 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
 }
 
 /*
- * Watch exactly the page range asked for, never the whole VMA: a VMA can
- * hold memory of other owners (anonymous mappings merge), down to the stack
- * of the reader thread itself, which glibc madvises away when the thread
- * exits - the reader would wait for its own event.  Registering a part of a
- * VMA splits it; the budget of watched ranges keeps that far below
+ * A watch reaches to its VMA's edge on each side where that edge is within
+ * WIDEN_MAX: it then splits nothing there.  The edge is often a watched
+ * neighbour's (our own registrations split the VMA), so a pool of buffers
+ * laid out with gaps in one mapping - a stride, headers between them -
+ * becomes one watched VMA, where watching each exact range costs two VMAs a
+ * buffer and spends the budget after a few thousand.  The price: a munmap
+ * or madvise of the widened part raises an event, though no entry is there.
+ *
+ * Not in a sanitizer's build: the runtimes of ASan and TSan munmap memory of
+ * their own on the reader thread (TSan's internal vectors, seen here), and
+ * such memory may share a VMA with the application's; the reader would wait
+ * for its own event.  An exact range is the application's own memory.
+ */
+static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
+{
+	if (mon.mode == UFFD_MODE_MISSING)
+		return;	/* there every first touch of a widened page would fault to the reader */
+	if (SANITIZED)
+		return;	/* see below */
+	if (*gs - v->start <= WIDEN_MAX)
+		*gs = v->start;
+	if (v->end - *ge <= WIDEN_MAX)
+		*ge = v->end;
+}
+
+/*
+ * Watch the page range asked for, widened only as far as widen() says, never
+ * the whole VMA: a VMA can hold memory of other owners (anonymous mappings
+ * merge), whose munmaps would all wait for the reader.  Registering a part
+ * of a VMA splits it; the budget of watched ranges keeps that far below
  * vm.max_map_count.
  */
 int monitor_watch(uintptr_t start, uintptr_t end)
@@ -403,7 +436,8 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			ge = v.end;
 
 		pthread_mutex_lock(&mon.lock);
-		if (mon.nw >= mon.budget && !watch_reclaim_idle()) {
+		widen(&v, &gs, &ge);
+		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
 			pthread_mutex_unlock(&mon.lock);
 			return -ENOSPC;
 		}
@@ -636,25 +670,57 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The reader runs on a stack of its own mapping, between two PROT_NONE
+ * pages: no other VMA can merge with it, so no watch - widened or not - ever
+ * covers it (the reader would wait for its own event), and glibc does not
+ * madvise away at exit a stack it did not allocate.
+ */
 static int reader_start(void)
 {
 	sigset_t all, old;
+	pthread_attr_t a;
+	size_t size, len;
+	char *stack;
 	int r;
 
-	mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (mon.stopfd < 0)
-		return -errno;
+	if ((r = pthread_attr_init(&a)))
+		return -r;
+	/* glibc's default size (RLIMIT_STACK): the sanitizers' runtimes need much of it */
+	if ((r = pthread_attr_getstacksize(&a, &size)))
+		goto out_attr;
+	len = size + 2 * PAGE_SIZE;
+	stack = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (stack == MAP_FAILED) {
+		r = errno;
+		goto out_attr;
+	}
+	if (mprotect(stack + PAGE_SIZE, size, PROT_READ | PROT_WRITE) ||
+	    (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		r = errno;
+		goto out_stack;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&mon.reader, NULL, reader_main, NULL);
+	r = pthread_attr_setstack(&a, stack + PAGE_SIZE, size);
+	if (!r)
+		r = pthread_create(&mon.reader, &a, reader_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r) {
 		close(mon.stopfd);
 		mon.stopfd = -1;
-		return r;
+		goto out_stack;
 	}
+	pthread_attr_destroy(&a);
+	mon.reader_stack = stack;
+	mon.reader_stack_len = len;
 	mon.running = true;
 	return 0;
+out_stack:
+	munmap(stack, len);
+out_attr:
+	pthread_attr_destroy(&a);
+	return -r;
 }
 
 static unsigned default_budget(void)
@@ -757,6 +823,8 @@ void monitor_detach(struct odpx_ctx *ctx)
 	/* no reader, no context: close (unregistering every range), then forget */
 	close(mon.stopfd);
 	close(mon.uffd);
+	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
+	mon.reader_stack = NULL;
 	pthread_mutex_lock(&mon.lock);
 	mon.stopfd = mon.uffd = -1;
 	mon.running = false;
@@ -776,6 +844,8 @@ void monitor_atfork_child(void)
 		close(mon.uffd);
 	if (mon.stopfd >= 0)
 		close(mon.stopfd);
+	if (mon.reader_stack)	/* a copy of the parent's reader's: nobody runs on it */
+		munmap(mon.reader_stack, mon.reader_stack_len);
 	free(mon.w);
 	memset(&mon, 0, sizeof(mon));
 	pthread_mutex_init(&mon.lock, NULL);

@@ -61,6 +61,8 @@ struct monitor {
 	uint64_t spin_ns;	/* the reader polls without sleeping this long after an event */
 	struct watch *w;
 	unsigned nw, budget;
+	char *reader_stack;	/* its own mapping (reader_start()) */
+	size_t reader_stack_len;
 	uint64_t regs, unregs;
 	uint64_t events, faults_resolved;
 };
@@ -75,9 +77,25 @@ void monitor_detach(struct odpx_ctx *ctx);
  * -EXDEV shared or file-backed (no events for truncation); -EBUSY another
  * userfaultfd owns it; -EINVAL the uffd cannot watch it; -ENOSPC the VMA
  * budget is spent; -EFAULT unmapped or PROT_NONE; -EAGAIN the mapping kept
- * changing under the registration.
+ * changing under the registration.  The watch may reach beyond [start, end),
+ * within its VMA (WIDEN_MAX).
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
+/*
+ * monitor_watch() widens a watch to its VMA's edge when the edge is this
+ * close; in a sanitizer's build it never widens (monitor.c, widen()).
+ */
+#define WIDEN_MAX (1UL << 20)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 /* odpx_invalidate(): a REMOVE of [start, end) that no event reports; entries killed. */
 unsigned monitor_invalidate(uintptr_t start, uintptr_t end);
 /* Under mon.lock. */
