@@ -177,7 +177,7 @@ static void events(void)
 	      U(st0.watch_regs), U(st.watch_regs));
 	/*
 	 * Same VMA, whose edge is within WIDEN_MAX of the first range: the
-	 * first watch reached it, except in missing mode (exact ranges there).
+	 * first watch reached it, unless watches are exact (exact_watches()).
 	 */
 	cache(a + LEN + 4096, 4096, 2);
 	CHECK(stats_of(ctx).watch_regs == st.watch_regs + exact && stats_of(ctx).entries == st0.entries + 2,
