@@ -28,6 +28,7 @@
  * the events of the second, or the entry would go stale.  And with that
  * budget, a pool of 1,024 buffers with gaps in one mapping is all cached, as
  * one watched VMA (see pool_main()).
+ * The reader's stack is a VMA of its own between PROT_NONE pages.
  * Each mode (wp-async, wp, missing) runs in its own process, and once more
  * with VMAs found by parsing /proc/self/maps (vma_force_maps) instead of the
  * PROCMAP_QUERY ioctl.  Sizes stay far
@@ -294,6 +295,25 @@ static void events(void)
 	settle(0, "munmap in the middle: cleanup");
 }
 
+/*
+ * The reader's stack is a VMA of its own between two PROT_NONE pages: no
+ * neighbour merges into it, so no watch (widened or not) can cover it.
+ */
+static void reader_stack_isolated(void)
+{
+	uintptr_t lo = (uintptr_t)mon.reader_stack, hi = lo + mon.reader_stack_len;
+	struct vma_info v, below, above;
+
+	CHECK(mon.reader_stack && mon.reader_stack_len > 2 * 4096, "no reader stack of our own");
+	CHECK(vma_query(lo + 4096, &v) == 0 && vma_query(lo, &below) == 0 &&
+	      vma_query(hi - 4096, &above) == 0, "vma_query of the reader's stack");
+	CHECK(v.start == lo + 4096 && v.end == hi - 4096 && v.readable && v.writable,
+	      "reader stack VMA %#lx-%#lx, want %#lx-%#lx", U(v.start), U(v.end), U(lo + 4096),
+	      U(hi - 4096));
+	CHECK(below.end == lo + 4096 && !below.readable && above.start == hi - 4096 && !above.readable,
+	      "the reader's stack is not between PROT_NONE pages");
+}
+
 /* Shared or file-backed: direct every time, counted in direct_shared. */
 static void direct_shared(void *p, const char *what)
 {
@@ -354,6 +374,7 @@ static int mode_main(void)
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_TICK, .tick_ms = 3600 * 1000 };
 	CHECK_RC(odpx_open_uring(&a, &ctx), 0);
 	events();
+	reader_stack_isolated();
 	shared();
 	struct odpx_stats st = stats_of(ctx);
 	CHECK(st.direct_no_monitor == 0 && st.direct_unwatchable == 0 && st.direct_budget == 0,
