@@ -389,14 +389,22 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
  */
 static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 {
+	unsigned i = watch_lower(*gs);	/* the first record after the gap [*gs, *ge) */
+	uintptr_t lo = v->start, hi = v->end;
+
 	if (mon.mode == UFFD_MODE_MISSING)
 		return;	/* there every first touch of a widened page would fault to the reader */
 	if (SANITIZED)
-		return;	/* see below */
-	if (*gs - v->start <= WIDEN_MAX)
-		*gs = v->start;
-	if (v->end - *ge <= WIDEN_MAX)
-		*ge = v->end;
+		return;	/* see above */
+	/* never over a record: an undo in monitor_watch() would unregister it */
+	if (i > 0 && mon.w[i - 1].end > lo)
+		lo = mon.w[i - 1].end;
+	if (i < mon.nw && mon.w[i].start < hi)
+		hi = mon.w[i].start;
+	if (*gs - lo <= WIDEN_MAX)
+		*gs = lo;
+	if (hi - *ge <= WIDEN_MAX)
+		*ge = hi;
 }
 
 /*
@@ -436,6 +444,16 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			ge = v.end;
 
 		pthread_mutex_lock(&mon.lock);
+		/*
+		 * Another miss may have watched part of the gap meanwhile: what is
+		 * registered and undone below must hold no record, or the undo
+		 * would unregister a range the table says is watched.
+		 */
+		uintptr_t gs2, ge2;
+		if (!first_gap(start, end, &gs2, &ge2) || gs2 != gs || ge2 < ge) {
+			pthread_mutex_unlock(&mon.lock);
+			continue;
+		}
 		widen(&v, &gs, &ge);
 		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
 			pthread_mutex_unlock(&mon.lock);
