@@ -352,7 +352,8 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 
 		struct entry *e = &ctx->ent[idx];
 		pthread_mutex_lock(&mon.lock);
-		if (!unsafe && monitor_inval_since(c0, us, ue)) {
+		/* invalidated meanwhile, or unwatched (an idle record reclaimed for the budget) */
+		if (!unsafe && (monitor_inval_since(c0, us, ue) || !monitor_covers(us, ue))) {
 			pthread_mutex_unlock(&mon.lock);
 			pthread_mutex_unlock(&ctx->lock);
 			ctx->be->unpin(ctx, (uint32_t)idx);

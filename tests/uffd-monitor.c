@@ -28,6 +28,8 @@
  * the events of the second, or the entry would go stale.  And with that
  * budget, a pool of 1,024 buffers with gaps in one mapping is all cached, as
  * one watched VMA (see pool_main()).
+ * A miss pinning in a VMA whose idle record the budget takes meanwhile does
+ * not cache its pin (see reclaim_main()).
  * The reader's stack is a VMA of its own between PROT_NONE pages.
  * Each mode (wp-async, wp, missing) runs in its own process, and once more
  * with VMAs found by parsing /proc/self/maps (vma_force_maps) instead of the
@@ -35,9 +37,12 @@
  * below an unprivileged RLIMIT_MEMLOCK: tests/unpriv-monitor.sh runs this
  * program again as nobody.
  */
+#include <pthread.h>
+#include <semaphore.h>
 #include <sys/wait.h>
 
 #include "test.h"
+#include "internal.h"		/* a backend of our own, for reclaim_main() */
 #include "../uffd/monitor.h"	/* vma_force_maps */
 
 #define LEN (64 * 1024)
@@ -483,6 +488,86 @@ out:
 	return 0;
 }
 
+/*
+ * ODPX_WATCH_MAX=2.  A miss in v1 is held inside its pin (a backend of the
+ * test's own) while a watch of v3 takes v1's idle record for the budget:
+ * v1 is no longer watched, and its munmap and a new mapping there raise no
+ * event.  The miss must not cache that pin: it finds v1 unwatched at its
+ * insert and starts over, so the entry it caches dies at v1's next munmap.
+ */
+static sem_t pin_entered, pin_go;
+static atomic_int pins_to_hold;
+
+static int hold_pin(struct odpx_ctx *c, uint32_t idx, uintptr_t start, size_t len, uint32_t access,
+		    uint32_t *lkey, uint32_t *rkey)
+{
+	(void)c, (void)start, (void)len, (void)access;
+	if (atomic_fetch_sub(&pins_to_hold, 1) > 0) {
+		sem_post(&pin_entered);
+		sem_wait(&pin_go);
+	}
+	*lkey = *rkey = idx;
+	return 0;
+}
+
+static void hold_unpin(struct odpx_ctx *c, uint32_t idx) { (void)c, (void)idx; }
+static void hold_close(struct odpx_ctx *c) { (void)c; }
+
+static const struct backend_ops hold_ops = {
+	.name = "hold", .id = ODPX_BACKEND_RESERVED,
+	.pin = hold_pin, .unpin = hold_unpin, .close = hold_close,
+};
+
+static void *miss_main(void *p)
+{
+	odpx_dereg(ctx, reg(p, LEN));
+	return NULL;
+}
+
+static int reclaim_main(void)
+{
+	unsigned char *v1 = map_isolated(LEN), *v2 = map_isolated(LEN), *v3 = map_isolated(LEN);
+	struct odpx_stats st0, st;
+	struct odpx_mr *mr;
+	pthread_t t;
+
+	CHECK(sem_init(&pin_entered, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
+	CHECK_RC(odpx_open_backend(&hold_ops, NULL, &ctx), 0);
+	odpx_dereg(ctx, reg(v2, LEN));	/* v2's record holds an entry: never idle */
+	CHECK(monitor_watch((uintptr_t)v1, (uintptr_t)v1 + LEN) == 0, "watch v1");
+	CHECK(mon.nw == 2, "%u watched ranges, want 2", mon.nw);
+
+	atomic_store(&pins_to_hold, 1);
+	st0 = stats_of(ctx);
+	CHECK(pthread_create(&t, NULL, miss_main, v1) == 0, "pthread_create");
+	sem_wait(&pin_entered);	/* the miss found v1 watched and is pinning */
+	CHECK(monitor_watch((uintptr_t)v3, (uintptr_t)v3 + LEN) == 0, "watch v3");
+	pthread_mutex_lock(&mon.lock);
+	bool v1_watched = monitor_covers((uintptr_t)v1, (uintptr_t)v1 + LEN);
+	pthread_mutex_unlock(&mon.lock);
+	CHECK(!v1_watched, "v3's watch did not take v1's idle record");
+	CHECK(munmap(v1, LEN) == 0 && mmap(v1, LEN, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == v1,
+	      "munmap and mmap of v1");
+	sem_post(&pin_go);
+	pthread_join(t, NULL);
+	st = stats_of(ctx);
+	CHECK(st.miss_retries == st0.miss_retries + 1, "the miss kept its pin over unwatched v1 "
+	      "(miss_retries %lu -> %lu)", U(st0.miss_retries), U(st.miss_retries));
+
+	st0 = stats_of(ctx);
+	CHECK(munmap(v1, LEN) == 0, "munmap of v1");
+	expect_event(&st0, EV_UNMAP, 1, LEN, "munmap of v1 after the miss");
+	CHECK(mmap(v1, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		   -1, 0) == v1, "mmap at v1");
+	st0 = stats_of(ctx);
+	mr = reg(v1, LEN);
+	CHECK(stats_of(ctx).misses == st0.misses + 1, "v1's new pages hit the old entry");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
+
 static int maps_main(void)
 {
 	vma_force_maps = 1;
@@ -493,7 +578,7 @@ static int call(void *arg)
 {
 	int (*fn)(void) = (int (*)(void))arg;
 
-	if (fn == budget_main || fn == pool_main)
+	if (fn == budget_main || fn == pool_main || fn == reclaim_main)
 		setenv("ODPX_WATCH_MAX", "2", 1);
 	return fn();
 }
@@ -525,5 +610,6 @@ int main(void)
 		failed |= run(modes[m], budget_main, "budget");
 	for (unsigned m = 0; m < 3; m++)
 		failed |= run(modes[m], pool_main, "pool");
+	failed |= run("wp-async", reclaim_main, "reclaim");
 	return failed;
 }
