@@ -16,8 +16,9 @@
  *   - watched ranges are counted (watch_vmas, watch_regs): one registration
  *     per range not yet watched, none for a range inside a watched one, fewer
  *     once unmapped.  A watch reaches its VMA's edge when that is within
- *     WIDEN_MAX (write-protect modes; missing mode and sanitizer builds
- *     watch exact ranges), never farther: memory beyond raises no event.
+ *     WIDEN_MAX (write-protect modes; missing mode, sanitizer builds and
+ *     ODPX_WATCH_WIDEN_KB=0 watch exact ranges), never farther: memory
+ *     beyond raises no event.
  * A munmap in the middle of a cached range kills it and splits its VMA: both
  * parts stay watched (no new registration for them), one more watched VMA.
  * A range in a file-backed MAP_PRIVATE mapping (memfd, and a file on disk)
@@ -130,13 +131,13 @@ enum ev { EV_UNMAP, EV_REMOVE, EV_REMAP };
 
 /*
  * Missing mode watches exact ranges, and so does every mode in a sanitizer's
- * build; the write-protect modes widen them.
+ * build or with ODPX_WATCH_WIDEN_KB=0; the write-protect modes widen them.
  */
 static int exact_watches(void)
 {
-	const char *m = getenv("ODPX_UFFD_MODE");
+	const char *m = getenv("ODPX_UFFD_MODE"), *w = getenv("ODPX_WATCH_WIDEN_KB");
 
-	return SANITIZED || (m && !strcmp(m, "missing"));
+	return SANITIZED || (m && !strcmp(m, "missing")) || (w && !strcmp(w, "0"));
 }
 
 static void expect_event(const struct odpx_stats *st0, enum ev ev, uint64_t entries, uint64_t bytes,
@@ -611,5 +612,9 @@ int main(void)
 	for (unsigned m = 0; m < 3; m++)
 		failed |= run(modes[m], pool_main, "pool");
 	failed |= run("wp-async", reclaim_main, "reclaim");
+	setenv("ODPX_WATCH_WIDEN_KB", "0", 1);	/* widening turned off: exact ranges */
+	failed |= run("wp-async", mode_main, "ev-exact");
+	failed |= run("wp-async", pool_main, "pool-exact");
+	unsetenv("ODPX_WATCH_WIDEN_KB");
 	return failed;
 }

@@ -380,7 +380,9 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
  * laid out with gaps in one mapping - a stride, headers between them -
  * becomes one watched VMA, where watching each exact range costs two VMAs a
  * buffer and spends the budget after a few thousand.  The price: a munmap
- * or madvise of the widened part raises an event, though no entry is there.
+ * or madvise of the widened part raises an event, though no entry is there,
+ * and an application's own UFFDIO_REGISTER of it fails with EBUSY
+ * (ODPX_WATCH_WIDEN_KB=0 turns widening off).
  *
  * Not in a sanitizer's build: the runtimes of ASan and TSan munmap memory of
  * their own on the reader thread (TSan's internal vectors, seen here), and
@@ -392,8 +394,8 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 	unsigned i = watch_lower(*gs);	/* the first record after the gap [*gs, *ge) */
 	uintptr_t lo = v->start, hi = v->end;
 
-	if (mon.mode == UFFD_MODE_MISSING)
-		return;	/* there every first touch of a widened page would fault to the reader */
+	if (mon.mode == UFFD_MODE_MISSING || !mon.widen_max)
+		return;	/* missing: every first touch of a widened page would fault to the reader */
 	if (SANITIZED)
 		return;	/* see above */
 	/* never over a record: an undo in monitor_watch() would unregister it */
@@ -401,9 +403,9 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 		lo = mon.w[i - 1].end;
 	if (i < mon.nw && mon.w[i].start < hi)
 		hi = mon.w[i].start;
-	if (*gs - lo <= WIDEN_MAX)
+	if (*gs - lo <= mon.widen_max)
 		*gs = lo;
-	if (hi - *ge <= WIDEN_MAX)
+	if (hi - *ge <= mon.widen_max)
 		*ge = hi;
 }
 
@@ -776,6 +778,7 @@ int monitor_attach(struct odpx_ctx *ctx)
 	if (mon.uffd < 0 && !mon.init_err) {
 		const char *q = getenv("ODPX_REMOVE_QUARANTINE_MS");
 		const char *sp = getenv("ODPX_MONITOR_SPIN_US");
+		const char *wd = getenv("ODPX_WATCH_WIDEN_KB");
 		unsigned budget = default_budget();
 		struct watch *w = calloc(budget + 1, sizeof(*w));
 		int fd = w ? uffd_open() : -ENOMEM;
@@ -791,6 +794,7 @@ int monitor_attach(struct odpx_ctx *ctx)
 		mon.budget = budget;
 		mon.quarantine_ns = (q ? (uint64_t)atoll(q) : 100) * 1000000ULL;
 		mon.spin_ns = (sp ? (uint64_t)atoll(sp) : 50) * 1000ULL;
+		mon.widen_max = wd ? (uintptr_t)atoll(wd) << 10 : WIDEN_MAX;
 		pthread_mutex_unlock(&mon.lock);
 	}
 out_err:

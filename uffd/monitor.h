@@ -59,6 +59,7 @@ struct monitor {
 	struct { uintptr_t start, end; uint64_t ns; } rm[REMOVE_LOG];
 	uint64_t nrm, quarantine_ns;
 	uint64_t spin_ns;	/* the reader polls without sleeping this long after an event */
+	uintptr_t widen_max;	/* WIDEN_MAX, or ODPX_WATCH_WIDEN_KB */
 	struct watch *w;
 	unsigned nw, budget;
 	char *reader_stack;	/* its own mapping (reader_start()) */
@@ -83,7 +84,8 @@ void monitor_detach(struct odpx_ctx *ctx);
 int monitor_watch(uintptr_t start, uintptr_t end);
 /*
  * monitor_watch() widens a watch to its VMA's edge when the edge is this
- * close; in a sanitizer's build it never widens (monitor.c, widen()).
+ * close (default; ODPX_WATCH_WIDEN_KB sets it); in a sanitizer's build it
+ * never widens (monitor.c, widen()).
  */
 #define WIDEN_MAX (1UL << 20)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
