@@ -311,8 +311,13 @@ static int __attribute__((noinline)) reg_lookup(struct odpx_ctx *ctx, uintptr_t 
 						uint32_t access, struct odpx_mr **mr)
 {
 	struct entry *e;
-	int r = ctx->be->reg ? ctx->be->reg(ctx, a, len, access, &e)
-			     : cache_reg(ctx, a, len, access, &e);
+	int r;
+
+	if (ctx->hits_inline && (e = hit_next(ctx, a, a + len, access & ctx->acc_mask))) {
+		*mr = (struct odpx_mr *)e;
+		return 0;
+	}
+	r = ctx->be->reg ? ctx->be->reg(ctx, a, len, access, &e) : cache_reg(ctx, a, len, access, &e);
 
 	if (r == 0)
 		*mr = (struct odpx_mr *)e;
