@@ -286,6 +286,8 @@ static void footprint(const char *mode, double w1)
 	}
 }
 
+static void evicted(const char *mode);
+
 /* W1 then W2 on one backend; returns W1's median for W5. */
 static double hits(const char *backend)
 {
@@ -335,7 +337,43 @@ static double hits(const char *backend)
 		model();
 	if (!o.quick && !strcmp(backend, "null"))
 		footprint(mode, s1.median);
+	if (!strcmp(backend, "uring"))
+		evicted(mode);
 	return s1.median;
+}
+
+/*
+ * W2E (uring, informative): hits on 64 buffers of 4 KiB that each took an
+ * evicted entry's slot in a full cache of 64 (a pin into a victim's slot
+ * replaces its buffer in one system call), against hits on the 64 they
+ * replaced.  Such an entry sits away from its home slot.
+ */
+static void evicted(const char *mode)
+{
+	enum { N = 64, STRIDE = 64 * KiB };
+	uint64_t k = o.quick ? 100000 : 1000000, misses;
+	unsigned reps = o.quick ? 20 : 30;
+	struct odpx_ctx *ctx = open_ctx("uring", N, o.pin_budget);
+	struct hitset old = { ctx, map_anon(N * STRIDE, true), N, 4 * KiB, STRIDE, random_order, 0 };
+	struct hitset fresh = { ctx, map_anon(N * STRIDE, true), N, 4 * KiB, STRIDE, random_order, 0 };
+	double share;
+
+	shuffle_order(N);
+	warm(&old, k);
+	struct summary s0 = measure(&old, k, reps, &misses, &share);
+	uint64_t ev0 = stats_of(ctx).evictions;
+	warm(&fresh, k);
+	uint64_t evictions = stats_of(ctx).evictions - ev0;
+	struct summary s1 = measure(&fresh, k, reps, &misses, &share);
+	kv_time("W2E", "64x4KiB-home", "uring", mode, N, 4 * KiB, &s0, "what=hits_before_eviction");
+	kv_time("W2E", "64x4KiB-evicted-slots", "uring", mode, N, 4 * KiB, &s1,
+		"what=hits_on_entries_in_victims_slots evictions=%lu misses=%lu",
+		(unsigned long)evictions, (unsigned long)misses);
+	kv_ratio("W2E", "64x4KiB", "uring", mode, "evicted_slots/home", s1.median, s0.median, 0, 0,
+		 "");
+	odpx_close(ctx);
+	munmap(old.base, N * STRIDE);
+	munmap(fresh.base, N * STRIDE);
 }
 
 /* ---- W5: two threads ---- */
