@@ -15,10 +15,11 @@
  *     bytes of the new pages;
  *   - watched ranges are counted (watch_vmas, watch_regs): one registration
  *     per range not yet watched, none for a range inside a watched one, fewer
- *     once unmapped.  A watch reaches its VMA's edge when that is within
- *     WIDEN_MAX (write-protect modes; missing mode, sanitizer builds and
- *     ODPX_WATCH_WIDEN_KB=0 watch exact ranges), never farther: memory
- *     beyond raises no event.
+ *     once unmapped.  A watch bridges a gap of up to WIDEN_MAX to a watched
+ *     neighbour in the same mapping (write-protect modes; missing mode,
+ *     sanitizer builds and ODPX_WATCH_WIDEN_KB=0 watch exact ranges), and
+ *     nothing else: memory beside an entry, not between two, raises no
+ *     event.
  * A munmap in the middle of a cached range kills it and splits its VMA: both
  * parts stay watched (no new registration for them), one more watched VMA.
  * A range in a file-backed MAP_PRIVATE mapping (memfd, and a file on disk)
@@ -127,8 +128,6 @@ static void settle(uint64_t entries, const char *what)
 
 enum ev { EV_UNMAP, EV_REMOVE, EV_REMAP };
 
-#define B_LEN (LEN + 2 * WIDEN_MAX)
-
 /*
  * Missing mode watches exact ranges, and so does every mode in a sanitizer's
  * build or with ODPX_WATCH_WIDEN_KB=0; the write-protect modes widen them.
@@ -183,20 +182,27 @@ static void events(void)
 	      "watch: vmas %lu -> %lu, regs %lu -> %lu, want +1 each", U(st0.watch_vmas), U(st.watch_vmas),
 	      U(st0.watch_regs), U(st.watch_regs));
 	/*
-	 * Same VMA, whose edge is within WIDEN_MAX of the first range: the
-	 * first watch reached it, unless watches are exact (exact_watches()).
+	 * Same VMA, 4 KiB past the first range: its own registration, which
+	 * bridges the gap and merges into the first one's record, unless
+	 * watches are exact (exact_watches()): then a record of its own.
 	 */
 	cache(a + LEN + 4096, 4096, 2);
-	CHECK(stats_of(ctx).watch_regs == st.watch_regs + exact && stats_of(ctx).entries == st0.entries + 2,
-	      "a second range in the VMA: watch_regs %lu -> %lu (want +%d), entries %lu -> %lu",
-	      U(st.watch_regs), U(stats_of(ctx).watch_regs), exact, U(st0.entries), U(stats_of(ctx).entries));
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs + 1 && stats_of(ctx).watch_vmas == st.watch_vmas + exact &&
+	      stats_of(ctx).entries == st0.entries + 2,
+	      "a second range in the VMA: watch_regs %lu -> %lu (want +1), watch_vmas %lu -> %lu (want +%d), "
+	      "entries %lu -> %lu", U(st.watch_regs), U(stats_of(ctx).watch_regs), U(st.watch_vmas),
+	      U(stats_of(ctx).watch_vmas), exact, U(st0.entries), U(stats_of(ctx).entries));
+	st = stats_of(ctx);
+	cache(a + LEN, 4096, 2);	/* the bridge itself: watched, unless exact */
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs + exact, "the bridged gap: watch_regs %lu -> %lu (want +%d)",
+	      U(st.watch_regs), U(stats_of(ctx).watch_regs), exact);
 	st = stats_of(ctx);
 	cache(a + 4096, 4096, 2);	/* inside a watched range: no registration */
 	CHECK(stats_of(ctx).watch_regs == st.watch_regs, "a range inside a watched one was registered");
 	st = stats_of(ctx);
 	CHECK(munmap(a, 2 * LEN) == 0, "munmap");
-	expect_event(&st, EV_UNMAP, 2, LEN + 4096, "munmap");
-	wait_unpinned(&st0, kb0, st.dead_unpinned + 2, "munmap");
+	expect_event(&st, EV_UNMAP, 3, LEN + 2 * 4096, "munmap");
+	wait_unpinned(&st0, kb0, st.dead_unpinned + 3, "munmap");
 	CHECK(WAIT_FOR(stats_of(ctx).watch_vmas == st0.watch_vmas, WAIT_S), "watch_vmas %lu after munmap, want %lu",
 	      U(stats_of(ctx).watch_vmas), U(st0.watch_vmas));
 	if (mmap(a, 2 * LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
@@ -210,12 +216,8 @@ static void events(void)
 	}
 	settle(st0.entries, "munmap");
 
-	/*
-	 * MADV_DONTNEED of one page kills the whole entry; the VMA stays
-	 * watched.  The VMA reaches farther than WIDEN_MAX beyond the entry,
-	 * so that some of it is not watched.
-	 */
-	b = map_isolated(B_LEN);
+	/* MADV_DONTNEED of one page kills the whole entry; the VMA stays watched */
+	b = map_isolated(2 * LEN);
 	st = stats_of(ctx);
 	kb0 = vm_pinned_kb();
 	cache(b, LEN, 4);
@@ -225,9 +227,9 @@ static void events(void)
 	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "MADV_DONTNEED");
 	CHECK(stats_of(ctx).watch_vmas == st0.watch_vmas, "MADV_DONTNEED unwatched the VMA");
 	reg_again(b, LEN, 5, "after MADV_DONTNEED");
-	/* beyond the watch's reach, outside any watched range: no event at all */
+	/* beside the entry, not between two: not watched, no event at all */
 	st0 = stats_of(ctx);
-	CHECK(madvise(b + B_LEN - LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
+	CHECK(madvise(b + LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
 	st = stats_of(ctx);
 	CHECK(st.inval_remove == st0.inval_remove && st.inval_entries == st0.inval_entries,
 	      "MADV_DONTNEED of unwatched memory raised an event (remove %lu -> %lu)",
@@ -277,7 +279,7 @@ static void events(void)
 	      "mmap at the old address");
 	reg_again(d, LEN, 9, "after munmap of a held range");
 	CHECK(munmap(d, LEN) == 0, "munmap");
-	munmap(b, B_LEN);
+	munmap(b, 2 * LEN);
 	munmap(c - 4096, 4096);
 	munmap(c + LEN, 4096);
 	settle(0, "events: cleanup");
@@ -431,8 +433,8 @@ static int budget_main(void)
 
 /*
  * ODPX_WATCH_MAX=2.  A pool of POOL_N 4 KiB buffers, one every three pages
- * of one mapping, wider than 2 * WIDEN_MAX: each watch reaches the edge its
- * neighbour's left, so the pool is one watched VMA, never split, and every
+ * of one mapping: each watch bridges the 8 KiB gap to its neighbour's, so
+ * the pool is one watched VMA from its first buffer to its last, and every
  * buffer is cached within a budget of two.  (Exact watches, in missing mode
  * and sanitizer builds: two buffers cached, the rest direct for the budget.)  A munmap of
  * a gap raises an event that kills nothing; one of a buffer kills it alone,
@@ -461,9 +463,11 @@ static int pool_main(void)
 	CHECK(vma_query((uintptr_t)p, &v) == 0, "vma_query");
 	if (exact)
 		goto out;
-	CHECK(st.watch_vmas == 1 && v.start == (uintptr_t)p && v.end == (uintptr_t)p + len,
-	      "pool: watch_vmas %lu (want 1), its VMA %#lx-%#lx split (want %p+%#zx)", U(st.watch_vmas),
-	      U(v.start), U(v.end), (void *)p, len);
+	/* one VMA from the first buffer to the last: only the tail after it is apart */
+	CHECK(st.watch_vmas == 1 && v.start == (uintptr_t)p &&
+	      v.end == (uintptr_t)p + len - POOL_STRIDE + 4096,
+	      "pool: watch_vmas %lu (want 1), its VMA %#lx-%#lx (want %p+%#zx)", U(st.watch_vmas),
+	      U(v.start), U(v.end), (void *)p, len - POOL_STRIDE + 4096);
 	cache(p + 7 * POOL_STRIDE, 4096, 40);	/* a hit, and the bytes move */
 
 	st0 = stats_of(ctx);

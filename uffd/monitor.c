@@ -374,15 +374,17 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
 }
 
 /*
- * A watch reaches to its VMA's edge on each side where that edge is within
- * WIDEN_MAX: it then splits nothing there.  The edge is often a watched
- * neighbour's (our own registrations split the VMA), so a pool of buffers
- * laid out with gaps in one mapping - a stride, headers between them -
- * becomes one watched VMA, where watching each exact range costs two VMAs a
- * buffer and spends the budget after a few thousand.  The price: a munmap
- * or madvise of the widened part raises an event, though no entry is there,
- * and an application's own UFFDIO_REGISTER of it fails with EBUSY
- * (ODPX_WATCH_WIDEN_KB=0 turns widening off).
+ * A watch bridges the gap to a watched neighbour when the gap's VMA reaches
+ * that neighbour and the gap is at most mon.widen_max (WIDEN_MAX, or
+ * ODPX_WATCH_WIDEN_KB): the two merge into one VMA and one record.  Our own
+ * registrations split a mapping, so a pool of buffers laid out with gaps in
+ * one mapping - a stride, headers between them - becomes one watched VMA,
+ * where watching each exact range costs two VMAs a buffer and spends the
+ * budget after a few thousand.  The price: a munmap or madvise of a bridge,
+ * where no entry is, raises an event, and an application's own
+ * UFFDIO_REGISTER of it fails with EBUSY.  WIDEN_MAX is below glibc's
+ * smallest mmap()ed chunk (128 KiB), so no such chunk between two buffers
+ * is ever bridged, and nothing outside the outermost buffers is watched.
  *
  * Not in a sanitizer's build: the runtimes of ASan and TSan munmap memory of
  * their own on the reader thread (TSan's internal vectors, seen here), and
@@ -392,26 +394,20 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
 static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 {
 	unsigned i = watch_lower(*gs);	/* the first record after the gap [*gs, *ge) */
-	uintptr_t lo = v->start, hi = v->end;
 
 	if (mon.mode == UFFD_MODE_MISSING || !mon.widen_max)
-		return;	/* missing: every first touch of a widened page would fault to the reader */
+		return;	/* missing: every first touch of a bridge would fault to the reader */
 	if (SANITIZED)
 		return;	/* see above */
-	/* never over a record: an undo in monitor_watch() would unregister it */
-	if (i > 0 && mon.w[i - 1].end > lo)
-		lo = mon.w[i - 1].end;
-	if (i < mon.nw && mon.w[i].start < hi)
-		hi = mon.w[i].start;
-	if (*gs - lo <= mon.widen_max)
-		*gs = lo;
-	if (hi - *ge <= mon.widen_max)
-		*ge = hi;
+	if (i > 0 && mon.w[i - 1].end == v->start && *gs - v->start <= mon.widen_max)
+		*gs = v->start;
+	if (i < mon.nw && mon.w[i].start == v->end && v->end - *ge <= mon.widen_max)
+		*ge = v->end;
 }
 
 /*
- * Watch the page range asked for, widened only as far as widen() says, never
- * the whole VMA: a VMA can hold memory of other owners (anonymous mappings
+ * Watch the page range asked for, and the gaps widen() bridges, never the
+ * whole VMA: a VMA can hold memory of other owners (anonymous mappings
  * merge), whose munmaps would all wait for the reader.  Registering a part
  * of a VMA splits it; the budget of watched ranges keeps that far below
  * vm.max_map_count.

@@ -78,16 +78,16 @@ void monitor_detach(struct odpx_ctx *ctx);
  * -EXDEV shared or file-backed (no events for truncation); -EBUSY another
  * userfaultfd owns it; -EINVAL the uffd cannot watch it; -ENOSPC the VMA
  * budget is spent; -EFAULT unmapped or PROT_NONE; -EAGAIN the mapping kept
- * changing under the registration.  The watch may reach beyond [start, end),
- * within its VMA (WIDEN_MAX).
+ * changing under the registration.  The watch may bridge a gap of up to
+ * WIDEN_MAX beside [start, end) to a watched neighbour.
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
 /*
- * monitor_watch() widens a watch to its VMA's edge when the edge is this
- * close (default; ODPX_WATCH_WIDEN_KB sets it); in a sanitizer's build it
- * never widens (monitor.c, widen()).
+ * monitor_watch() bridges a gap this wide, or narrower, to a watched
+ * neighbour in the same mapping (default; ODPX_WATCH_WIDEN_KB sets it); in a
+ * sanitizer's build it never does (monitor.c, widen()).
  */
-#define WIDEN_MAX (1UL << 20)
+#define WIDEN_MAX (64UL << 10)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
 #elif defined(__has_feature)
