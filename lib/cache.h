@@ -37,14 +37,15 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reuse
 
 /*
  * One candidate of the hit path: alive in class @acc, starting at @page and
- * covering up to @aend (exactly, for a remote class), read under an even
- * @seq.  The reference is
- * taken with a CAS on the word that was read before the span, so the CAS
- * validates the span (as cache.c:try_get() does).  *taken: the entry's bytes
- * if it was unused.
+ * covering up to @aend (exactly, for a remote class), read under the even
+ * @seq.  The reference is taken with a CAS on the word read before the span,
+ * so the CAS validates the span (as cache.c:try_get() does), and kept only
+ * if @seq has not moved since (as in cache.c:lookup_fast()).  NULL: not
+ * this one.  Always inline: it is odpx_reg()'s hit.
  */
-static inline bool hit_take(struct entry *e, uintptr_t page, uintptr_t aend, uint32_t acc,
-			    uint32_t seq, uint64_t *taken)
+static inline __attribute__((always_inline)) struct entry *
+hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, uint32_t acc,
+	 uint32_t seq)
 {
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
 	uint64_t span = LD(e->span);
@@ -53,40 +54,15 @@ static inline bool hit_take(struct entry *e, uintptr_t page, uintptr_t aend, uin
 	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
 	if ((seq & 1) || SPAN_START(span) != page || W_REF(w) == UINT32_MAX ||
 	    ((w >> W_STATE_SHIFT) & 0xff) != (acc << 4 | ST_ALIVE))
-		return false;	/* an odd seq: an index writer is at work */
+		return NULL;	/* an odd seq: an index writer is at work */
 	if (exact_only(acc) ? end != ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) : end < aend)
-		return false;
+		return NULL;
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
 						     memory_order_acq_rel, RLX))
-		return false;
-	*taken = W_REF(w) ? 0 : SPAN_BYTES(span);
-	return true;
-}
-
-/*
- * The hit path, inline in odpx_reg(): the entry in the home slot of
- * [a, aend)'s first page (index.h: the buffers of a pool each get their
- * home slot).  An alive entry is indexed, and no two alive entries of a
- * class share a start, so the slot alone answers, in one cache line.  An
- * entry away from its slot (its slot was taken: a victim's slot reused in a
- * full cache, a collision) is most often the first of the slot's bucket
- * other than the slot's own entry (index.c:hash_insert()); both links are
- * in the slot's line, so hit_next() tries that one, out of line.  The reference is validated
- * against ctx->seq as in cache.c:lookup_fast().  NULL: ask cache_reg(),
- * which finds every other hit.
- */
-static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
-				     uint32_t acc)
-{
-	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
-	uintptr_t page = a & ~(PAGE_SIZE - 1);
-	struct entry *e = &ctx->ent[bucket_of(ctx, page, acc)];
-	uint64_t taken;
-
-	if (!hit_take(e, page, aend, acc, s, &taken))
 		return NULL;
+	uint64_t taken = W_REF(w) ? 0 : SPAN_BYTES(span);
 	atomic_thread_fence(ACQ);
-	if (unlikely(atomic_load_explicit(&ctx->seq, RLX) != s)) {
+	if (unlikely(atomic_load_explicit(&ctx->seq, RLX) != seq)) {
 		cache_unget(ctx, e, taken);	/* an invalidation may have begun */
 		return NULL;
 	}
@@ -95,29 +71,41 @@ static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_
 }
 
 /*
- * hit_home()'s second candidate: the first entry of the home slot's bucket
- * other than the slot's own.  Called from ctx.c:reg_lookup(), out of line,
- * so that a hit in its home slot stays as short as it was.
+ * The hit path, inline in odpx_reg(): the entry in the home slot of
+ * [a, aend)'s first page (index.h: the buffers of a pool each get their
+ * home slot).  An alive entry is indexed, and no two alive entries of a
+ * class share a start, so the slot alone answers, in one cache line.  NULL:
+ * ask hit_next(), then cache_reg(), which finds every other hit.
  */
-static inline struct entry *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc)
+static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
+				     uint32_t acc)
 {
-	uint32_t seq = atomic_load_explicit(&ctx->seq, ACQ);
+	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+	uintptr_t page = a & ~(PAGE_SIZE - 1);
+
+	return hit_take(ctx, &ctx->ent[bucket_of(ctx, page, acc)], page, aend, acc, s);
+}
+
+/*
+ * The second candidate: an entry away from its home slot (the slot was
+ * taken: a victim's slot reused in a full cache, a collision) is most often
+ * the first of the slot's bucket other than the slot's own entry
+ * (index.c:hash_insert()), and both links are in the slot's line.  Called
+ * from ctx.c:reg_lookup(), out of line, so that a hit in its home slot stays
+ * as short as it was.
+ */
+static inline struct entry *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
+				     uint32_t acc)
+{
+	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
 	uintptr_t page = a & ~(PAGE_SIZE - 1);
 	uint32_t home = bucket_of(ctx, page, acc), x = LD(ctx->ent[home].bucket);
-	struct entry *e;
-	uint64_t taken;
 
 	if (x == home)
 		x = LD(ctx->ent[home].hnext);
-	if (x >= ctx->max_entries || !hit_take(e = &ctx->ent[x], page, aend, acc, seq, &taken))
+	if (x >= ctx->max_entries)
 		return NULL;	/* NIL is above every index */
-	atomic_thread_fence(ACQ);
-	if (unlikely(atomic_load_explicit(&ctx->seq, RLX) != seq)) {
-		cache_unget(ctx, e, taken);
-		return NULL;
-	}
-	stats_hit(ctx, 0, taken);
-	return e;
+	return hit_take(ctx, &ctx->ent[x], page, aend, acc, s);
 }
 
 /* Drop a reference; the entry's size if that left it unused, else 0. */
