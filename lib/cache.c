@@ -63,13 +63,13 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 		       struct entry **out, uint64_t *taken, uint32_t *seen)
 {
 	for (int t = 0; t < FAST_TRIES; t++) {
-		uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+		uint32_t s = seq_read(ctx);
 		if (s & 1)
 			continue;
 		uint32_t idx = index_find(ctx, a, aend, acc);
 		if (idx == NIL) {
 			atomic_thread_fence(ACQ);
-			if (atomic_load_explicit(&ctx->seq, RLX) == s) {
+			if (!seq_retry(ctx, s)) {
 				*seen = s;
 				return LK_MISS;
 			}
@@ -78,7 +78,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 		if (try_get(ctx, idx, a, aend, acc, out, taken) != LK_HIT)
 			continue;
 		atomic_thread_fence(ACQ);
-		if (atomic_load_explicit(&ctx->seq, RLX) == s)
+		if (!seq_retry(ctx, s))
 			return LK_HIT;
 		cache_unget(ctx, *out, *taken);	/* an invalidation may have begun: redo */
 	}
@@ -270,10 +270,10 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		 * in all, here and at the insert.
 		 */
 		pthread_mutex_lock(&ctx->lock);
-		pthread_mutex_lock(&mon.lock);
+		mon_lock();
 		/* the index has not changed since a lookup found nothing: skip it */
 		if (LD(ctx->seq) != seen && lookup_locked(ctx, s, end, acc, out, &taken) == LK_HIT) {
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			pthread_mutex_unlock(&ctx->lock);
 			stats_hit(ctx, 1, taken);
 			return 0;
@@ -284,7 +284,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		 * before c0); pinning the new, unwatched VMA must not be cached.
 		 */
 		if (!unsafe && !monitor_covers(s, end)) {
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			pthread_mutex_unlock(&ctx->lock);
 			if (watched) {	/* watched, and replaced since */
 				STAT_INC(ctx, miss_retries);
@@ -342,7 +342,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &victims, &reused,
 					     true);
 		}
-		pthread_mutex_unlock(&mon.lock);
+		mon_unlock();
 		pthread_mutex_unlock(&ctx->lock);
 		if (idx >= 0 && (us != s || ue != end))
 			STAT_INC(ctx, merges);
@@ -351,10 +351,10 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			return r;
 
 		struct entry *e = &ctx->ent[idx];
-		pthread_mutex_lock(&mon.lock);
+		mon_lock();
 		/* invalidated meanwhile, or unwatched (an idle record reclaimed for the budget) */
 		if (!unsafe && (monitor_inval_since(c0, us, ue) || !monitor_covers(us, ue))) {
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			pthread_mutex_unlock(&ctx->lock);
 			ctx->be->unpin(ctx, (uint32_t)idx);
 			STAT_INC(ctx, unpins);
@@ -364,7 +364,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		}
 		if (!unsafe && monitor_remove_recent(us, ue, t0)) {
 			/* a DONTNEED of this range may not have zapped yet: don't cache */
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			pthread_mutex_unlock(&ctx->lock);
 			STAT_INC(ctx, direct_racing);
 			STAT_INC(ctx, direct_regs);
@@ -392,7 +392,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		index_insert(ctx, (uint32_t)idx, acc);
 		monitor_watch_ref(us, ue, +1);
 		seq_end(ctx);
-		pthread_mutex_unlock(&mon.lock);
+		mon_unlock();
 		lru_link(ctx, (uint32_t)idx);
 		pthread_mutex_unlock(&ctx->lock);
 		if (kick)
@@ -425,9 +425,9 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		return 0;
 	}
 	if (r == LK_RETRY) {
-		pthread_mutex_lock(&mon.lock);
+		mon_lock();
 		r = lookup_locked(ctx, addr, addr + len, acc, out, &taken);
-		pthread_mutex_unlock(&mon.lock);
+		mon_unlock();
 		if (r == LK_HIT) {
 			stats_hit(ctx, 1, taken);
 			return 0;

@@ -21,6 +21,31 @@ static inline void seq_end(struct odpx_ctx *ctx)
 	atomic_store_explicit(&ctx->seq, LD(ctx->seq) + 1, REL);
 }
 
+/*
+ * The read side of a lock-free lookup: the context's seq, made odd while the
+ * uffd reader process has events dequeued and not yet applied (its gate is
+ * up: uffd/helper.h).  The gate is loaded after the seq, and again after the
+ * lookup's reference is taken (seq_retry()); lowering it follows an apply,
+ * which moves every attached context's seq, so a gate that went up and down
+ * in between is seen as a changed seq.  Pairs with the seq_cst raise before
+ * the helper's read() and with the acquire loads of mon_lock().
+ */
+static inline uint32_t seq_read(struct odpx_ctx *ctx)
+{
+	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, RLX);
+
+	return s | (atomic_load_explicit(g, ACQ) != 0);
+}
+
+/* After the reference is taken and an acquire fence: did @s stop holding? */
+static inline bool seq_retry(struct odpx_ctx *ctx, uint32_t s)
+{
+	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, RLX);
+
+	return atomic_load_explicit(&ctx->seq, RLX) != s || atomic_load_explicit(g, RLX);
+}
+
 /* cache.c */
 void put_dead(struct odpx_ctx *ctx, struct entry *e);	/* last reference of a DEAD entry */
 void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
@@ -54,7 +79,7 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
 	if ((seq & 1) || SPAN_START(span) != page || W_REF(w) == UINT32_MAX ||
 	    ((w >> W_STATE_SHIFT) & 0xff) != (acc << 4 | ST_ALIVE))
-		return NULL;	/* an odd seq: an index writer is at work */
+		return NULL;	/* an odd seq: an index writer or the uffd reader is at work */
 	if (exact_only(acc) ? end != ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) : end < aend)
 		return NULL;
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
@@ -62,7 +87,7 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 		return NULL;
 	uint64_t taken = W_REF(w) ? 0 : SPAN_BYTES(span);
 	atomic_thread_fence(ACQ);
-	if (unlikely(atomic_load_explicit(&ctx->seq, RLX) != seq)) {
+	if (unlikely(seq_retry(ctx, seq))) {
 		cache_unget(ctx, e, taken);	/* an invalidation may have begun */
 		return NULL;
 	}
@@ -80,7 +105,7 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
 				     uint32_t acc)
 {
-	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+	uint32_t s = seq_read(ctx);
 	uintptr_t page = a & ~(PAGE_SIZE - 1);
 
 	return hit_take(ctx, &ctx->ent[bucket_of(ctx, page, acc)], page, aend, acc, s);
@@ -97,7 +122,7 @@ static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_
 static inline struct entry *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
 				     uint32_t acc)
 {
-	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
+	uint32_t s = seq_read(ctx);
 	uintptr_t page = a & ~(PAGE_SIZE - 1);
 	uint32_t home = bucket_of(ctx, page, acc), x = LD(ctx->ent[home].bucket);
 

@@ -18,6 +18,7 @@
 #include "../uffd/monitor.h"
 
 _Atomic uint32_t odpx_fork_gen;
+_Atomic uint32_t odpx_gate_down;
 static __thread char last_reason[192];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -185,6 +186,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if (!ctx)
 		return -ENOMEM;
 	ctx->fork_gen = atomic_load(&odpx_fork_gen);
+	atomic_init(&ctx->gate, &odpx_gate_down);
 	ctx->be = ops;
 	ctx->mode = a.mode;
 	ctx->flags = a.flags;

@@ -173,6 +173,10 @@ struct engine;
  *   userfaultfd events); read by lock-free lookups, which retry or fall back
  *   to mon.lock when it is odd or changed.  Pairs with the acquire loads in
  *   cache.c:lookup_fast().
+ * @gate: the word the uffd reader process raises before it dequeues events
+ *   (uffd/helper.h), or odpx_gate_down (always 0) before the context is
+ *   attached to a monitor that has one.  A lock-free lookup counts a raised
+ *   gate as an odd @seq (cache.h:seq_read()).
  * @lock: protects the LRU, the free list and the pinned-byte accounting;
  *   never held across a pin, an unpin or any call that can block on a
  *   userfaultfd event.  Lock order: ctx->lock before mon.lock.
@@ -182,6 +186,7 @@ struct engine;
 struct odpx_ctx {
 	_Atomic uint32_t seq ALIGNED_LINE;
 	uint32_t fork_gen;
+	_Atomic(_Atomic uint32_t *) gate;
 	_Atomic uint32_t clock;		/* LRU epoch: bumped at each miss */
 	struct entry *ent;		/* slab of max_entries */
 	uint32_t max_entries;		/* slots: pin mode rounds the limit to a prime */
@@ -241,6 +246,7 @@ bool odpx_is_prime(uint32_t n);
 /* thread-local reason text (ctx.c) */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern _Atomic uint32_t odpx_fork_gen;
+extern _Atomic uint32_t odpx_gate_down;	/* a gate never raised */
 
 /* cache.c */
 int cache_init(struct odpx_ctx *ctx);

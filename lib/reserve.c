@@ -232,7 +232,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			continue;
 		}
 		if (!mon_held)
-			pthread_mutex_lock(&mon.lock);
+			mon_lock();
 		w = atomic_load_explicit(&e->word, ACQ);
 		bool owned = false;
 		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0) {
@@ -241,7 +241,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			seq_end(ctx);
 		}
 		if (!mon_held)
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 		if (owned) {
 			cache_unlink_lru(ctx, idx);
 			/* account now so the loop sees the room; freed after unpin */

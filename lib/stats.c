@@ -156,10 +156,13 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	 * it here makes every invalidation a returned munmap caused visible in
 	 * the sums below.
 	 */
-	pthread_mutex_lock(&mon.lock);
+	mon_lock();
 	st.watch_vmas = mon.nw;
 	st.watch_regs = mon.regs;
-	pthread_mutex_unlock(&mon.lock);
+	st.reader_process = atomic_load_explicit(&mon.helper_on, memory_order_relaxed) &&
+			    atomic_load_explicit(&ctx->attached, memory_order_relaxed);
+	st.reader_fallbacks = mon.helper_fallbacks;
+	mon_unlock();
 	stats_region_sum(ctx->shards, ctx->cs, &st);
 	st.unsafe_no_monitor = !!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 

@@ -266,6 +266,8 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
+	PUT(reader_process, st->reader_process);
+	PUT(reader_fallbacks, st->reader_fallbacks);
 	PUT(gauges_ns, mono_ns());
 	publish_reason(ctx, h);
 	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);

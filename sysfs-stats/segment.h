@@ -55,6 +55,7 @@ struct seg_hdr {
 	/* detector */
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
 	_Atomic uint64_t thrash_windows;
+	_Atomic uint64_t reader_process, reader_fallbacks;	/* gauges, appended (zero in older writers) */
 };
 
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");

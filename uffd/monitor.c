@@ -21,6 +21,14 @@
  * madvises or unpins (free() or an unpin may trim a watched heap and would
  * wait for the reader itself).  Dead entries go on their context's dead
  * stack; its engine unpins them.
+ *
+ * Where it can, the monitor has the reads done by a process of its own,
+ * odpx-uffd (helper.h, main-helper.c), which stands for "lock" with a gate
+ * word that every lock-free lookup checks and every mon_lock() drains; the
+ * reader thread then applies what the helper publishes.  Should the helper
+ * fail to start or die, the thread reads again (counted in
+ * helper_fallbacks); events the helper may have dequeued and not published
+ * are then assumed to cover everything.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +36,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +44,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,7 +75,13 @@ struct monitor mon = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.uffd = -1,
 	.stopfd = -1,
+	.shfd = -1,
+	.helper_pidfd = -1,
+	.lifeline = -1,
+	.doorbell = -1,
 };
+
+extern const unsigned char odpx_helper_image[], odpx_helper_image_end[];	/* helper-image.S */
 
 const char *uffd_mode_str(enum uffd_mode m)
 {
@@ -422,7 +438,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		bool gap;
 		int r;
 
-		pthread_mutex_lock(&mon.lock);
+		mon_lock();
 		gap = first_gap(start, end, &gs, &ge);
 		pthread_mutex_unlock(&mon.lock);
 		if (!gap)
@@ -441,7 +457,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		if (ge > v.end)
 			ge = v.end;
 
-		pthread_mutex_lock(&mon.lock);
+		mon_lock();
 		/*
 		 * Another miss may have watched part of the gap meanwhile: what is
 		 * registered and undone below must hold no record, or the undo
@@ -509,7 +525,7 @@ void monitor_prefault(uintptr_t s, uintptr_t e)
 	struct { uintptr_t s, e; } part[16];
 	unsigned n = 0;
 
-	pthread_mutex_lock(&mon.lock);
+	mon_lock();
 	for (unsigned i = watch_lower(s); i < mon.nw && mon.w[i].start < e && n < 16; i++) {
 		part[n].s = mon.w[i].start > s ? mon.w[i].start : s;
 		part[n].e = mon.w[i].end < e ? mon.w[i].end : e;
@@ -604,6 +620,100 @@ static void kick_engines(void)
 			engine_kick(c);
 }
 
+/* ---- the reader process (helper.h) ---- */
+
+/* Apply the events the helper published, and lower its gate for them (mon.lock). */
+static void apply_published(struct helper_shared *sh)
+{
+	uint32_t d = atomic_load_explicit(&sh->sections, memory_order_acquire);
+	uint32_t p = atomic_load_explicit(&sh->produced, memory_order_acquire);
+	uint32_t c = atomic_load_explicit(&sh->consumed, memory_order_relaxed);
+
+	if (p != c) {
+		seq_all();
+		for (; c != p; c++)
+			handle(&sh->ring[c % HELPER_RING]);
+		seq_all();
+		atomic_store_explicit(&sh->consumed, p, memory_order_release);
+	}
+	if (d != sh->lowered) {	/* after the apply: a lookup sees the gate or the seq move */
+		atomic_fetch_sub_explicit(&sh->gate, d - sh->lowered, memory_order_seq_cst);
+		sh->lowered = d;
+	}
+}
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* Reap the helper that exited, through its pidfd: never another child of the same pid. */
+static void reap(void)
+{
+	siginfo_t si;
+
+	waitid(P_PIDFD, mon.helper_pidfd, &si, WEXITED | WNOHANG);	/* ECHILD: reaped already */
+}
+
+static bool helper_alive(void)
+{
+	struct pollfd p = { mon.helper_pidfd, POLLIN, 0 };
+
+	return poll(&p, 1, 0) == 0;	/* a pidfd is readable once the process is gone */
+}
+
+/*
+ * The helper is gone (mon.lock).  What it published is applied.  A gate
+ * still up means it died inside a section: events it dequeued may be lost,
+ * so every entry dies, and every watch goes, since a lost UNMAP leaves a
+ * record of a VMA that is no more.  Misses watch again.  The thread reads
+ * from here on.
+ */
+static void helper_lost_locked(void)
+{
+	struct helper_shared *sh = mon.sh;
+
+	atomic_store_explicit(&mon.helper_on, false, memory_order_relaxed);
+	mon.helper_fallbacks++;
+	apply_published(sh);
+	if (atomic_load_explicit(&sh->gate, memory_order_acquire)) {
+		seq_all();
+		log_inval(0, UINTPTR_MAX, false);
+		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+			apply(c, 0, UINTPTR_MAX, UFFD_EVENT_UNMAP);
+		for (unsigned i = 0; i < mon.nw; i++) {
+			struct uffdio_range r = { mon.w[i].start, mon.w[i].end - mon.w[i].start };
+			ioctl(mon.uffd, UFFDIO_UNREGISTER, &r);
+			mon.unregs++;
+		}
+		mon.nw = 0;
+		atomic_store_explicit(&sh->gate, 0, memory_order_seq_cst);
+		seq_all();
+	}
+	reap();
+}
+
+/*
+ * mon_lock()'s slow path.  A section under way in the helper is waited for:
+ * it never blocks inside one (non-blocking reads into a populated page), so
+ * the wait is short unless the helper is descheduled or dead.
+ */
+void monitor_sync_locked(void)
+{
+	for (unsigned spins = 0;; spins++) {
+		apply_published(mon.sh);
+		if (!atomic_load_explicit(&mon.sh->gate, memory_order_acquire) ||
+		    !atomic_load_explicit(&mon.helper_on, memory_order_relaxed))
+			return;
+		if (spins < 64)
+			continue;
+		if (!(spins % 64) && !helper_alive()) {
+			helper_lost_locked();
+			return;
+		}
+		sched_yield();
+	}
+}
+
 /*
  * Applied exactly as the reader applies a REMOVE, on the caller's thread:
  * the same lock, seq write section and log (so a miss pinning meanwhile
@@ -613,7 +723,7 @@ unsigned monitor_invalidate(uintptr_t s, uintptr_t e)
 {
 	unsigned n = 0;
 
-	pthread_mutex_lock(&mon.lock);
+	mon_lock();
 	seq_all();
 	log_inval(s, e, true);
 	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next) {
@@ -635,6 +745,27 @@ static void *reader_main(void *arg)
 	(void)arg;
 	pthread_setname_np(pthread_self(), "odpx-uffd");	/* in top and a hang's dump */
 	for (;;) {
+		if (atomic_load_explicit(&mon.helper_on, memory_order_relaxed)) {
+			/* the helper reads: apply when it rings, or take over if it died */
+			struct pollfd h[3] = { { mon.doorbell, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 },
+					       { mon.helper_pidfd, POLLIN, 0 } };
+			uint64_t v;
+
+			if (poll(h, 3, -1) < 0)
+				continue;
+			if (h[1].revents)
+				break;
+			if (h[0].revents && read(mon.doorbell, &v, sizeof(v)) < 0)
+				continue;	/* EAGAIN: another wake drained it; nothing lost */
+			pthread_mutex_lock(&mon.lock);
+			if (h[2].revents && atomic_load_explicit(&mon.helper_on, memory_order_relaxed))
+				helper_lost_locked();
+			else if (atomic_load_explicit(&mon.helper_on, memory_order_relaxed))
+				monitor_sync_locked();
+			kick_engines();
+			pthread_mutex_unlock(&mon.lock);
+			continue;
+		}
 		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
 		uint64_t now = monitor_ns();
 		/*
@@ -712,7 +843,7 @@ static int reader_start(void)
 		goto out_attr;
 	}
 	if (mprotect(stack + PAGE_SIZE, size, PROT_READ | PROT_WRITE) ||
-	    (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+	    (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)) {
 		r = errno;
 		goto out_stack;
 	}
@@ -737,6 +868,207 @@ out_stack:
 out_attr:
 	pthread_attr_destroy(&a);
 	return -r;
+}
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+
+static int helper_fail(int err, const char *what)
+{
+	snprintf(mon.helper_why, sizeof(mon.helper_why), "%s: %s", what, strerror(-err));
+	pthread_mutex_lock(&mon.lock);	/* odpx_stats_read() reads it */
+	mon.helper_fallbacks++;
+	pthread_mutex_unlock(&mon.lock);
+	return err;
+}
+
+/*
+ * The shared page set (helper.h), at the same address for the life of the
+ * process: contexts point their gate there.  A new start maps a new memfd
+ * over the old one (both gates read 0 then: no helper runs), so that no
+ * descriptor stays open while no context is.
+ */
+static int helper_map(void)
+{
+	int fd = memfd_create("odpx-uffd-shared", MFD_CLOEXEC);
+	void *p;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, HELPER_SHARED_BYTES) < 0 ||
+	    (p = mmap(NULL, HELPER_SHARED_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		      fd, 0)) == MAP_FAILED) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	/* over the old one in one step: it stays whole if this fails */
+	if (mon.sh && mremap(p, HELPER_SHARED_BYTES, HELPER_SHARED_BYTES,
+			     MREMAP_MAYMOVE | MREMAP_FIXED, mon.sh) == MAP_FAILED) {
+		int err = -errno;
+		munmap(p, HELPER_SHARED_BYTES);
+		close(fd);
+		return err;
+	}
+	if (mon.sh)
+		p = mon.sh;
+	pthread_mutex_lock(&mon.lock);	/* mon_lock() reads mon.sh */
+	mon.sh = p;
+	pthread_mutex_unlock(&mon.lock);
+	mon.shfd = fd;
+	return 0;
+}
+
+/* No helper runs: the page as new (mon.lock; lock-free lookups read the gate). */
+static void helper_reset_locked(void)
+{
+	struct helper_shared *sh = mon.sh;
+
+	atomic_store_explicit(&sh->gate, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->produced, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->sections, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->consumed, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->pid, 0, memory_order_relaxed);
+	sh->lowered = 0;
+	sh->spin_ns = mon.spin_ns;
+	sh->kick_max_ns = KICK_MAX_NS;
+}
+
+/* The embedded odpx-uffd as a read-only descriptor of a memfd (exec refuses a writable one). */
+static int helper_image_fd(void)
+{
+	const unsigned char *b = odpx_helper_image;
+	char path[40];
+	int fd = memfd_create("odpx-uffd", MFD_CLOEXEC | MFD_EXEC), ro;
+
+	if (fd < 0 && errno == EINVAL)	/* before Linux 6.3 */
+		fd = memfd_create("odpx-uffd", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (b < odpx_helper_image_end) {
+		ssize_t n = write(fd, b, (size_t)(odpx_helper_image_end - b));
+		if (n <= 0) {
+			int err = n < 0 ? -errno : -EIO;
+			close(fd);
+			return err;
+		}
+		b += n;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ro = open(path, O_RDONLY | O_CLOEXEC);
+	ro = ro < 0 ? -errno : ro;
+	close(fd);
+	return ro;
+}
+
+/*
+ * Start odpx-uffd on mon.uffd (life_lock, before the reader thread starts).
+ * posix_spawn: it vforks, so a large process costs no page-table copy, and
+ * the helper runs in a session of its own (a terminal's ^C is not for it)
+ * with every signal blocked; it leaves when its lifeline closes.  0, or
+ * -errno with mon.helper_why set: the thread reads instead.
+ */
+static int helper_start(void)
+{
+	char *argv[] = { "odpx-uffd", NULL }, *envp[] = { NULL };
+	int dup[5] = { -1, -1, -1, -1, -1 }, life[2] = { -1, -1 }, bell = -1, xfd, r;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t all;
+	char path[40];
+	pid_t pid;
+
+	if (mon.shfd < 0 && (r = helper_map()) < 0)
+		return helper_fail(r, "shared memfd");
+	pthread_mutex_lock(&mon.lock);
+	helper_reset_locked();
+	pthread_mutex_unlock(&mon.lock);
+	if ((xfd = helper_image_fd()) < 0) {
+		close(mon.shfd);
+		mon.shfd = -1;
+		return helper_fail(xfd, "memfd of odpx-uffd");
+	}
+	if (pipe2(life, O_CLOEXEC) < 0 || (bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		r = helper_fail(-errno, "pipe or eventfd");
+		goto out;
+	}
+	/* above the helper's numbers first, so that no dup2 below overwrites a source */
+	for (int i = 0; i < 5; i++) {
+		const int src[] = { mon.uffd, mon.shfd, life[0], bell, mon.stopfd };
+		int fd = src[i];
+		if ((dup[i] = fcntl(fd, F_DUPFD_CLOEXEC, HELPER_FD_FIRST_FREE)) < 0) {
+			r = helper_fail(-errno, "dup");
+			goto out;
+		}
+	}
+	posix_spawn_file_actions_init(&fa);
+	for (int i = 0; i < 5; i++)
+		posix_spawn_file_actions_adddup2(&fa, dup[i], HELPER_FD_UFFD + i);
+	posix_spawnattr_init(&at);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&at, &all);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+				      POSIX_SPAWN_SETSID);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", xfd);
+	r = -posix_spawn(&pid, path, &fa, &at, argv, envp);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r < 0) {
+		helper_fail(r, "posix_spawn odpx-uffd");
+		goto out;
+	}
+	if ((mon.helper_pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		r = helper_fail(-errno, "pidfd_open");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);	/* before any other child could have its pid */
+		goto out;
+	}
+	mon.helper_pid = pid;
+	mon.lifeline = life[1];
+	mon.doorbell = bell;
+	life[1] = bell = -1;
+	mon.helper_why[0] = 0;
+	atomic_store_explicit(&mon.helper_on, true, memory_order_relaxed);
+	r = 0;
+out:
+	for (int i = 0; i < 5; i++)
+		if (dup[i] >= 0)
+			close(dup[i]);
+	for (int i = 0; i < 2; i++)
+		if (life[i] >= 0)
+			close(life[i]);
+	if (bell >= 0)
+		close(bell);
+	close(xfd);
+	if (r < 0) {
+		close(mon.shfd);	/* the mapping stays, its gate at 0 */
+		mon.shfd = -1;
+	}
+	return r;
+}
+
+/* After the stop eventfd was written: wait for the helper to leave, reap it, forget it. */
+static void helper_stop(void)
+{
+	struct pollfd p = { mon.helper_pidfd, POLLIN, 0 };
+
+	if (poll(&p, 1, 5000) == 0) {	/* it leaves at once when told; never wait for ever */
+		syscall(SYS_pidfd_send_signal, mon.helper_pidfd, SIGKILL, NULL, 0);
+		poll(&p, 1, -1);
+	}
+	reap();
+	close(mon.helper_pidfd);
+	close(mon.lifeline);
+	close(mon.doorbell);
+	close(mon.shfd);	/* the mapping stays (helper_map()) */
+	mon.helper_pidfd = mon.lifeline = mon.doorbell = mon.shfd = -1;
+	mon.helper_pid = 0;
+	pthread_mutex_lock(&mon.lock);	/* what it published is for no context now */
+	atomic_store_explicit(&mon.helper_on, false, memory_order_relaxed);
+	helper_reset_locked();
+	pthread_mutex_unlock(&mon.lock);
 }
 
 static unsigned default_budget(void)
@@ -798,8 +1130,36 @@ out_err:
 		r = mon.init_err;
 		goto out;
 	}
-	if (!mon.running && (r = reader_start()) < 0)
-		goto out;
+	if (!mon.running) {
+		const char *h = getenv("ODPX_UFFD_HELPER");
+
+		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+			r = -errno;
+			goto out;
+		}
+		cpu_set_t cpus;
+
+		if (h && !strcmp(h, "0"))
+			snprintf(mon.helper_why, sizeof(mon.helper_why), "ODPX_UFFD_HELPER=0");
+		else if (!sched_getaffinity(0, sizeof(cpus), &cpus) && CPU_COUNT(&cpus) == 1)
+			/* no CPU for a shootdown to reach; a thread is cheaper to switch to */
+			snprintf(mon.helper_why, sizeof(mon.helper_why), "the process runs on one CPU");
+		else if (mon.mode == UFFD_MODE_MISSING)	/* its page faults want the zero page at once */
+			snprintf(mon.helper_why, sizeof(mon.helper_why), "missing mode");
+		else
+			helper_start();
+		if ((r = reader_start()) < 0) {
+			if (mon.helper_pidfd >= 0) {
+				uint64_t one = 1;
+				if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
+					helper_stop();
+			}
+			goto out;
+		}
+	}
+	/* before it is listed: its lookups check the gate from its first entry on */
+	atomic_store_explicit(&ctx->gate, mon.sh ? &mon.sh->gate : &odpx_gate_down,
+			      memory_order_relaxed);
 	pthread_mutex_lock(&mon.lock);
 	ctx->mon_next = mon.ctxs;
 	mon.ctxs = ctx;
@@ -836,8 +1196,11 @@ void monitor_detach(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&mon.lock);
 	if (!stop)
 		goto out;
-	if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
+	if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one)) {
 		pthread_join(mon.reader, NULL);
+		if (mon.helper_pidfd >= 0)
+			helper_stop();	/* it holds the uffd open too */
+	}
 	/* no reader, no context: close (unregistering every range), then forget */
 	close(mon.stopfd);
 	close(mon.uffd);
@@ -864,10 +1227,23 @@ void monitor_atfork_child(void)
 		close(mon.stopfd);
 	if (mon.reader_stack)	/* a copy of the parent's reader's: nobody runs on it */
 		munmap(mon.reader_stack, mon.reader_stack_len);
+	/*
+	 * The parent's shared page set: private zeros from here on, so that
+	 * inherited contexts' gates read 0 and nothing reaches the parent's
+	 * helper.  Not unmapped: those contexts still point there.
+	 */
+	if (mon.sh)
+		mmap(mon.sh, HELPER_SHARED_BYTES, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	/* the parent's: the helper is not ours, and our lifeline copy would keep it alive */
+	const int fds[] = { mon.shfd, mon.helper_pidfd, mon.lifeline, mon.doorbell };
+	for (unsigned i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	free(mon.w);
 	memset(&mon, 0, sizeof(mon));
 	pthread_mutex_init(&mon.lock, NULL);
 	pthread_mutex_init(&life_lock, NULL);
-	mon.uffd = mon.stopfd = -1;
+	mon.uffd = mon.stopfd = mon.shfd = mon.helper_pidfd = mon.lifeline = mon.doorbell = -1;
 	vma_atfork_child();
 }

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "helper.h"
+
 struct odpx_ctx;
 
 enum uffd_mode { UFFD_MODE_NONE = 0, UFFD_MODE_WP_ASYNC, UFFD_MODE_WP, UFFD_MODE_MISSING };
@@ -42,6 +44,10 @@ struct watch {
  *   and every miss is served direct until the oldest ages out.
  * @w, @nw: watched ranges sorted by start (@lock); @budget bounds @nw.
  * @users: contexts attached; the reader runs while it is non-zero.
+ * @sh, @helper_*: the reader process (helper.h).  @sh is mapped at the first
+ *   start and kept for the life of the process: contexts point their gate
+ *   there.  @helper_on (mon.lock): the helper dequeues the events, and the
+ *   reader thread only applies what it publishes; else the thread reads.
  */
 struct monitor {
 	pthread_mutex_t lock;
@@ -66,9 +72,35 @@ struct monitor {
 	size_t reader_stack_len;
 	uint64_t regs, unregs;
 	uint64_t events, faults_resolved;
+	struct helper_shared *sh;
+	int shfd, helper_pidfd, lifeline, doorbell;
+	int helper_pid;
+	_Atomic bool helper_on;
+	uint64_t helper_fallbacks;	/* could not start, or lost: the thread reads */
+	char helper_why[96];
 };
 
 extern struct monitor mon;
+
+/* Apply what the reader process published (mon.lock held). */
+void monitor_sync_locked(void);
+
+/*
+ * Take the invalidation lock.  Every event the reader process has dequeued
+ * is applied before the holder looks at anything: the munmaps behind them
+ * may have returned.
+ */
+static inline void mon_lock(void)
+{
+	pthread_mutex_lock(&mon.lock);
+	if (mon.sh && atomic_load_explicit(&mon.sh->gate, memory_order_acquire))
+		monitor_sync_locked();
+}
+
+static inline void mon_unlock(void)
+{
+	pthread_mutex_unlock(&mon.lock);
+}
 
 /* Attach a pin-mode context (starts the reader on first use): 0 or -errno. */
 int monitor_attach(struct odpx_ctx *ctx);
