@@ -17,11 +17,16 @@
  * and is held at its insert (mon.lock) while the madvise zaps and returns,
  * until the quarantine has passed since the read.  Aged at the insert, that
  * miss cached the zapped pages and the next registration of the range moved
- * data through them; aged from the pin's start, it is served direct.
+ * data through them; aged from the pin's start, it is served direct.  It
+ * runs with each reader: the odpx-uffd process (held off its read by
+ * SIGSTOP), then the monitor's thread (ODPX_UFFD_HELPER=0, held off by
+ * mon.lock).
  */
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "test.h"
 #include "internal.h"		/* late_insert holds mon.lock and reads counters under it */
@@ -126,6 +131,30 @@ static void *late_pinner(void *arg)
 	return NULL;
 }
 
+/* Keep the reader from reading the uffd (@hold), or let it go on. */
+static void hold_reader(bool hold)
+{
+	if (!atomic_load(&mon.helper_on)) {
+		if (hold)
+			pthread_mutex_lock(&mon.lock);
+		else
+			pthread_mutex_unlock(&mon.lock);
+		return;
+	}
+	CHECK(kill(mon.helper_pid, hold ? SIGSTOP : SIGCONT) == 0, "signal odpx-uffd");
+	if (!hold)
+		return;
+	char path[64], st[256], state = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", mon.helper_pid);
+	for (double end = now_s() + 2; state != 'T' && now_s() < end; usleep(1000)) {
+		FILE *f = fopen(path, "r");
+		CHECK(f && fgets(st, sizeof(st), f), "read %s", path);
+		fclose(f);
+		state = strrchr(st, ')')[2];
+	}
+	CHECK(state == 'T', "odpx-uffd did not stop (state %c)", state);
+}
+
 static void late_insert(void)
 {
 	pthread_attr_t fifo;
@@ -138,6 +167,10 @@ static void late_insert(void)
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP("late_insert keeps the madvise thread off a second CPU; there is one");
+	atomic_store(&spin_go, 0);
+	atomic_store(&spin_stop, 0);
+	atomic_store(&mad_done, 0);
+	atomic_store(&pin_done, 0);
 	lctx = open_pin(0);
 	big = map_anon(NULL, BIG);
 	memset(big, 1, BIG);
@@ -145,6 +178,14 @@ static void late_insert(void)
 	CHECK_RC(odpx_dereg(lctx, mr), 0);
 	on_cpu(pthread_self(), 0);
 	on_cpu(mon.reader, 0);
+	if (atomic_load(&mon.helper_on)) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(0, &set);
+		CHECK(sched_setaffinity(mon.helper_pid, sizeof(set), &set) == 0, "odpx-uffd to CPU 0");
+	}
+	printf("late_insert: the reader is %s\n",
+	       atomic_load(&mon.helper_on) ? "the odpx-uffd process" : "the monitor's thread");
 	pthread_attr_init(&fifo);
 	pthread_attr_setinheritsched(&fifo, PTHREAD_EXPLICIT_SCHED);
 	pthread_attr_setschedpolicy(&fifo, SCHED_FIFO);
@@ -154,14 +195,14 @@ static void late_insert(void)
 	a = stats_of(lctx);
 
 	/* the REMOVE is queued and its thread waits; the reader cannot read it yet */
-	pthread_mutex_lock(&mon.lock);
+	hold_reader(true);
 	nrm = mon.nrm;
 	pthread_create(&mad, NULL, madviser, NULL);
 	on_cpu(mad, 1);
 	usleep(50 * 1000);
 	atomic_store(&spin_go, 1);	/* once woken, the madvise thread stays off CPU 1 */
 	usleep(10 * 1000);
-	pthread_mutex_unlock(&mon.lock);
+	hold_reader(false);
 	CHECK(WAIT_FOR(removes_read() > nrm, 2), "REMOVE not read");
 	read_at = now_s();
 
@@ -233,6 +274,8 @@ int main(void)
 	      (unsigned long)b.direct_racing, (unsigned long)b.entries);
 	CHECK_RC(odpx_close(ctx), 0);
 	flood();
+	late_insert();
+	setenv("ODPX_UFFD_HELPER", "0", 1);	/* every context is closed: the monitor restarts */
 	late_insert();
 	return 0;
 }

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uffd-helper: odpx-uffd, the process that reads the monitor's userfaultfd
+ * (uffd/helper.h).
+ *   - it runs once a pin context watches a range: reader_process is 1; a
+ *     child of ours named odpx-uffd, in a session of its own, holding its
+ *     four descriptors and none of ours (a pipe of ours still reaches EOF);
+ *   - killed while idle: the monitor's thread reads from then on
+ *     (reader_fallbacks +1), a munmap of cached memory still returns, and
+ *     data moves through the right pages;
+ *   - killed inside a section (its gate held up, as if it died between a
+ *     read() and the publish): the events it took may be lost, so every
+ *     entry dies and no range stays watched; the cache then works again;
+ *   - the last odpx_close() stops and reaps it;
+ *   - the application's death ends it (its lifeline pipe closes);
+ *   - a process allowed on one CPU has its thread read (no shootdown to save),
+ *     which is a choice, not a fallback.
+ * A hung munmap would hang the test: alarm() bounds each case.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "test.h"
+#include "internal.h"
+#include "../uffd/monitor.h"
+
+#define LEN (64 * 1024)
+
+static void proc_line(pid_t pid, const char *file, char *buf, size_t cap)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	f = fopen(path, "r");
+	CHECK(f && fgets(buf, (int)cap, f), "read %s", path);
+	fclose(f);
+}
+
+static char proc_state(pid_t pid)
+{
+	char st[256];
+
+	proc_line(pid, "stat", st, sizeof(st));
+	return strrchr(st, ')')[2];
+}
+
+/* A cached registration of a fresh mapping (at @at, or anywhere). */
+static char *cached(struct odpx_ctx *ctx, void *at)
+{
+	char *p = map_anon(at, LEN);
+	struct odpx_mr *mr;
+
+	memset(p, 1, LEN);
+	CHECK_RC(odpx_reg(ctx, p, LEN, 0, &mr), 0);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	return p;
+}
+
+/* munmap @p, map it again, and move data through a new registration there */
+static void remap_and_check(struct odpx_ctx *ctx, char *p, unsigned seed)
+{
+	struct odpx_mr *mr;
+
+	alarm(20);	/* a munmap no reader reads never returns */
+	CHECK(munmap(p, LEN) == 0, "munmap");
+	alarm(0);
+	CHECK(map_anon(p, LEN) == p, "mmap at the old address");
+	CHECK_RC(odpx_reg(ctx, p, LEN, 0, &mr), 0);
+	CHECK(data_check(ctx, mr, p, LEN, seed), "STALE: data through the old pages");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+}
+
+static void runs_alone(struct odpx_ctx *ctx, const int pipe_fds[2])
+{
+	pid_t pid = mon.helper_pid;
+	char comm[32];
+	unsigned fds = 0, want = 0;
+	struct dirent *d;
+	DIR *dir;
+
+	CHECK(stats_of(ctx).reader_process == 1 && pid > 0,
+	      "no odpx-uffd process (reader_process %lu): %s",
+	      (unsigned long)stats_of(ctx).reader_process, mon.helper_why);
+	/* it stores its pid once it runs (exec done, its name set, its page mapped) */
+	CHECK(WAIT_FOR(atomic_load(&mon.sh->pid) == (uint32_t)pid, 5), "odpx-uffd did not map its page");
+	proc_line(pid, "comm", comm, sizeof(comm));
+	CHECK(!strcmp(comm, "odpx-uffd\n"), "the helper's name is %s", comm);
+	CHECK(getsid(pid) == pid, "odpx-uffd is not in a session of its own");
+	snprintf(comm, sizeof(comm), "/proc/%d/fd", (int)pid);
+	CHECK((dir = opendir(comm)), "opendir %s", comm);
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		fds |= 1u << (atoi(d->d_name) & 31);
+		CHECK(atoi(d->d_name) < 32, "odpx-uffd holds fd %s", d->d_name);
+	}
+	closedir(dir);
+	want = 1u << HELPER_FD_UFFD | 1u << HELPER_FD_LIFELINE | 1u << HELPER_FD_DOORBELL |
+	       1u << HELPER_FD_STOP;
+	CHECK(fds == want, "odpx-uffd holds fds %#x, want %#x", fds, want);
+
+	char c;
+	close(pipe_fds[1]);	/* ours alone: it is no writer of it */
+	CHECK(fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK) == 0, "O_NONBLOCK");
+	CHECK(read(pipe_fds[0], &c, 1) == 0, "our pipe did not reach EOF: odpx-uffd holds it");
+}
+
+static void killed_idle(void)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *p = cached(ctx, NULL);
+	struct odpx_stats st0 = stats_of(ctx), st;
+
+	CHECK(st0.reader_process == 1, "no odpx-uffd");
+	CHECK(kill(mon.helper_pid, SIGKILL) == 0, "kill odpx-uffd");
+	CHECK(WAIT_FOR(stats_of(ctx).reader_process == 0, 5), "the thread did not take over");
+	st = stats_of(ctx);
+	CHECK(st.reader_fallbacks == st0.reader_fallbacks + 1, "reader_fallbacks %lu -> %lu",
+	      (unsigned long)st0.reader_fallbacks, (unsigned long)st.reader_fallbacks);
+	CHECK(st.entries == st0.entries, "an idle helper's death killed entries");
+	remap_and_check(ctx, p, 1);
+	CHECK(stats_of(ctx).inval_unmap == st0.inval_unmap + 1, "the thread did not read the UNMAP");
+	munmap(p, LEN);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+static void killed_in_section(void)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *p = cached(ctx, NULL), *q = cached(ctx, NULL);
+	pid_t pid = mon.helper_pid;
+	struct odpx_stats st0 = stats_of(ctx), st;
+
+	CHECK(st0.reader_process == 1 && st0.entries == 2 && st0.watch_vmas >= 1,
+	      "setup: reader_process %lu, entries %lu, watch_vmas %lu",
+	      (unsigned long)st0.reader_process, (unsigned long)st0.entries,
+	      (unsigned long)st0.watch_vmas);
+	CHECK(kill(pid, SIGSTOP) == 0, "SIGSTOP odpx-uffd");
+	CHECK(WAIT_FOR(proc_state(pid) == 'T', 2), "odpx-uffd did not stop");
+	/* what it does before each read(): then it dies before publishing */
+	atomic_fetch_add(&mon.sh->gate, 1);
+	CHECK(kill(pid, SIGKILL) == 0, "SIGKILL odpx-uffd");
+	CHECK(WAIT_FOR(stats_of(ctx).reader_process == 0, 5), "the thread did not take over");
+	CHECK(WAIT_FOR((st = stats_of(ctx)).entries == 0, 5), "%lu entries outlived lost events",
+	      (unsigned long)st.entries);
+	CHECK(st.watch_vmas == 0, "%lu ranges still watched after lost events",
+	      (unsigned long)st.watch_vmas);
+	CHECK(atomic_load(&mon.sh->gate) == 0, "the gate stayed up");
+	remap_and_check(ctx, p, 2);	/* watched again, cached, invalidated */
+	CHECK(stats_of(ctx).watch_vmas >= 1, "not watched again");
+	remap_and_check(ctx, p, 3);
+	munmap(p, LEN);
+	munmap(q, LEN);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+static void ends_with_app(void)
+{
+	int fds[2];
+	pid_t child, helper = 0;
+
+	CHECK(pipe(fds) == 0, "pipe");
+	fflush(stdout);
+	if (!(child = fork())) {
+		struct odpx_ctx *ctx = open_pin(0);
+		cached(ctx, NULL);
+		helper = mon.helper_pid;
+		if (write(fds[1], &helper, sizeof(helper)) != sizeof(helper))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(read(fds[0], &helper, sizeof(helper)) == sizeof(helper) && helper > 0,
+	      "the child has no odpx-uffd");
+	int pidfd = (int)syscall(SYS_pidfd_open, helper, 0);
+	CHECK(pidfd >= 0, "pidfd_open: %s", strerror(errno));
+	CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "kill the child");
+	struct pollfd pf = { pidfd, POLLIN, 0 };
+	CHECK(poll(&pf, 1, 5000) == 1, "odpx-uffd outlived its application");
+	close(pidfd);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+static int on_one_cpu(void *arg)
+{
+	cpu_set_t one;
+	struct odpx_ctx *ctx;
+	struct odpx_stats st;
+
+	(void)arg;
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "sched_setaffinity");
+	ctx = open_pin(0);
+	munmap(cached(ctx, NULL), LEN);
+	st = stats_of(ctx);
+	CHECK(st.reader_process == 0 && st.reader_fallbacks == 0,
+	      "on one CPU: reader_process %lu, reader_fallbacks %lu (want 0, 0)",
+	      (unsigned long)st.reader_process, (unsigned long)st.reader_fallbacks);
+	CHECK(st.inval_unmap == 1, "the thread did not read the UNMAP");
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
+
+int main(void)
+{
+	int fds[2];
+	struct odpx_ctx *ctx;
+	pid_t pid;
+
+	CHECK(pipe(fds) == 0, "pipe");	/* not close-on-exec: odpx-uffd must not inherit it */
+	ctx = open_pin(0);
+	char *p = cached(ctx, NULL);
+	runs_alone(ctx, fds);
+	remap_and_check(ctx, p, 4);
+	pid = mon.helper_pid;
+	munmap(p, LEN);
+	CHECK_RC(odpx_close(ctx), 0);
+	CHECK(kill(pid, 0) < 0 && errno == ESRCH, "odpx-uffd %d still there after the last close",
+	      (int)pid);
+	close(fds[0]);
+
+	killed_idle();
+	killed_in_section();
+	ends_with_app();
+	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
+	return 0;
+}
