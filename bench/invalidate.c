@@ -52,7 +52,7 @@
 #include <sys/ioctl.h>
 
 #include "bench.h"
-#include "../uffd/monitor.h"	/* monitor_watch(): the "watched" diagnostic */
+#include "../uffd/monitor.h"	/* monitor_watch(): the "watched" diagnostic; mon.helper_pid */
 
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
@@ -277,10 +277,18 @@ static const char *const phase_name[NPHASE] = {
 enum { PL_SCHED = -1, PL_SAME = 0, PL_CROSS = 1 };
 static int placement;
 
+/* odpx's threads, and its odpx-uffd process with them, on the CPU the placement names */
 static void settle(void)
 {
-	if (placement != PL_SCHED)
-		place(placement);
+	cpu_set_t one;
+
+	if (placement == PL_SCHED)
+		return;
+	place(placement);
+	CPU_ZERO(&one);
+	CPU_SET(placement, &one);
+	if (mon.helper_pid > 0)
+		sched_setaffinity(mon.helper_pid, sizeof(one), &one);
 }
 
 struct round_stats {
