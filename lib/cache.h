@@ -22,20 +22,18 @@ static inline void seq_end(struct odpx_ctx *ctx)
 }
 
 /*
- * The read side of a lock-free lookup: the context's seq, made odd while the
- * uffd reader process has events dequeued and not yet applied (its gate is
- * up: uffd/helper.h).  The gate is loaded after the seq, and again after the
- * lookup's reference is taken (seq_retry()); lowering it follows an apply,
- * which moves every attached context's seq, so a gate that went up and down
- * in between is seen as a changed seq.  Pairs with the seq_cst raise before
- * the helper's read() and with the acquire loads of mon_lock().
+ * The read side of a lock-free lookup is the context's seq, read before and
+ * after (seq_retry()), and the gate of the uffd reader process, read after
+ * only: up, it has events dequeued and not yet applied (uffd/helper.h).  A
+ * gate up at the start is seen at the end, unless an apply lowered it in
+ * between, and an apply moves every attached context's seq; if the apply
+ * came before the first seq load, the index has it.  So one gate load, on
+ * the line the reference's CAS has already waited for, is enough.  Pairs
+ * with the seq_cst raise before the helper's read().
  */
 static inline uint32_t seq_read(struct odpx_ctx *ctx)
 {
-	uint32_t s = atomic_load_explicit(&ctx->seq, ACQ);
-	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, RLX);
-
-	return s | (atomic_load_explicit(g, ACQ) != 0);
+	return atomic_load_explicit(&ctx->seq, ACQ);
 }
 
 /* After the reference is taken and an acquire fence: did @s stop holding? */
