@@ -30,6 +30,7 @@
  * helper_fallbacks); events the helper may have dequeued and not published
  * are then assumed to cover everything.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -1071,6 +1072,27 @@ static void helper_stop(void)
 	pthread_mutex_unlock(&mon.lock);
 }
 
+/*
+ * The CPUs any thread of the process may run on: the union of their masks,
+ * not the caller's alone (an application that binds each thread to a core
+ * of its own is the one a polling reader helps most).
+ */
+static int process_cpus(void)
+{
+	cpu_set_t all, one;
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/task");
+
+	CPU_ZERO(&all);
+	if (!dir)
+		return sched_getaffinity(0, sizeof(all), &all) ? 0 : CPU_COUNT(&all);
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.' && !sched_getaffinity(atoi(d->d_name), sizeof(one), &one))
+			CPU_OR(&all, &all, &one);
+	closedir(dir);
+	return CPU_COUNT(&all);
+}
+
 static unsigned default_budget(void)
 {
 	unsigned long max_map = 65530;
@@ -1137,12 +1159,10 @@ out_err:
 			r = -errno;
 			goto out;
 		}
-		cpu_set_t cpus;
-
 		if (h && !strcmp(h, "0"))
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "ODPX_UFFD_HELPER=0");
-		else if (!sched_getaffinity(0, sizeof(cpus), &cpus) && CPU_COUNT(&cpus) == 1)
-			/* no CPU for a shootdown to reach; a thread is cheaper to switch to */
+		else if (process_cpus() == 1)
+			/* no other CPU for a shootdown to reach; a thread is cheaper to switch to */
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "the process runs on one CPU");
 		else if (mon.mode == UFFD_MODE_MISSING)	/* its page faults want the zero page at once */
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "missing mode");
