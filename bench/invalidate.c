@@ -337,6 +337,12 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
 		bare_stop(&b);
 	}
 
+	/*
+	 * The process spans every CPU when its monitor starts (a process bound
+	 * to one CPU gets the monitor's thread as reader, not odpx-uffd); the
+	 * placement follows, in settle().
+	 */
+	place(-1);
 	ctx = open_ctx("uring", 256, o.pin_budget);
 	*mode = mode_of(ctx);
 	/* the first miss attaches the monitor and starts the engine */
