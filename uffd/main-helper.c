@@ -11,10 +11,15 @@
  *
  * After a section it polls without sleeping for spin_ns: munmaps come in
  * bursts, and a reader that is awake saves each munmap a wake-up.  Being
- * another process, its polling costs the application no TLB shootdown.  It
- * rings the application's doorbell when a burst ends, or every kick_max_ns
- * of one, or when the ring is half full; a thread of the application that
- * takes mon.lock before that applies what is published itself.
+ * another process, its polling costs the application no TLB shootdown.
+ *
+ * The application applies what is published whenever one of its threads
+ * takes mon.lock.  The doorbell wakes its monitor thread to do it otherwise,
+ * so that dead entries are unpinned in time: kick_max_ns after a section,
+ * if its events are still not applied then, and at once when the ring is
+ * half full.  Never at each burst's end: each wake-up of that thread costs
+ * the next munmaps an IPI, and on a shared CPU it takes turns from the
+ * caller (one ring per two events there, measured, and 5 x the munmap).
  */
 #include <asm/unistd.h>
 #include <linux/mman.h>
@@ -124,7 +129,7 @@ static uint32_t section(struct helper_shared *sh)
 void helper_main(void)
 {
 	struct helper_shared *sh;
-	uint64_t spin_until = 0, kick_by = 0;
+	uint64_t spin_until = 0, ring_at = 0;	/* 0: nothing to ring for */
 	unsigned idle_polls = 0;
 
 	/* the application's: its stdio and anything it did not mark close-on-exec */
@@ -144,12 +149,15 @@ void helper_main(void)
 		struct pfd p[3] = { { HELPER_FD_UFFD, POLLIN, 0 }, { HELPER_FD_LIFELINE, POLLIN, 0 },
 				    { HELPER_FD_STOP, POLLIN, 0 } };
 		uint64_t now = now_ns();
-		int64_t wait = now < spin_until ? 0 : -1;
+		int64_t wait;
 
-		if (kick_by && (wait < 0 || now >= kick_by)) {
-			ring_doorbell(sh);
-			kick_by = 0;
+		if (ring_at && now >= ring_at) {
+			if (atomic_load_explicit(&sh->produced, memory_order_relaxed) !=
+			    atomic_load_explicit(&sh->consumed, memory_order_acquire))
+				ring_doorbell(sh);
+			ring_at = 0;
 		}
+		wait = now < spin_until ? 0 : ring_at ? (int64_t)(ring_at - now) : -1;
 		if (wait_fds(p, 3, wait) < 0)
 			continue;
 		if (p[1].revents || p[2].revents)
@@ -166,19 +174,19 @@ void helper_main(void)
 			if (HELPER_RING == atomic_load_explicit(&sh->produced, memory_order_relaxed) -
 					   atomic_load_explicit(&sh->consumed, memory_order_acquire)) {
 				ring_doorbell(sh);
-				kick_by = 0;
+				ring_at = 0;
 				struct pfd none = { -1, 0, 0 };
 				wait_fds(&none, 1, 20000);
 			}
 			continue;
 		}
 		now = now_ns();
-		if (!kick_by)
-			kick_by = now + sh->kick_max_ns;
+		if (!ring_at)
+			ring_at = now + sh->kick_max_ns;
 		if (atomic_load_explicit(&sh->produced, memory_order_relaxed) -
 		    atomic_load_explicit(&sh->consumed, memory_order_relaxed) > HELPER_RING / 2) {
 			ring_doorbell(sh);
-			kick_by = 0;
+			ring_at = 0;
 		}
 		sc(__NR_sched_yield, 0, 0, 0, 0, 0, 0);	/* a caller we released on our CPU goes first */
 		spin_until = now + sh->spin_ns;

@@ -636,6 +636,8 @@ static void apply_published(struct helper_shared *sh)
 			handle(&sh->ring[c % HELPER_RING]);
 		seq_all();
 		atomic_store_explicit(&sh->consumed, p, memory_order_release);
+		/* whoever applied: the helper rings only for events nobody has */
+		kick_engines();
 	}
 	if (d != sh->lowered) {	/* after the apply: a lookup sees the gate or the seq move */
 		atomic_fetch_sub_explicit(&sh->gate, d - sh->lowered, memory_order_seq_cst);
@@ -1161,7 +1163,7 @@ out_err:
 		}
 		if (h && !strcmp(h, "0"))
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "ODPX_UFFD_HELPER=0");
-		else if (process_cpus() == 1)
+		else if (process_cpus() == 1 && !(h && !strcmp(h, "1")))
 			/* no other CPU for a shootdown to reach; a thread is cheaper to switch to */
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "the process runs on one CPU");
 		else if (mon.mode == UFFD_MODE_MISSING)	/* its page faults want the zero page at once */
