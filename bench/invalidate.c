@@ -338,11 +338,12 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
 	}
 
 	/*
-	 * The process spans every CPU when its monitor starts (a process bound
-	 * to one CPU gets the monitor's thread as reader, not odpx-uffd); the
-	 * placement follows, in settle().
+	 * When its monitor starts, the process spans every CPU in the
+	 * cross-CPU and scheduler placements, and is bound to CPU 0 in the
+	 * same-CPU one: a process bound to one CPU gets the monitor's thread as
+	 * reader, the others odpx-uffd.  settle() then places the threads.
 	 */
-	place(-1);
+	place(placement == PL_SAME ? 0 : -1);
 	ctx = open_ctx("uring", 256, o.pin_budget);
 	*mode = mode_of(ctx);
 	/* the first miss attaches the monitor and starts the engine */
