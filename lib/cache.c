@@ -164,6 +164,19 @@ static void release_owned(struct odpx_ctx *ctx, uint32_t idx)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+/*
+ * Events the reader process dequeued and nobody applied yet (its gate is
+ * up) kill entries the munmaps behind them have already returned from:
+ * apply them, so that reaping before a reservation frees those slots too.
+ */
+static void apply_pending(struct odpx_ctx *ctx)
+{
+	if (atomic_load_explicit(atomic_load_explicit(&ctx->gate, RLX), ACQ)) {
+		mon_lock();
+		mon_unlock();
+	}
+}
+
 /* Unpin every dead entry with no holder.  Never on the uffd reader. */
 void cache_reap_dead(struct odpx_ctx *ctx)
 {
@@ -202,6 +215,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	int64_t idx;
 	int r;
 
+	apply_pending(ctx);
 	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 		cache_reap_dead(ctx);
 	pthread_mutex_lock(&ctx->lock);
@@ -262,6 +276,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		bool reused = false;
 		uint64_t c0, t0;
 
+		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
 		/*
