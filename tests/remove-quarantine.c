@@ -210,8 +210,16 @@ static void late_insert(void)
 	clock = atomic_load(&lctx->clock);
 	pins = cold(&lctx->cs->pins);
 	pthread_create(&pin, NULL, late_pinner, NULL);
+	/*
+	 * The lock must be ours before the pin ends (it takes milliseconds).
+	 * The pinner shares our CPU (CPU 1 is the spinner's): at SCHED_FIFO we
+	 * preempt it when our nap ends, else it may pin and insert first.
+	 */
+	struct sched_param fifo_prio = { .sched_priority = 1 }, normal = { 0 };
+	CHECK(pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo_prio) == 0, "SCHED_FIFO");
 	CHECK(WAIT_FOR(atomic_load(&lctx->clock) != clock, 2), "the miss did not reserve");
 	pthread_mutex_lock(&mon.lock);
+	pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal);
 	CHECK(WAIT_FOR(cold(&lctx->cs->pins) > pins, 2), "the miss did not pin");
 	CHECK(!atomic_load(&mad_done), "the madvise returned while its thread was kept off");
 	atomic_store(&spin_stop, 1);	/* it zaps and returns, within the quarantine */
