@@ -171,9 +171,9 @@ static void release_owned(struct odpx_ctx *ctx, uint32_t idx)
  */
 static void apply_pending(struct odpx_ctx *ctx)
 {
-	if (atomic_load_explicit(atomic_load_explicit(&ctx->gate, RLX), ACQ)) {
+	if (atomic_load_explicit(atomic_load_explicit(&ctx->gate, ACQ), ACQ)) {
 		mon_lock();
-		mon_unlock();
+		monitor_unlock_kick(ctx);	/* our caller reaps our dead entries */
 	}
 }
 

@@ -39,7 +39,7 @@ static inline uint32_t seq_read(struct odpx_ctx *ctx)
 /* After the reference is taken and an acquire fence: did @s stop holding? */
 static inline bool seq_retry(struct odpx_ctx *ctx, uint32_t s)
 {
-	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, RLX);
+	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, ACQ);	/* the page is mapped */
 
 	return atomic_load_explicit(&ctx->seq, RLX) != s || atomic_load_explicit(g, RLX);
 }

@@ -441,7 +441,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 
 		mon_lock();
 		gap = first_gap(start, end, &gs, &ge);
-		pthread_mutex_unlock(&mon.lock);
+		mon_unlock();
 		if (!gap)
 			return 0;
 		if (spins > 64)
@@ -466,12 +466,12 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		 */
 		uintptr_t gs2, ge2;
 		if (!first_gap(start, end, &gs2, &ge2) || gs2 != gs || ge2 < ge) {
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			continue;
 		}
 		widen(&v, &gs, &ge);
 		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			return -ENOSPC;
 		}
 		struct uffdio_register reg = {
@@ -481,7 +481,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		};
 		if (ioctl(mon.uffd, UFFDIO_REGISTER, &reg) < 0) {
 			r = -errno;
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			/*
 			 * The VMA changed since the query: ENOMEM, or EINVAL when
 			 * the range was a hole at that moment (a munmap and mmap
@@ -504,13 +504,13 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		if (r || v2.start > gs || v2.end < ge || v2.shared || v2.file) {
 			struct uffdio_range undo = { gs, ge - gs };
 			ioctl(mon.uffd, UFFDIO_UNREGISTER, &undo);
-			pthread_mutex_unlock(&mon.lock);
+			mon_unlock();
 			if (r == 0 && (v2.shared || v2.file))
 				return -EXDEV;
 			continue;
 		}
 		watch_insert(gs, ge);
-		pthread_mutex_unlock(&mon.lock);
+		mon_unlock();
 	}
 }
 
@@ -532,7 +532,7 @@ void monitor_prefault(uintptr_t s, uintptr_t e)
 		part[n].e = mon.w[i].end < e ? mon.w[i].end : e;
 		n++;
 	}
-	pthread_mutex_unlock(&mon.lock);
+	mon_unlock();
 	for (unsigned i = 0; i < n; i++)
 		for (uintptr_t a = part[i].s; a < part[i].e; a += PAGE_SIZE)
 			(void)*(volatile const char *)a;
@@ -616,12 +616,29 @@ static void handle(const struct uffd_msg *m)
 /* Wake the engines that have dead entries to unpin (mon.lock). */
 static void kick_engines(void)
 {
+	mon.unkicked = false;
 	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
 		if (atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
 			engine_kick(c);
 }
 
 /* ---- the reader process (helper.h) ---- */
+
+/*
+ * Drop mon.lock after an apply left dead entries: wake the engines that
+ * have some to unpin, but @reaper's, whose caller reaps them itself right
+ * after (a woken engine would take them from under its miss).
+ */
+void monitor_unlock_kick(struct odpx_ctx *reaper)
+{
+	if (mon.unkicked) {
+		mon.unkicked = false;
+		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+			if (c != reaper && atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
+				engine_kick(c);
+	}
+	pthread_mutex_unlock(&mon.lock);
+}
 
 /* Apply the events the helper published, and lower its gate for them (mon.lock). */
 static void apply_published(struct helper_shared *sh)
@@ -636,8 +653,7 @@ static void apply_published(struct helper_shared *sh)
 			handle(&sh->ring[c % HELPER_RING]);
 		seq_all();
 		atomic_store_explicit(&sh->consumed, p, memory_order_release);
-		/* whoever applied: the helper rings only for events nobody has */
-		kick_engines();
+		mon.unkicked = true;	/* mon_unlock() wakes the engines: the helper will not */
 	}
 	if (d != sh->lowered) {	/* after the apply: a lookup sees the gate or the seq move */
 		atomic_fetch_sub_explicit(&sh->gate, d - sh->lowered, memory_order_seq_cst);
@@ -1181,7 +1197,7 @@ out_err:
 	}
 	/* before it is listed: its lookups check the gate from its first entry on */
 	atomic_store_explicit(&ctx->gate, mon.sh ? &mon.sh->gate : &odpx_gate_down,
-			      memory_order_relaxed);
+			      memory_order_release);	/* after the page's mapping */
 	pthread_mutex_lock(&mon.lock);
 	ctx->mon_next = mon.ctxs;
 	mon.ctxs = ctx;

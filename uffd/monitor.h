@@ -76,6 +76,7 @@ struct monitor {
 	int shfd, helper_pidfd, lifeline, doorbell;
 	int helper_pid;
 	_Atomic bool helper_on;
+	bool unkicked;		/* an apply left dead entries no engine was woken for (mon.lock) */
 	uint64_t helper_fallbacks;	/* could not start, or lost: the thread reads */
 	char helper_why[96];
 };
@@ -84,6 +85,8 @@ extern struct monitor mon;
 
 /* Apply what the reader process published (mon.lock held). */
 void monitor_sync_locked(void);
+/* Unlock, waking the engines an apply left work for, but @reaper's (NULL: all). */
+void monitor_unlock_kick(struct odpx_ctx *reaper);
 
 /*
  * Take the invalidation lock.  Every event the reader process has dequeued
@@ -99,7 +102,10 @@ static inline void mon_lock(void)
 
 static inline void mon_unlock(void)
 {
-	pthread_mutex_unlock(&mon.lock);
+	if (__builtin_expect(mon.unkicked, 0))
+		monitor_unlock_kick(NULL);
+	else
+		pthread_mutex_unlock(&mon.lock);
 }
 
 /* Attach a pin-mode context (starts the reader on first use): 0 or -errno. */
