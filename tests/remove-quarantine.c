@@ -14,7 +14,8 @@
  * late_insert: the quarantine is the age of the pin, not of the insert.  A
  * madvise() thread is kept off its CPU after our read of its REMOVE (a
  * SCHED_FIFO spinner there); a miss pins the old pages right after the read
- * and is held at its insert (mon.lock) while the madvise zaps and returns,
+ * (its backend's pin waits, pinned, until we hold mon.lock: a pin may take
+ * less than our wake-up) and is held at its insert while the madvise zaps,
  * until the quarantine has passed since the read.  Aged at the insert, that
  * miss cached the zapped pages and the next registration of the range moved
  * data through them; aged from the pin's start, it is served direct.  It
@@ -80,9 +81,19 @@ static void flood(void)
 
 static struct odpx_ctx *lctx;
 static char *big;
-static atomic_int spin_go, spin_stop, mad_done, pin_done;
+static atomic_int spin_go, spin_stop, mad_done, pin_done, pin_hold, pin_held;
+static struct backend_ops held_ops;	/* uring's, but a pin waits while pin_hold */
 
-static uint64_t cold(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+static int held_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
+		    uint32_t access, uint32_t *lkey, uint32_t *rkey)
+{
+	int r = uring_ops.pin(ctx, idx, start, len, access, lkey, rkey);
+
+	atomic_store(&pin_held, 1);
+	while (atomic_load(&pin_hold))
+		usleep(100);
+	return r;
+}
 
 static uint64_t removes_read(void)
 {
@@ -162,7 +173,7 @@ static void late_insert(void)
 	pthread_t spin, mad, pin;
 	struct odpx_stats a, b;
 	struct odpx_mr *mr;
-	uint64_t nrm, clock, pins;
+	uint64_t nrm;
 	double read_at;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
@@ -171,7 +182,10 @@ static void late_insert(void)
 	atomic_store(&spin_stop, 0);
 	atomic_store(&mad_done, 0);
 	atomic_store(&pin_done, 0);
-	lctx = open_pin(0);
+	atomic_store(&pin_hold, 0);
+	held_ops = uring_ops;
+	held_ops.pin = held_pin;
+	CHECK_RC(odpx_open_backend(&held_ops, NULL, &lctx), 0);
 	big = map_anon(NULL, BIG);
 	memset(big, 1, BIG);
 	CHECK_RC(odpx_reg(lctx, big, BIG, 0, &mr), 0);	/* watched and cached */
@@ -207,20 +221,12 @@ static void late_insert(void)
 	read_at = now_s();
 
 	/* a miss right after the read pins the old pages; held at its insert */
-	clock = atomic_load(&lctx->clock);
-	pins = cold(&lctx->cs->pins);
+	atomic_store(&pin_held, 0);
+	atomic_store(&pin_hold, 1);
 	pthread_create(&pin, NULL, late_pinner, NULL);
-	/*
-	 * The lock must be ours before the pin ends (it takes milliseconds).
-	 * The pinner shares our CPU (CPU 1 is the spinner's): at SCHED_FIFO we
-	 * preempt it when our nap ends, else it may pin and insert first.
-	 */
-	struct sched_param fifo_prio = { .sched_priority = 1 }, normal = { 0 };
-	CHECK(pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo_prio) == 0, "SCHED_FIFO");
-	CHECK(WAIT_FOR(atomic_load(&lctx->clock) != clock, 2), "the miss did not reserve");
+	CHECK(WAIT_FOR(atomic_load(&pin_held), 2), "the miss did not pin");
 	pthread_mutex_lock(&mon.lock);
-	pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal);
-	CHECK(WAIT_FOR(cold(&lctx->cs->pins) > pins, 2), "the miss did not pin");
+	atomic_store(&pin_hold, 0);	/* on to its insert, which waits for mon.lock */
 	CHECK(!atomic_load(&mad_done), "the madvise returned while its thread was kept off");
 	atomic_store(&spin_stop, 1);	/* it zaps and returns, within the quarantine */
 	pthread_join(mad, NULL);
@@ -230,7 +236,6 @@ static void late_insert(void)
 	      held * 1e3);
 	while (now_s() < read_at + QUARANTINE_S + 0.05)	/* the insert comes after the quarantine */
 		usleep(10 * 1000);
-	/* else the case was not built (a pin faster than our taking the lock): it shows nothing */
 	CHECK(!atomic_load(&pin_done), "the miss was not held at its insert");
 	pthread_mutex_unlock(&mon.lock);
 	pthread_join(pin, NULL);
