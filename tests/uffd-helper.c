@@ -235,10 +235,15 @@ int main(void)
 	CHECK(kill(pid, 0) < 0 && errno == ESRCH, "odpx-uffd %d still there after the last close",
 	      (int)pid);
 	close(fds[0]);
+	printf("runs alone, reaped at the last close: ok\n");
 
 	killed_idle();
+	printf("killed idle: ok\n");
 	killed_in_section();
+	printf("killed inside a section: ok\n");
 	ends_with_app();
+	printf("ends with the application: ok\n");
 	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
+	printf("one CPU, the thread reads: ok\n");
 	return 0;
 }

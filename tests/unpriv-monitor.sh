@@ -1,5 +1,5 @@
 #!/bin/sh
-# unpriv-monitor: build/tests/uffd-monitor again, as user nobody.
+# unpriv-monitor: build/tests/uffd-monitor and uffd-helper again, as user nobody.
 #
 # Unprivileged, the library must open its userfaultfd with UFFD_USER_MODE_ONLY
 # (vm.unprivileged_userfaultfd is 0 on the hosts we run on), has no
@@ -7,16 +7,19 @@
 # there); uffd-monitor keeps its sizes far below the usual 8 MiB.
 # Exit status: that of uffd-monitor (0 pass, 77 skip, else fail).
 here=$(cd "$(dirname "$0")" && pwd)
-bin="$here/../build/tests/uffd-monitor"
+tests="uffd-monitor uffd-helper"
 
-if [ ! -x "$bin" ]; then
-	echo "FAIL: $bin is not built"
-	exit 1
-fi
+for t in $tests; do
+	if [ ! -x "$here/../build/tests/$t" ]; then
+		echo "FAIL: $here/../build/tests/$t is not built"
+		exit 1
+	fi
+done
 if [ "$(id -u)" != 0 ]; then
 	# already unprivileged: nothing to drop
-	echo "running $bin as uid $(id -u)"
-	exec "$bin"
+	echo "running $tests as uid $(id -u)"
+	for t in $tests; do "$here/../build/tests/$t" || exit $?; done
+	exit 0
 fi
 if ! command -v setpriv >/dev/null 2>&1; then
 	echo "SKIP: setpriv (util-linux) not found: cannot drop to nobody"
@@ -40,35 +43,39 @@ if ! as_nobody true; then
 	exit 1
 fi
 
-# nobody must be able to read and execute the binary; if a parent directory
-# keeps it out (a 0700 home, say), run a copy from a directory of mode 755
+# nobody must be able to read and execute the binaries; if a parent directory
+# keeps them out (a 0700 home, say), run copies from a directory of mode 755
 tmp=
 cleanup() { [ -n "$tmp" ] && rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'cleanup; exit 1' INT TERM HUP
-run="$bin"
-if ! as_nobody test -r "$bin" -a -x "$bin"; then
-	for dir in "${TMPDIR:-/tmp}" /tmp; do
-		tmp=$(mktemp -d "$dir/odpx-unpriv.XXXXXX") || continue
-		chmod 755 "$tmp" && cp "$bin" "$tmp/uffd-monitor" && chmod 755 "$tmp/uffd-monitor"
+dir_of="$here/../build/tests"
+if ! as_nobody test -r "$dir_of/uffd-monitor" -a -x "$dir_of/uffd-monitor"; then
+	for d in "${TMPDIR:-/tmp}" /tmp; do
+		tmp=$(mktemp -d "$d/odpx-unpriv.XXXXXX") || continue
+		chmod 755 "$tmp"
+		for t in $tests; do cp "$dir_of/$t" "$tmp/$t" && chmod 755 "$tmp/$t"; done
 		if as_nobody test -r "$tmp/uffd-monitor" -a -x "$tmp/uffd-monitor"; then
-			run="$tmp/uffd-monitor"
+			dir_of=$tmp
 			break
 		fi
 		rm -rf "$tmp"
 		tmp=
 	done
-	if [ "$run" = "$bin" ]; then
-		echo "FAIL: nobody cannot execute $bin, nor a copy of it in ${TMPDIR:-/tmp} or /tmp"
+	if [ -z "$tmp" ]; then
+		echo "FAIL: nobody cannot execute $dir_of/uffd-monitor, nor a copy in ${TMPDIR:-/tmp} or /tmp"
 		exit 1
 	fi
-	echo "nobody cannot reach $bin: running a copy, $run"
+	echo "nobody cannot reach the build directory: running copies in $dir_of"
 fi
 
 echo "as nobody: $(as_nobody id), RLIMIT_MEMLOCK $(ulimit -l) kB," \
 	"vm.unprivileged_userfaultfd=$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null || echo '?')"
-(cd / && as_nobody "$run")
-rc=$?
+rc=0
+for t in $tests; do
+	echo "--- $t as nobody"
+	(cd / && as_nobody "$dir_of/$t") || { rc=$?; [ $rc = 77 ] || echo "FAIL: $t as nobody (exit $rc)"; break; }
+done
 cleanup
 tmp=
 exit $rc
