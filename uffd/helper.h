@@ -49,7 +49,7 @@ struct helper_shared {
 	_Atomic uint32_t consumed __attribute__((aligned(64)));
 	uint32_t lowered;		/* sections applied and taken off the gate */
 	uint64_t spin_ns;		/* set before the spawn: poll without sleeping after an event */
-	uint64_t kick_max_ns;		/* ring the doorbell at least this often in a burst */
+	uint64_t kick_max_ns;		/* ring at most this often, for events still unapplied */
 
 	struct uffd_msg ring[HELPER_RING] __attribute__((aligned(64)));
 };

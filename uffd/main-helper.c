@@ -103,7 +103,7 @@ static uint32_t section(struct helper_shared *sh)
 
 	if (!space)
 		return 0;
-	/* before the read() that releases a munmap: pairs with monitor.h:seq_read() */
+	/* before the read() that releases a munmap: pairs with lib/cache.h:seq_retry() */
 	atomic_fetch_add_explicit(&sh->gate, 1, memory_order_seq_cst);
 	while (n < space) {
 		uint32_t at = (p + n) % HELPER_RING, room = HELPER_RING - at;

@@ -613,12 +613,12 @@ static void handle(const struct uffd_msg *m)
 		watch_cut(s, e);	/* the VMA is gone (or moved away) */
 }
 
-/* Wake the engines that have dead entries to unpin (mon.lock). */
-static void kick_engines(void)
+/* Wake the engines that have dead entries to unpin, but @reaper's (mon.lock). */
+static void kick_engines(struct odpx_ctx *reaper)
 {
 	mon.unkicked = false;
 	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
-		if (atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
+		if (c != reaper && atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
 			engine_kick(c);
 }
 
@@ -631,12 +631,8 @@ static void kick_engines(void)
  */
 void monitor_unlock_kick(struct odpx_ctx *reaper)
 {
-	if (mon.unkicked) {
-		mon.unkicked = false;
-		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
-			if (c != reaper && atomic_load_explicit(&c->dead_head, memory_order_acquire) != NIL)
-				engine_kick(c);
-	}
+	if (mon.unkicked)
+		kick_engines(reaper);
 	pthread_mutex_unlock(&mon.lock);
 }
 
@@ -750,7 +746,7 @@ unsigned monitor_invalidate(uintptr_t s, uintptr_t e)
 		STAT_INC(c, inval_api);
 	}
 	seq_all();
-	kick_engines();
+	kick_engines(NULL);
 	pthread_mutex_unlock(&mon.lock);
 	return n;
 }
@@ -781,7 +777,7 @@ static void *reader_main(void *arg)
 				helper_lost_locked();
 			else if (atomic_load_explicit(&mon.helper_on, memory_order_relaxed))
 				monitor_sync_locked();
-			kick_engines();
+			kick_engines(NULL);
 			pthread_mutex_unlock(&mon.lock);
 			continue;
 		}
@@ -800,7 +796,7 @@ static void *reader_main(void *arg)
 
 		if (kick_by && (timeout < 0 || now >= kick_by)) {
 			pthread_mutex_lock(&mon.lock);
-			kick_engines();
+			kick_engines(NULL);
 			pthread_mutex_unlock(&mon.lock);
 			kick_by = 0;
 		}
@@ -861,8 +857,7 @@ static int reader_start(void)
 		r = errno;
 		goto out_attr;
 	}
-	if (mprotect(stack + PAGE_SIZE, size, PROT_READ | PROT_WRITE) ||
-	    (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)) {
+	if (mprotect(stack + PAGE_SIZE, size, PROT_READ | PROT_WRITE)) {
 		r = errno;
 		goto out_stack;
 	}
@@ -872,11 +867,8 @@ static int reader_start(void)
 	if (!r)
 		r = pthread_create(&mon.reader, &a, reader_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r) {
-		close(mon.stopfd);
-		mon.stopfd = -1;
+	if (r)
 		goto out_stack;
-	}
 	pthread_attr_destroy(&a);
 	mon.reader_stack = stack;
 	mon.reader_stack_len = len;
@@ -1187,11 +1179,11 @@ out_err:
 		else
 			helper_start();
 		if ((r = reader_start()) < 0) {
-			if (mon.helper_pidfd >= 0) {
-				uint64_t one = 1;
-				if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
-					helper_stop();
-			}
+			uint64_t one = 1;
+			if (mon.helper_pidfd >= 0 && write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
+				helper_stop();
+			close(mon.stopfd);	/* written: a new one for the next attempt */
+			mon.stopfd = -1;
 			goto out;
 		}
 	}
