@@ -19,7 +19,9 @@
  *           when a chunk starts: it sleeps, and a hint rings it, only if
  *           it empties the queue while the chunk is being written (the
  *           doorbells column counts those, and their write() is timed).
- *           Target <= 50 ns.  Three placements: as the scheduler likes,
+ *           Target <= 50 ns and no system call (at most one write() per
+ *           20,000 hints: the one that wakes the engine for the first
+ *           chunk).  Three placements: as the scheduler likes,
  *           the engine and monitor on the other CPU (each cell then
  *           crosses between the two CPUs' caches), and everything on one
  *           CPU (the engine runs only while the caller waits).
@@ -169,15 +171,19 @@ static void report(const char *cas, const char *mode, struct summary *s,
 	uint64_t ticks = b->engine_ticks - a->engine_ticks;
 	uint64_t bells = wake > ticks ? wake - ticks : 0;
 	uint64_t calls = c->queued + c->dropped;
+	double per1k = calls ? 1000.0 * bells / calls : 0;
+	/* the target: <= 50 ns and no system call (one write() per 20,000 hints at most) */
+	bool ok = s->median <= 50 && per1k <= 0.05;
 
 	kv_time("PF", cas, "uring", mode, RANGES, RANGE_BYTES, s,
 		"queued=%lu dropped=%lu engine_wakeups=%lu engine_ticks=%lu doorbells=%lu"
 		" syscalls_per_1k_enqueues=%.2f merged=%lu issued=%lu%s%s",
 		(unsigned long)c->queued, (unsigned long)c->dropped, (unsigned long)wake,
-		(unsigned long)ticks, (unsigned long)bells, calls ? 1000.0 * bells / calls : 0,
+		(unsigned long)ticks, (unsigned long)bells, per1k,
 		(unsigned long)(b->prefetch_merged - a->prefetch_merged),
 		(unsigned long)(b->prefetch_issued - a->prefetch_issued),
-		target ? " target=<=50 met=" : "", target ? met(s->median, '<', 50) : "");
+		target ? " what=median_ns_and_no_write() target=<=50 met=" : "",
+		target ? (ok ? "yes" : "no") : "");
 }
 
 int main(int argc, char **argv)
