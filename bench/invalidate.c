@@ -7,7 +7,9 @@
  *            and closed the userfaultfd.
  *   plain    a context open, its monitor running, munmap of a mapping odpx
  *            never saw (not watched): the kernel has nothing to report, so
- *            this should cost what "without" costs.
+ *            this should cost what "without" costs.  The target's ratio is
+ *            taken process against process instead (see pairs()): within one
+ *            process, opening and closing contexts moves it by more than 2%.
  *   cached   munmap of a range registered, cached and released: the kernel
  *            holds the caller until the monitor thread has read() the UNMAP
  *            event, so this costs a round trip to that thread.
@@ -54,6 +56,7 @@
 #include <stdatomic.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 
 #include "bench.h"
 #include "../uffd/monitor.h"	/* monitor_watch(): the "watched" diagnostic; mon.helper_pid */
@@ -69,19 +72,22 @@ static struct bench_opts o;
 /*
  * K mappings, each followed by a PROT_NONE guard of its size so that it
  * never merges with a neighbour: [rw][none][rw][none]...  Each is placed by
- * the kernel (no MAP_FIXED: other threads map memory meanwhile).
+ * the kernel (no MAP_FIXED: other threads map memory meanwhile), except in
+ * the fixed-address variant of the process comparison below.
  */
 struct slots {
 	char *p[MAX_K];
 	size_t bytes;
 	unsigned k;
+	uintptr_t at;		/* 0: the kernel places them; else slot i at at + 2 i bytes */
 };
 
 static void map_slots(struct slots *s)
 {
 	for (unsigned i = 0; i < s->k; i++) {
-		char *p = mmap(NULL, 2 * s->bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *at = s->at ? (void *)(s->at + 2 * s->bytes * i) : NULL;
+		char *p = mmap(at, 2 * s->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+			       MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0), -1, 0);
 		if (p == MAP_FAILED || mprotect(p + s->bytes, s->bytes, PROT_NONE))
 			DIE("mmap/mprotect: %s", strerror(errno));
 		memset(p, 0x33, s->bytes);
@@ -405,23 +411,144 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
 	odpx_close(ctx);
 }
 
+/*
+ * The never-registered munmap, process against process, as the target puts
+ * it.  In one process, "plain" and "without" differ by what ran just before
+ * each timed loop (opening or closing a context) by more than the 2% the
+ * target allows, and two processes with the same code differ by up to 8% (where
+ * their kernel stacks and mm land).  So: P sets of fresh processes, forked here,
+ * each set the four kinds below; each process serves S samples, the kinds
+ * taking turns in an order rotated from sample to sample, each sample preceded
+ * by the same untimed map and 1 ms pause.  The pooled medians compare.
+ *   without   no odpx;  without2  the same again: the harness's own bias;
+ *   idle2     no odpx, two threads asleep where odpx's threads are placed;
+ *   odpx      a context open and running, its threads asleep.
+ */
+enum { PK_WITHOUT, PK_WITHOUT2, PK_IDLE2, PK_ODPX, NPK };
+
+static const char *const pk_name[NPK] = { "without", "without2", "idle2", "odpx" };
+
+struct child {
+	pid_t pid;
+	int go, done;		/* one byte asks for a sample; a double answers */
+};
+
+static void child_main(int kind, struct slots *s, char *anchor, int go, int done)
+{
+	struct odpx_ctx *ctx = NULL;
+	struct idlers idle;
+	double ns;
+	char c;
+
+	if (kind == PK_ODPX)
+		ctx = open_running(anchor, false);
+	else if (kind == PK_IDLE2)
+		idlers_start(&idle);
+	while (read(go, &c, 1) == 1) {
+		settle();
+		map_slots(s);
+		usleep(1000);
+		ns = unmap_slots(s);
+		if (write(done, &ns, sizeof(ns)) != sizeof(ns))
+			DIE("write: %s", strerror(errno));
+	}
+	if (ctx)
+		odpx_close(ctx);
+	else if (kind == PK_IDLE2)
+		idlers_stop(&idle);
+	_exit(0);
+}
+
+static struct child child_start(int kind, struct slots *s, char *anchor)
+{
+	int go[2], done[2];
+	struct child c;
+
+	if (pipe2(go, O_CLOEXEC) || pipe2(done, O_CLOEXEC))
+		DIE("pipe: %s", strerror(errno));
+	fflush(stdout);
+	if ((c.pid = fork()) < 0)
+		DIE("fork: %s", strerror(errno));
+	if (!c.pid) {
+		close(go[1]);
+		close(done[0]);
+		child_main(kind, s, anchor, go[0], done[1]);
+	}
+	close(go[0]);
+	close(done[1]);
+	c.go = go[1];
+	c.done = done[0];
+	return c;
+}
+
+static double child_sample(struct child *c)
+{
+	double ns;
+	char one = 1;
+
+	if (write(c->go, &one, 1) != 1 || read(c->done, &ns, sizeof(ns)) != sizeof(ns))
+		DIE("a W4 child died (pid %d)", (int)c->pid);
+	return ns;
+}
+
+/* after every child's go is closed: a child holds its elder siblings' */
+static void child_wait(struct child *c)
+{
+	int st;
+
+	close(c->done);
+	if (waitpid(c->pid, &st, 0) != c->pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		DIE("a W4 child failed (pid %d, status %#x)", (int)c->pid, st);
+}
+
+/* v[kind] gets sets * per samples each */
+static void pairs(struct slots *s, char *anchor, unsigned sets, unsigned per, double *v[NPK])
+{
+	for (unsigned q = 0; q < sets; q++) {
+		struct child c[NPK];
+
+		for (int k = 0; k < NPK; k++)
+			c[k] = child_start(k, s, anchor);
+		settle();
+		for (unsigned r = 0; r < per; r++)
+			for (int i = 0; i < NPK; i++) {
+				int k = (int)((i + r + q) % NPK);
+				v[k][q * per + r] = child_sample(&c[k]);
+			}
+		for (int k = 0; k < NPK; k++)
+			close(c[k].go);
+		for (int k = 0; k < NPK; k++)
+			child_wait(&c[k]);
+	}
+}
+
 static void w4(size_t bytes, int pl)
 {
 	static const char *const pl_name[] = { "same-cpu", "cross-cpu" };
 	unsigned k = o.quick ? 16 : 32, rounds = o.quick ? 20 : 60, wake_n = o.quick ? 200 : 1000;
+	unsigned sets = o.quick ? 12 : 32, per = o.quick ? 8 : 12;
 	struct slots s = { .bytes = bytes, .k = k };
 	char *anchor = map_anon(64 * KiB, true);
 	struct round_stats rs = { 0 };
-	struct summary sm[NPHASE];
+	struct summary sm[NPHASE], pk[NPK];
 	const char *mode = "?", *where = pl == PL_SCHED ? "scheduler" : pl_name[pl];
-	double *v[NPHASE];
-	char sz[32], cas[64], sfx[16];
+	double *v[NPHASE], *pv[NPK], *fv[NPK] = { 0 };
+	char sz[32], cas[96], sfx[16];
 
 	placement = pl;
 	for (int p = 0; p < NPHASE; p++)
 		v[p] = calloc(rounds, sizeof(double));
+	for (int p = 0; p < NPK; p++)
+		pv[p] = calloc(sets * per, sizeof(double));
 	for (unsigned r = 0; r < rounds; r++)
 		round_once(&s, anchor, wake_n, v, r, &rs, &mode);
+	pairs(&s, anchor, sets, per, pv);
+	if (!o.quick && bytes == 4 * KiB && pl == PL_CROSS) {
+		struct slots f = { .bytes = bytes, .k = k, .at = (uintptr_t)1 << 45 };
+		for (int p = 0; p < NPK; p++)
+			fv[p] = calloc(sets * per, sizeof(double));
+		pairs(&f, anchor, sets, per, fv);
+	}
 	place(-1);
 
 	size_str(bytes, sz, sizeof(sz));
@@ -438,12 +565,34 @@ static void w4(size_t bytes, int pl)
 			p == WAKEUP ? "half_round_trip" : "munmap", where,
 			(unsigned long)rs.events[p], (unsigned long)rs.engine_wakeups[p]);
 	}
+	for (int p = 0; p < NPK; p++) {
+		pk[p] = summarize(pv[p], sets * per, k);
+		snprintf(cas, sizeof(cas), "process-%s-%s%s", pk_name[p], sz, sfx);
+		kv_time("W4", cas, p == PK_ODPX ? "uring" : "none", p == PK_ODPX ? mode : "none",
+			k, bytes, &pk[p], "what=munmap placement=%s processes=%u", where, sets);
+	}
+	if (fv[0]) {	/* the same, every process's slots at one address */
+		struct summary fw = summarize(fv[PK_WITHOUT], sets * per, k),
+			       fo = summarize(fv[PK_ODPX], sets * per, k),
+			       fi = summarize(fv[PK_IDLE2], sets * per, k);
+		snprintf(cas, sizeof(cas), "unregistered-fixed-address-%s%s", sz, sfx);
+		kv_ratio("W4", cas, "uring", mode, "munmap_process_with_odpx/munmap_process_without",
+			 fo.median, fw.median, 0, 0, "idle2_over_without=%.3f null_ratio=%.3f"
+			 " slots_at=%#lx placement=%s", fi.median / fw.median,
+			 summarize(fv[PK_WITHOUT2], sets * per, k).median / fw.median,
+			 (unsigned long)((uintptr_t)1 << 45), where);
+		for (int p = 0; p < NPK; p++)
+			free(fv[p]);
+	}
 	snprintf(cas, sizeof(cas), "unregistered-%s%s", sz, sfx);
-	kv_ratio("W4", cas, "uring", mode, "munmap_plain_with_odpx/munmap_without_odpx",
-		 sm[PLAIN].median, sm[WITHOUT].median, '<', 1.02,
-		 "plain_over_without+2threads=%.3f thread_reader_over_without=%.3f placement=%s",
-		 sm[PLAIN].median / sm[THREADS].median, sm[PLAIN_THR].median / sm[WITHOUT].median,
-		 where);
+	kv_ratio("W4", cas, "uring", mode, "munmap_process_with_odpx/munmap_process_without",
+		 pk[PK_ODPX].median, pk[PK_WITHOUT].median, '<', 1.02,
+		 "null_ratio=%.3f idle2_over_without=%.3f odpx_over_idle2=%.3f"
+		 " in_process_plain_over_without=%.3f in_process_thread_reader_over_without=%.3f"
+		 " placement=%s", pk[PK_WITHOUT2].median / pk[PK_WITHOUT].median,
+		 pk[PK_IDLE2].median / pk[PK_WITHOUT].median,
+		 pk[PK_ODPX].median / pk[PK_IDLE2].median, sm[PLAIN].median / sm[WITHOUT].median,
+		 sm[PLAIN_THR].median / sm[WITHOUT].median, where);
 	double bare = sm[BARE_BUSY].median < sm[BARE_SLEEP].median ? sm[BARE_BUSY].median
 								    : sm[BARE_SLEEP].median;
 	snprintf(cas, sizeof(cas), "cached-%s%s", sz, sfx);
@@ -458,6 +607,8 @@ static void w4(size_t bytes, int pl)
 	munmap(anchor, 64 * KiB);
 	for (int p = 0; p < NPHASE; p++)
 		free(v[p]);
+	for (int p = 0; p < NPK; p++)
+		free(pv[p]);
 }
 
 int main(int argc, char **argv)
