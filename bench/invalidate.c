@@ -8,8 +8,8 @@
  *   plain    a context open, its monitor running, munmap of a mapping odpx
  *            never saw (not watched): the kernel has nothing to report, so
  *            this should cost what "without" costs.  The target's ratio is
- *            taken process against process instead (see pairs()): within one
- *            process, opening and closing contexts moves it by more than 2%.
+ *            taken process against process instead (process_sets()): within
+ *            one process, opening and closing contexts moves it by over 2%.
  *   cached   munmap of a range registered, cached and released: the kernel
  *            holds the caller until the monitor thread has read() the UNMAP
  *            event, so this costs a round trip to that thread.
@@ -415,8 +415,8 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
  * The never-registered munmap, process against process, as the target puts
  * it.  In one process, "plain" and "without" differ by what ran just before
  * each timed loop (opening or closing a context) by more than the 2% the
- * target allows, and two processes with the same code differ by up to 8% (where
- * their kernel stacks and mm land).  So: P sets of fresh processes, forked here,
+ * target allows, and two processes with the same code differed by up to 8%,
+ * one pair measured at a time.  So: P sets of fresh processes, forked here,
  * each set the four kinds below; each process serves S samples, the kinds
  * taking turns in an order rotated from sample to sample, each sample preceded
  * by the same untimed map and 1 ms pause.  The pooled medians compare.
@@ -494,7 +494,7 @@ static double child_sample(struct child *c)
 /* after every child's go is closed: a child holds its elder siblings' */
 static void child_wait(struct child *c)
 {
-	int st;
+	int st = 0;
 
 	close(c->done);
 	if (waitpid(c->pid, &st, 0) != c->pid || !WIFEXITED(st) || WEXITSTATUS(st))
@@ -502,7 +502,8 @@ static void child_wait(struct child *c)
 }
 
 /* v[kind] gets sets * per samples each */
-static void pairs(struct slots *s, char *anchor, unsigned sets, unsigned per, double *v[NPK])
+static void process_sets(struct slots *s, char *anchor, unsigned sets, unsigned per,
+			 double *v[NPK])
 {
 	for (unsigned q = 0; q < sets; q++) {
 		struct child c[NPK];
@@ -542,12 +543,12 @@ static void w4(size_t bytes, int pl)
 		pv[p] = calloc(sets * per, sizeof(double));
 	for (unsigned r = 0; r < rounds; r++)
 		round_once(&s, anchor, wake_n, v, r, &rs, &mode);
-	pairs(&s, anchor, sets, per, pv);
+	process_sets(&s, anchor, sets, per, pv);
 	if (!o.quick && bytes == 4 * KiB && pl == PL_CROSS) {
 		struct slots f = { .bytes = bytes, .k = k, .at = (uintptr_t)1 << 45 };
 		for (int p = 0; p < NPK; p++)
 			fv[p] = calloc(sets * per, sizeof(double));
-		pairs(&f, anchor, sets, per, fv);
+		process_sets(&f, anchor, sets, per, fv);
 	}
 	place(-1);
 
