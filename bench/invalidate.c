@@ -15,9 +15,7 @@
  *            event, so this costs a round trip to that thread.
  *   wakeup   this machine's cross-thread wake-up latency: eventfd ping-pong
  *            between two blocked threads, half the round trip.
- * and three diagnostics that split the differences:
- *   threads  "without" plus two idle threads, as odpx's engine and monitor
- *            are: what any multi-threaded process pays (TLB shootdown).
+ * and diagnostics that split the differences:
  *   watched  a context open, munmap of a VMA the monitor watches but that
  *            holds no entry (monitor_watch() called directly): the
  *            userfaultfd round trip alone, no entry to kill, no unpin.
@@ -270,11 +268,11 @@ static void bare_stop(struct bare *b)
 
 /* ---- the rounds ---- */
 
-enum { WITHOUT, PLAIN, CACHED, WAKEUP, THREADS, WATCHED, HELD, PLAIN_THR, SPINNER, BARE_BUSY,
+enum { WITHOUT, PLAIN, CACHED, WAKEUP, WATCHED, HELD, PLAIN_THR, SPINNER, BARE_BUSY,
        BARE_SLEEP, NPHASE };
 
 static const char *const phase_name[NPHASE] = {
-	"without", "plain", "cached", "wakeup", "without+2threads", "watched-no-entry",
+	"without", "plain", "cached", "wakeup", "watched-no-entry",
 	"cached-held", "plain-thread-reader", "without+spinner", "bare-uffd-busy-reader",
 	"bare-uffd-sleeping-reader",
 };
@@ -355,16 +353,11 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
 	size_t bytes = s->bytes;
 	struct odpx_mr *mr, *held[MAX_K];
 	struct odpx_ctx *ctx;
-	struct idlers idle;
 
 	settle();
 	map_slots(s);
 	v[WITHOUT][r] = unmap_slots(s);
 	v[WAKEUP][r] = wakeup(wake_n);
-	idlers_start(&idle);
-	map_slots(s);
-	v[THREADS][r] = unmap_slots(s);
-	idlers_stop(&idle);
 
 	struct bare b;
 	bare_start(&b, false, true);
@@ -556,7 +549,7 @@ static void w4(size_t bytes, int pl)
 	snprintf(sfx, sizeof(sfx), "%s%s", pl == PL_CROSS ? "" : "-",
 		 pl == PL_CROSS ? "" : pl == PL_SAME ? "same-cpu" : "sched");
 	for (int p = 0; p < NPHASE; p++) {
-		bool odpx = p < SPINNER && p != WITHOUT && p != THREADS && p != WAKEUP;
+		bool odpx = p < SPINNER && p != WITHOUT && p != WAKEUP;
 		sm[p] = summarize(v[p], rounds, p == WAKEUP ? wake_n : k);
 		snprintf(cas, sizeof(cas), "%s-%s%s", phase_name[p], p == WAKEUP ? "eventfd" : sz,
 			 sfx);
