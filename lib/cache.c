@@ -178,16 +178,20 @@ static void apply_pending(struct odpx_ctx *ctx)
 }
 
 /* Unpin every dead entry with no holder.  Never on the uffd reader. */
-void cache_reap_dead(struct odpx_ctx *ctx)
+/* Returns the entries released. */
+unsigned cache_reap_dead(struct odpx_ctx *ctx)
 {
 	uint32_t i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
+	unsigned n = 0;
 
 	while (i != NIL) {
 		uint32_t next = LD(ctx->ent[i].dnext);
 		release_owned(ctx, i);
 		STAT_INC(ctx, dead_unpinned);
 		i = next;
+		n++;
 	}
+	return n;
 }
 
 /* The last reference of a DEAD entry is gone: it is ours to unpin. */

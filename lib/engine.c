@@ -15,6 +15,18 @@
  * asleep; only the producer that flips sleeping rings, so a busy engine costs
  * producers no system call.  The eventfd is watched by a multishot poll.
  *
+ * Linger: after a wake-up that found work, the engine does not go to sleep
+ * on the doorbell at once: it waits up to linger_ns on its ring with a
+ * timeout, sleeping left 0, so producers do not ring, and serves what came
+ * meanwhile when the timeout ends; only a linger that finds nothing puts it
+ * back on the doorbell.  As io_uring's SQPOLL thread sets NEED_WAKEUP only
+ * after sq_thread_idle, but timed, never spinning: a stream of work (hints,
+ * dead entries from a run of munmaps) costs its producers no system call
+ * even when the engine drains faster than they produce, or runs on their CPU
+ * and so only while they wait.  The price: work that arrives during a linger
+ * waits for its end, at most linger_ns (ODPX_ENGINE_LINGER_US, 0: never
+ * linger, ring whenever the engine has drained).
+ *
  * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
  * after D. Vyukov); a full queue drops the hint and counts it.
  */
@@ -35,6 +47,7 @@
 #define BATCH 256
 #define RECENT 64
 #define RECENT_NS (50 * 1000000ULL)	/* a repeat within 50 ms is merged away */
+#define LINGER_US 100	/* default; measured in bench/prefetch.c and invalidate.c */
 
 struct engine {
 	struct io_uring ring;
@@ -42,7 +55,7 @@ struct engine {
 	pthread_t thr;
 	_Atomic bool stop;
 	_Atomic int sleeping;
-	struct __kernel_timespec tick;
+	struct __kernel_timespec tick, linger;
 	struct pf_range recent[RECENT];
 	uint64_t recent_ns[RECENT];
 	uint32_t recent_seq[RECENT];	/* ctx->seq after the range was served */
@@ -65,6 +78,14 @@ bool engine_running(struct odpx_ctx *ctx)
 static struct engine *eng_of(struct odpx_ctx *ctx)
 {
 	return atomic_load_explicit(&ctx->eng, memory_order_acquire);
+}
+
+/* Asleep on the doorbell: the next producer rings (for benchmarks and tests). */
+bool engine_asleep(struct odpx_ctx *ctx)
+{
+	struct engine *e = eng_of(ctx);
+
+	return e && atomic_load_explicit(&e->sleeping, memory_order_relaxed);
 }
 
 void engine_kick(struct odpx_ctx *ctx)
@@ -206,7 +227,8 @@ static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_ran
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
-static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
+/* Returns the hints taken off the queue. */
+static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 {
 	struct pf_range r[BATCH];
 	size_t n = 0, m;
@@ -215,7 +237,7 @@ static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	while (n < BATCH && pq_pop(ctx, &r[n]))
 		n++;
 	if (!n)
-		return;
+		return 0;
 	m = prefetch_coalesce(r, n);
 	STAT_ADD(ctx, prefetch_merged, n - m);
 	now = now_ns();
@@ -231,7 +253,7 @@ static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 		}
 		if (k)
 			ctx->be->advise(ctx, r, k);
-		return;
+		return n;
 	}
 	for (size_t i = 0; i < m; i++) {
 		if (recently_done(ctx, e, &r[i], now)) {
@@ -254,6 +276,7 @@ static void serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			STAT_INC(ctx, prefetch_failed);
 		}
 	}
+	return n;
 }
 
 static void arm(struct engine *e, uint64_t ud)
@@ -279,6 +302,8 @@ static void *engine_main(void *arg)
 {
 	struct odpx_ctx *ctx = arg;
 	struct engine *e = eng_of(ctx);
+	size_t served = 0;	/* work done since the engine last waited */
+	bool lingers = e->linger.tv_sec || e->linger.tv_nsec;
 
 	pthread_setname_np(pthread_self(), "odpx-engine");
 	/*
@@ -297,17 +322,27 @@ static void *engine_main(void *arg)
 		unsigned head, seen = 0;
 		bool tick = false;
 
-		cache_reap_dead(ctx);
-		serve_prefetch(ctx, e);
-
-		atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (work_pending(ctx) || atomic_load(&e->stop)) {
+		served += cache_reap_dead(ctx) + serve_prefetch(ctx, e);
+		if (served && lingers) {
+			if (work_pending(ctx))
+				continue;	/* more than one batch queued */
+			/* sleeping stays 0: producers do not ring meanwhile */
+			served = 0;
+			if (io_uring_wait_cqe_timeout(&e->ring, &cqe, &e->linger) == -ETIME) {
+				STAT_INC(ctx, engine_lingers);
+				continue;
+			}
+		} else {
+			served = 0;
+			atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
+			atomic_thread_fence(memory_order_seq_cst);
+			if (work_pending(ctx) || atomic_load(&e->stop)) {
+				atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+				continue;
+			}
+			io_uring_wait_cqe(&e->ring, &cqe);
 			atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-			continue;
 		}
-		io_uring_wait_cqe(&e->ring, &cqe);
-		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		STAT_INC(ctx, engine_wakeups);
 		io_uring_for_each_cqe(&e->ring, head, cqe) {
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -337,6 +372,8 @@ static void *engine_main(void *arg)
 
 int engine_start(struct odpx_ctx *ctx)
 {
+	const char *env = getenv("ODPX_ENGINE_LINGER_US");
+	unsigned long long linger_us;
 	struct engine *e;
 	sigset_t all, old;
 	int r = 0;
@@ -353,6 +390,9 @@ int engine_start(struct odpx_ctx *ctx)
 	}
 	e->tick.tv_sec = ctx->tick_ms / 1000;
 	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
+	linger_us = env ? strtoull(env, NULL, 10) : LINGER_US;
+	e->linger.tv_sec = (long long)(linger_us / 1000000);
+	e->linger.tv_nsec = (long long)(linger_us % 1000000) * 1000LL;
 	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->efd < 0) {
 		r = -errno;

@@ -150,7 +150,8 @@ struct cold_stats {
 		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
 		prefetch_merged, prefetch_dropped, prefetch_issued,
 		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
-		odp_mrs, odp_fallbacks, prefetch_sges;		/* verbs backend */
+		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
+		engine_lingers;
 	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
@@ -253,7 +254,7 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
-void cache_reap_dead(struct odpx_ctx *ctx);
+unsigned cache_reap_dead(struct odpx_ctx *ctx);
 void cache_trim(struct odpx_ctx *ctx);
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);
 /* under mon.lock, inside a seq write section (monitor) */
@@ -328,6 +329,7 @@ int engine_start(struct odpx_ctx *ctx);	/* idempotent */
 void engine_stop(struct odpx_ctx *ctx);
 void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
 bool engine_running(struct odpx_ctx *ctx);
+bool engine_asleep(struct odpx_ctx *ctx);
 void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 

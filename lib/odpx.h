@@ -346,6 +346,9 @@ struct odpx_stats {
 	/* the process's userfaultfd monitor */
 	uint64_t reader_process;	/* 1: events are read by the odpx-uffd process, 0: a thread */
 	uint64_t reader_fallbacks;	/* odpx-uffd could not start, or died: a thread read */
+	/* engine, appended */
+	uint64_t engine_lingers;	/* lingers that ended by their timeout: wake-ups that
+					   are neither a doorbell nor a tick (engine.c) */
 };
 
 /**

@@ -50,7 +50,7 @@ static const struct {
 	F(dead_unpinned), G(watch_vmas), F(watch_regs), F(direct_regs), F(direct_shared),
 	F(direct_unwatchable), F(direct_budget), F(direct_no_monitor), F(direct_racing),
 	F(prefetch_queued), F(prefetch_merged), F(prefetch_dropped), F(prefetch_issued),
-	F(prefetch_failed), F(engine_wakeups), F(engine_ticks), G(unsafe_no_monitor),
+	F(prefetch_failed), F(engine_wakeups), F(engine_ticks), F(engine_lingers), G(unsafe_no_monitor),
 	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
 	F(odp_mrs), F(odp_fallbacks), F(prefetch_sges), G(prefetch_errno), G(global_rkey),
 	G(reader_process), G(reader_fallbacks),

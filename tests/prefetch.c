@@ -210,6 +210,76 @@ static void prepin_after_remap(void)
 	munmap(p, 16 * PG);
 }
 
+/*
+ * The engine's linger (engine.c): after serving work it waits on a timeout,
+ * not on its doorbell, so a hint meanwhile makes no system call and is
+ * served when the linger ends; a linger that finds nothing puts the engine
+ * back on the doorbell, and the next hint rings it.  A 1 s linger and a 60 s
+ * tick keep the three phases apart by far more than a scheduling delay.
+ * ODPX_ENGINE_LINGER_US=0: never a linger, every hint after a drain rings.
+ */
+static struct odpx_ctx *open_linger(const char *us)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_TICK, .tick_ms = 60000 };
+	struct odpx_ctx *c;
+
+	setenv("ODPX_ENGINE_LINGER_US", us, 1);	/* read when the engine starts */
+	CHECK_RC(odpx_open_uring(&a, &c), 0);
+	return c;
+}
+
+static int issued_to(struct odpx_ctx *c, uint64_t n)
+{
+	return stats_of(c).prefetch_issued == n;
+}
+
+static void linger(void)
+{
+	unsigned char *p = map_anon(NULL, 8 * PG);
+	struct odpx_ctx *c = open_linger("1000000");
+	struct odpx_stats s0, s1, s2;
+
+	memset(p, 5, 8 * PG);
+	CHECK_RC(odpx_prefetch(c, p, PG, 0), 0);	/* starts the engine and rings it */
+	CHECK(WAIT_FOR(issued_to(c, 1), 5), "first hint not served");
+	s0 = stats_of(c);
+	CHECK(!engine_asleep(c), "the engine went back to its doorbell right after serving a hint");
+	CHECK_RC(odpx_prefetch(c, p + 2 * PG, PG, 0), 0);
+	CHECK(WAIT_FOR(issued_to(c, 2), 5), "a hint queued during a linger was not served");
+	s1 = stats_of(c);
+	CHECK(s1.engine_wakeups == s0.engine_wakeups && s1.engine_lingers == s0.engine_lingers + 1,
+	      "a hint during a linger: engine_wakeups %lu -> %lu (a doorbell), engine_lingers %lu -> %lu",
+	      U(s0.engine_wakeups), U(s1.engine_wakeups), U(s0.engine_lingers), U(s1.engine_lingers));
+	/* a linger with nothing to serve: back on the doorbell */
+	CHECK(WAIT_FOR(engine_asleep(c), 5), "the engine never went back to its doorbell");
+	s1 = stats_of(c);
+	CHECK(s1.engine_lingers == s0.engine_lingers + 2, "engine_lingers %lu, expected %lu",
+	      U(s1.engine_lingers), U(s0.engine_lingers + 2));
+	CHECK_RC(odpx_prefetch(c, p + 4 * PG, PG, 0), 0);
+	CHECK(WAIT_FOR(issued_to(c, 3), 5), "a hint to a sleeping engine was not served");
+	s2 = stats_of(c);
+	CHECK(s2.engine_wakeups == s1.engine_wakeups + 1 && s2.engine_lingers == s1.engine_lingers,
+	      "a hint to a sleeping engine: engine_wakeups %lu -> %lu, engine_lingers %lu -> %lu",
+	      U(s1.engine_wakeups), U(s2.engine_wakeups), U(s1.engine_lingers), U(s2.engine_lingers));
+	CHECK_RC(odpx_close(c), 0);	/* stops an engine in its linger */
+
+	c = open_linger("0");
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_RC(odpx_prefetch(c, p + 2 * i * PG, PG, 0), 0);
+		CHECK(WAIT_FOR(issued_to(c, i + 1), 5), "hint %u not served (no linger)", i);
+		CHECK(WAIT_FOR(engine_asleep(c), 5), "the engine did not sleep after hint %u", i);
+		if (i == 0)	/* the first may be served before the engine first sleeps */
+			s0 = stats_of(c);
+	}
+	s1 = stats_of(c);
+	CHECK(s1.engine_lingers == 0 && s1.engine_wakeups == s0.engine_wakeups + 2,
+	      "no linger: engine_lingers %lu (expected 0), engine_wakeups %lu -> %lu (expected +2)",
+	      U(s1.engine_lingers), U(s0.engine_wakeups), U(s1.engine_wakeups));
+	CHECK_RC(odpx_close(c), 0);
+	unsetenv("ODPX_ENGINE_LINGER_US");
+	munmap(p, 8 * PG);
+}
+
 /* Direct mode: nothing to prefetch into; counted, never pinned. */
 static void direct_mode(void)
 {
@@ -435,6 +505,7 @@ int main(void)
 	}
 	prepin_after_remap();
 	CHECK_RC(odpx_close(ctx), 0);
+	linger();
 	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
 	munmap(stall_pages, ROUNDS * PG);
 	munmap(qbuf, 16 * PG);

@@ -44,7 +44,7 @@ static uint64_t field_of(const struct odpx_stats *st, const char *name)
 	X(direct_shared) X(direct_unwatchable) X(direct_budget) X(direct_no_monitor)
 	X(direct_racing) X(prefetch_queued) X(prefetch_merged) X(prefetch_dropped)
 	X(prefetch_issued) X(prefetch_failed) X(unsafe_no_monitor) X(thrash_state)
-	X(thrash_changes) X(engine_ticks) X(engine_wakeups) X(odp_mrs) X(odp_fallbacks)
+	X(thrash_changes) X(engine_ticks) X(engine_wakeups) X(engine_lingers) X(odp_mrs) X(odp_fallbacks)
 	X(prefetch_sges) X(prefetch_errno) X(global_rkey) X(reader_process) X(reader_fallbacks)
 #undef X
 	FAIL("no field %s", name);
@@ -185,6 +185,7 @@ int main(void)
 		      (unsigned long)got, (unsigned long)want);
 	}
 	CHECK(json_field(out, pid, "engine_ticks") >= h.st.engine_ticks, "ticks");
+	CHECK(json_field(out, pid, "engine_lingers") >= h.st.engine_lingers, "lingers");
 	printf("odpstat -p %d: %zu counters equal to the process's own odpx_stats_read\n", (int)pid,
 	       sizeof(fields) / sizeof(fields[0]));
 
