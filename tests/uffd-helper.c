@@ -3,15 +3,17 @@
  * uffd-helper: odpx-uffd, the process that reads the monitor's userfaultfd
  * (uffd/helper.h).
  *   - it runs once a pin context watches a range: reader_process is 1; a
- *     child of ours named odpx-uffd, in a session of its own, holding its
- *     four descriptors and none of ours (a pipe of ours still reaches EOF);
+ *     process named odpx-uffd, in a session of its own, holding its four
+ *     descriptors and none of ours (a pipe of ours still reaches EOF), and
+ *     no child of ours: wait() for our children returns ECHILD once they
+ *     are reaped, not when odpx-uffd ends;
  *   - killed while idle: the monitor's thread reads from then on
  *     (reader_fallbacks +1), a munmap of cached memory still returns, and
  *     data moves through the right pages;
  *   - killed inside a section (its gate held up, as if it died between a
  *     read() and the publish): the events it took may be lost, so every
  *     entry dies and no range stays watched; the cache then works again;
- *   - the last odpx_close() stops and reaps it;
+ *   - the last odpx_close() stops it (init reaps it);
  *   - the application's death ends it (its lifeline pipe closes);
  *   - a process allowed on one CPU has its thread read (no shootdown to save),
  *     which is a choice, not a fallback.
@@ -49,6 +51,22 @@ static char proc_state(pid_t pid)
 
 	proc_line(pid, "stat", st, sizeof(st));
 	return strrchr(st, ')')[2];
+}
+
+/* Exited: gone, or a zombie its parent (init, not us) has not reaped yet. */
+static bool exited(pid_t pid)
+{
+	char path[64], st[256];
+	bool z = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return true;
+	if (fgets(st, sizeof(st), f) && strrchr(st, ')'))
+		z = strrchr(st, ')')[2] == 'Z';
+	fclose(f);
+	return z;
 }
 
 /* A cached registration of a fresh mapping (at @at, or anywhere). */
@@ -92,7 +110,10 @@ static void runs_alone(struct odpx_ctx *ctx, const int pipe_fds[2])
 	CHECK(WAIT_FOR(atomic_load(&mon.sh->pid) == (uint32_t)pid, 5), "odpx-uffd did not map its page");
 	proc_line(pid, "comm", comm, sizeof(comm));
 	CHECK(!strcmp(comm, "odpx-uffd\n"), "the helper's name is %s", comm);
-	CHECK(getsid(pid) == pid, "odpx-uffd is not in a session of its own");
+	CHECK(getsid(pid) != getsid(0), "odpx-uffd is in our session");
+	char st[256];
+	proc_line(pid, "stat", st, sizeof(st));
+	CHECK(atoi(strrchr(st, ')') + 4) != getpid(), "odpx-uffd is a child of ours");
 	snprintf(comm, sizeof(comm), "/proc/%d/fd", (int)pid);
 	CHECK((dir = opendir(comm)), "opendir %s", comm);
 	while ((d = readdir(dir))) {
@@ -112,13 +133,33 @@ static void runs_alone(struct odpx_ctx *ctx, const int pipe_fds[2])
 	CHECK(read(pipe_fds[0], &c, 1) == 0, "our pipe did not reach EOF: odpx-uffd holds it");
 }
 
+/* Our wait() for our own children: never odpx-uffd's business (alarm: a hang). */
+static void not_our_child(void)
+{
+	int st = 0;
+	pid_t c, w;
+
+	fflush(stdout);
+	if (!(c = fork()))
+		_exit(7);
+	alarm(10);
+	w = wait(&st);
+	CHECK(w == c && WIFEXITED(st) && WEXITSTATUS(st) == 7, "wait(): %d, status %#x", (int)w, st);
+	w = wait(&st);	/* blocked here until odpx-uffd ended, when it was our child */
+	CHECK(w < 0 && errno == ECHILD, "wait() after our only child: %d (%s)", (int)w,
+	      w < 0 ? strerror(errno) : "a child of ours");
+	CHECK(waitpid(-1, &st, WNOHANG) < 0 && errno == ECHILD, "waitpid(-1) found a child");
+	alarm(0);
+	CHECK(kill(mon.helper_pid, 0) == 0, "odpx-uffd gone");
+}
+
 static void killed_idle(void)
 {
 	struct odpx_ctx *ctx = open_pin(0);
 	char *p = cached(ctx, NULL);
 	struct odpx_stats st0 = stats_of(ctx), st;
 
-	CHECK(st0.reader_process == 1, "no odpx-uffd");
+	CHECK(st0.reader_process == 1, "no odpx-uffd: %s", mon.helper_why);
 	CHECK(kill(mon.helper_pid, SIGKILL) == 0, "kill odpx-uffd");
 	CHECK(WAIT_FOR(stats_of(ctx).reader_process == 0, 5), "the thread did not take over");
 	st = stats_of(ctx);
@@ -228,14 +269,14 @@ int main(void)
 	ctx = open_pin(0);
 	char *p = cached(ctx, NULL);
 	runs_alone(ctx, fds);
+	not_our_child();
 	remap_and_check(ctx, p, 4);
 	pid = mon.helper_pid;
 	munmap(p, LEN);
 	CHECK_RC(odpx_close(ctx), 0);
-	CHECK(kill(pid, 0) < 0 && errno == ESRCH, "odpx-uffd %d still there after the last close",
-	      (int)pid);
+	CHECK(WAIT_FOR(exited(pid), 5), "odpx-uffd %d still runs after the last close", (int)pid);
 	close(fds[0]);
-	printf("runs alone, reaped at the last close: ok\n");
+	printf("runs alone, no child of ours, ended at the last close: ok\n");
 
 	killed_idle();
 	printf("killed idle: ok\n");

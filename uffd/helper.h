@@ -31,9 +31,19 @@
 
 #define HELPER_RING 256		/* messages; a power of two (the counters wrap) */
 
-/* the helper's file descriptors, set up by the spawn */
+/*
+ * The helper's file descriptors, set up by the spawn.  HANDOFF: a seqpacket
+ * socket on which the spawned process sends the application one message,
+ * struct helper_handoff with a pidfd of the child that goes on as odpx-uffd
+ * (SCM_RIGHTS), and exits: odpx-uffd is then no child of the application.
+ */
 enum { HELPER_FD_UFFD = 3, HELPER_FD_SHARED, HELPER_FD_LIFELINE, HELPER_FD_DOORBELL,
-       HELPER_FD_STOP, HELPER_FD_FIRST_FREE };
+       HELPER_FD_STOP, HELPER_FD_HANDOFF, HELPER_FD_FIRST_FREE };
+#define HELPER_FDS (HELPER_FD_FIRST_FREE - HELPER_FD_UFFD)
+
+struct helper_handoff {
+	int32_t pid;		/* odpx-uffd's */
+};
 
 struct helper_shared {
 	/* sections raised and not yet applied; read by every lock-free lookup */

@@ -5,7 +5,11 @@
  * It dequeues events and does nothing else (helper.h has the protocol and
  * the reason it is a process).  It is built freestanding, with no libc, and
  * embedded in libodpx (helper-image.S); monitor.c starts it from a memfd
- * with its descriptors at fixed numbers (helper.h).  It leaves when told to
+ * with its descriptors at fixed numbers (helper.h).  The process started
+ * forks at once, hands the application a pidfd of its child and exits: the
+ * child, odpx-uffd proper, belongs to init (or the nearest subreaper), so
+ * that an application's wait() for its own children never waits for it and
+ * waitpid(-1) never reaps it.  It leaves when told to
  * (the stop eventfd), or when the application's end of the lifeline pipe is
  * closed: the application exited or exec()ed.
  *
@@ -25,6 +29,7 @@
 #include <linux/mman.h>
 #include <linux/poll.h>
 #include <linux/prctl.h>
+#include <linux/sched.h>
 #include <linux/time.h>
 
 #include "helper.h"
@@ -86,6 +91,46 @@ static long wait_fds(struct pfd *p, int n, int64_t ns)
 	return sc(__NR_ppoll, (long)p, n, ns < 0 ? 0 : (long)&t, 0, 8, 0);
 }
 
+/* The kernel's struct msghdr and cmsghdr (LP64), which no uapi header exports. */
+struct iov { const void *base; unsigned long len; };
+struct mhdr {
+	void *name;
+	int namelen;
+	struct iov *iov;
+	unsigned long iovlen;
+	void *control;
+	unsigned long controllen;
+	unsigned flags;
+};
+struct cmsg_fd { unsigned long len; int level, type, fd, pad; };
+#define SOL_SOCKET_ 1
+#define SCM_RIGHTS_ 1
+
+/*
+ * Fork; in the parent, send the child's pidfd and pid on HELPER_FD_HANDOFF
+ * and leave; in the child, return.  CLONE_PIDFD gives the pidfd of a child
+ * not yet reaped: it names this child and no other process.
+ */
+static void detach(void)
+{
+	int pidfd = -1;
+	long pid = sc(__NR_clone, CLONE_PIDFD | 17 /* SIGCHLD */, 0, (long)&pidfd, 0, 0, 0);
+
+	if (pid < 0)
+		leave(3);
+	if (pid == 0) {
+		sc(__NR_close, HELPER_FD_HANDOFF, 0, 0, 0, 0, 0);
+		return;
+	}
+	struct helper_handoff h = { .pid = (int32_t)pid };
+	struct iov v = { &h, sizeof(h) };
+	struct cmsg_fd c = { .len = 20, .level = SOL_SOCKET_, .type = SCM_RIGHTS_, .fd = pidfd };
+	struct mhdr m = { .iov = &v, .iovlen = 1, .control = &c, .controllen = 24 };
+	long r = sc(__NR_sendmsg, HELPER_FD_HANDOFF, (long)&m, 0, 0, 0, 0);
+
+	leave(r == (long)sizeof(h) ? 0 : 4);	/* the child, unhanded, sees the lifeline close */
+}
+
 static void ring_doorbell(struct helper_shared *sh)
 {
 	uint64_t one = 1;
@@ -136,6 +181,7 @@ void helper_main(void)
 	sc(__NR_close_range, 0, HELPER_FD_UFFD - 1, 0, 0, 0, 0);
 	sc(__NR_close_range, HELPER_FD_FIRST_FREE, ~0U, 0, 0, 0, 0);
 	sc(__NR_prctl, PR_SET_NAME, (long)"odpx-uffd", 0, 0, 0, 0);
+	detach();
 	long m = sc(__NR_mmap, 0, HELPER_SHARED_BYTES, PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_POPULATE, HELPER_FD_SHARED, 0);
 	if (m < 0 && m > -4096)

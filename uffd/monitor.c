@@ -44,6 +44,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -661,12 +662,16 @@ static void apply_published(struct helper_shared *sh)
 #define P_PIDFD 3
 #endif
 
-/* Reap the helper that exited, through its pidfd: never another child of the same pid. */
+/*
+ * Reap the helper that exited, through its pidfd: never another child of
+ * the same pid.  It is this process's child only if this process is a
+ * subreaper; otherwise ECHILD (init reaps it).
+ */
 static void reap(void)
 {
 	siginfo_t si;
 
-	waitid(P_PIDFD, mon.helper_pidfd, &si, WEXITED | WNOHANG);	/* ECHILD: reaped already */
+	waitid(P_PIDFD, mon.helper_pidfd, &si, WEXITED | WNOHANG);
 }
 
 static bool helper_alive(void)
@@ -968,28 +973,79 @@ static int helper_image_fd(void)
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	ro = open(path, O_RDONLY | O_CLOEXEC);
-	ro = ro < 0 ? -errno : ro;
 	close(fd);
-	return ro;
+	if (ro < 0)
+		return -errno;
+	/* above the numbers the spawn dup2()s onto, or the child would exec one of those */
+	fd = fcntl(ro, F_DUPFD_CLOEXEC, HELPER_FD_FIRST_FREE);
+	fd = fd < 0 ? -errno : fd;
+	close(ro);
+	return fd;
+}
+
+/*
+ * The spawned process's handoff (helper.h): wait for it to leave (it does at
+ * once), reap it, and take the pidfd and pid of odpx-uffd from its message.
+ * 0 or -errno; either way the spawned process is gone and reaped.
+ */
+static int helper_handoff(pid_t spawned, int sock, int *pidfd, pid_t *pid)
+{
+	union {
+		struct cmsghdr c;
+		char b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct helper_handoff h;
+	struct iovec v = { &h, sizeof(h) };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = ctl.b,
+			    .msg_controllen = sizeof(ctl.b) };
+	int sfd = (int)syscall(SYS_pidfd_open, spawned, 0);
+	struct pollfd p = { sfd, POLLIN, 0 };
+	struct cmsghdr *c;
+	siginfo_t si;
+	ssize_t n;
+	int r;
+
+	if (sfd < 0) {
+		r = -errno;
+		kill(spawned, SIGKILL);	/* not reaped yet: the pid is still its own */
+		waitpid(spawned, NULL, 0);
+		return r;
+	}
+	if (poll(&p, 1, 5000) == 0)
+		syscall(SYS_pidfd_send_signal, sfd, SIGKILL, NULL, 0);
+	waitid(P_PIDFD, sfd, &si, WEXITED);	/* ECHILD: the application reaped it */
+	close(sfd);
+	n = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	c = n == (ssize_t)sizeof(h) ? CMSG_FIRSTHDR(&m) : NULL;
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return n < 0 ? -errno : -EPROTO;
+	memcpy(pidfd, CMSG_DATA(c), sizeof(int));
+	*pid = h.pid;
+	return 0;
 }
 
 /*
  * Start odpx-uffd on mon.uffd (life_lock, before the reader thread starts).
  * posix_spawn: it vforks, so a large process costs no page-table copy, and
  * the helper runs in a session of its own (a terminal's ^C is not for it)
- * with every signal blocked; it leaves when its lifeline closes.  0, or
+ * with every signal blocked; it leaves when its lifeline closes.  The
+ * process spawned forks and exits (helper_handoff()): odpx-uffd is init's
+ * child, or the nearest subreaper's, never the application's.  0, or
  * -errno with mon.helper_why set: the thread reads instead.
  */
 static int helper_start(void)
 {
 	char *argv[] = { "odpx-uffd", NULL }, *envp[] = { NULL };
-	int dup[5] = { -1, -1, -1, -1, -1 }, life[2] = { -1, -1 }, bell = -1, xfd, r;
+	int dup[HELPER_FDS], life[2] = { -1, -1 }, hs[2] = { -1, -1 }, bell = -1, xfd, hfd = -1, r;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t all;
 	char path[40];
-	pid_t pid;
+	pid_t spawned, pid = 0;
 
+	for (int i = 0; i < HELPER_FDS; i++)
+		dup[i] = -1;
 	if (mon.shfd < 0 && (r = helper_map()) < 0)
 		return helper_fail(r, "shared memfd");
 	pthread_mutex_lock(&mon.lock);
@@ -1000,13 +1056,14 @@ static int helper_start(void)
 		mon.shfd = -1;
 		return helper_fail(xfd, "memfd of odpx-uffd");
 	}
-	if (pipe2(life, O_CLOEXEC) < 0 || (bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-		r = helper_fail(-errno, "pipe or eventfd");
+	if (pipe2(life, O_CLOEXEC) < 0 || (bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, hs) < 0) {
+		r = helper_fail(-errno, "pipe, eventfd or socketpair");
 		goto out;
 	}
 	/* above the helper's numbers first, so that no dup2 below overwrites a source */
-	for (int i = 0; i < 5; i++) {
-		const int src[] = { mon.uffd, mon.shfd, life[0], bell, mon.stopfd };
+	for (int i = 0; i < HELPER_FDS; i++) {
+		const int src[HELPER_FDS] = { mon.uffd, mon.shfd, life[0], bell, mon.stopfd, hs[1] };
 		int fd = src[i];
 		if ((dup[i] = fcntl(fd, F_DUPFD_CLOEXEC, HELPER_FD_FIRST_FREE)) < 0) {
 			r = helper_fail(-errno, "dup");
@@ -1014,7 +1071,7 @@ static int helper_start(void)
 		}
 	}
 	posix_spawn_file_actions_init(&fa);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < HELPER_FDS; i++)
 		posix_spawn_file_actions_adddup2(&fa, dup[i], HELPER_FD_UFFD + i);
 	posix_spawnattr_init(&at);
 	sigfillset(&all);
@@ -1023,19 +1080,20 @@ static int helper_start(void)
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
 				      POSIX_SPAWN_SETSID);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", xfd);
-	r = -posix_spawn(&pid, path, &fa, &at, argv, envp);
+	r = -posix_spawn(&spawned, path, &fa, &at, argv, envp);
 	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	if (r < 0) {
 		helper_fail(r, "posix_spawn odpx-uffd");
 		goto out;
 	}
-	if ((mon.helper_pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
-		r = helper_fail(-errno, "pidfd_open");
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);	/* before any other child could have its pid */
-		goto out;
+	close(hs[1]);
+	hs[1] = -1;
+	if ((r = helper_handoff(spawned, hs[0], &hfd, &pid)) < 0) {
+		helper_fail(r, "odpx-uffd handoff");
+		goto out;	/* closing the lifeline lets a forked odpx-uffd go */
 	}
+	mon.helper_pidfd = hfd;
 	mon.helper_pid = pid;
 	mon.lifeline = life[1];
 	mon.doorbell = bell;
@@ -1044,12 +1102,15 @@ static int helper_start(void)
 	atomic_store_explicit(&mon.helper_on, true, memory_order_relaxed);
 	r = 0;
 out:
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < HELPER_FDS; i++)
 		if (dup[i] >= 0)
 			close(dup[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		if (life[i] >= 0)
 			close(life[i]);
+		if (hs[i] >= 0)
+			close(hs[i]);
+	}
 	if (bell >= 0)
 		close(bell);
 	close(xfd);
