@@ -47,7 +47,7 @@
 #define BATCH 256
 #define RECENT 64
 #define RECENT_NS (50 * 1000000ULL)	/* a repeat within 50 ms is merged away */
-#define LINGER_US 100	/* default; measured in bench/prefetch.c and invalidate.c */
+#define LINGER_US 100	/* default: outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
 
 struct engine {
 	struct io_uring ring;

@@ -973,9 +973,10 @@ static int helper_image_fd(void)
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	ro = open(path, O_RDONLY | O_CLOEXEC);
+	ro = ro < 0 ? -errno : ro;
 	close(fd);
 	if (ro < 0)
-		return -errno;
+		return ro;
 	/* above the numbers the spawn dup2()s onto, or the child would exec one of those */
 	fd = fcntl(ro, F_DUPFD_CLOEXEC, HELPER_FD_FIRST_FREE);
 	fd = fd < 0 ? -errno : fd;
@@ -1016,11 +1017,17 @@ static int helper_handoff(pid_t spawned, int sock, int *pidfd, pid_t *pid)
 	waitid(P_PIDFD, sfd, &si, WEXITED);	/* ECHILD: the application reaped it */
 	close(sfd);
 	n = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	c = n == (ssize_t)sizeof(h) ? CMSG_FIRSTHDR(&m) : NULL;
+	if (n < 0)
+		return -errno;	/* EAGAIN: it left without a word */
+	c = CMSG_FIRSTHDR(&m);
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
 	    c->cmsg_len != CMSG_LEN(sizeof(int)))
-		return n < 0 ? -errno : -EPROTO;
+		return -EPROTO;
 	memcpy(pidfd, CMSG_DATA(c), sizeof(int));
+	if (n != (ssize_t)sizeof(h) || h.pid <= 0) {
+		close(*pidfd);
+		return -EPROTO;
+	}
 	*pid = h.pid;
 	return 0;
 }
