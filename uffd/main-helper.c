@@ -120,6 +120,7 @@ static void detach(void)
 		leave(3);
 	if (pid == 0) {
 		sc(__NR_close, HELPER_FD_HANDOFF, 0, 0, 0, 0, 0);
+		sc(__NR_setsid, 0, 0, 0, 0, 0, 0);	/* its own session, not the one that leaves */
 		return;
 	}
 	struct helper_handoff h = { .pid = (int32_t)pid };
