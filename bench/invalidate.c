@@ -415,11 +415,42 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
  * by the same untimed map and 1 ms pause.  The pooled medians compare.
  *   without   no odpx;  without2  the same again: the harness's own bias;
  *   idle2     no odpx, two threads asleep where odpx's threads are placed;
+ *   migrated  no odpx and no thread: the process itself ran 2 ms on CPU 1,
+ *             then came back to CPU 0 for good (visit_cpu1());
  *   odpx      a context open and running, its threads asleep.
  */
-enum { PK_WITHOUT, PK_WITHOUT2, PK_IDLE2, PK_ODPX, NPK };
+enum { PK_WITHOUT, PK_WITHOUT2, PK_IDLE2, PK_MIGRATED, PK_ODPX, NPK };
 
-static const char *const pk_name[NPK] = { "without", "without2", "idle2", "odpx" };
+static const char *const pk_name[NPK] = { "without", "without2", "idle2", "migrated", "odpx" };
+
+/*
+ * Run 2 ms on CPU 1, then come back.  On x86 since Linux 6.13 a CPU leaves
+ * an mm's mm_cpumask only when a flush reaches it while it runs another mm
+ * (at most one such trim a second).  An idle CPU keeps the last mm loaded
+ * lazily, and a lazy CPU is sent no flush unless page tables are freed, so
+ * from then on every munmap here takes the multi-CPU flush path: what a
+ * thread of odpx that ever ran there costs, with no odpx and no thread.
+ * (The fixed-address slots sit alone in their page tables, freed when a
+ * sample unmaps its last guard: that flush reaches the lazy CPU, and is why
+ * the threads cost nothing there.)
+ */
+static void visit_cpu1(void)
+{
+	cpu_set_t one;
+	uint64_t end;
+
+	if (bench_env.ncpu < 2)
+		return;
+	CPU_ZERO(&one);
+	CPU_SET(1, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		DIE("sched_setaffinity: %s", strerror(errno));
+	for (end = now_ns() + 2000000; now_ns() < end;)
+		;
+	if (placement == PL_SCHED)
+		place(-1);
+	settle();
+}
 
 struct child {
 	pid_t pid;
@@ -437,6 +468,8 @@ static void child_main(int kind, struct slots *s, char *anchor, int go, int done
 		ctx = open_running(anchor, false);
 	else if (kind == PK_IDLE2)
 		idlers_start(&idle);
+	else if (kind == PK_MIGRATED)
+		visit_cpu1();
 	while (read(go, &c, 1) == 1) {
 		settle();
 		map_slots(s);
@@ -568,11 +601,13 @@ static void w4(size_t bytes, int pl)
 	if (fv[0]) {	/* the same, every process's slots at one address */
 		struct summary fw = summarize(fv[PK_WITHOUT], sets * per, k),
 			       fo = summarize(fv[PK_ODPX], sets * per, k),
-			       fi = summarize(fv[PK_IDLE2], sets * per, k);
+			       fi = summarize(fv[PK_IDLE2], sets * per, k),
+			       fm = summarize(fv[PK_MIGRATED], sets * per, k);
 		snprintf(cas, sizeof(cas), "unregistered-fixed-address-%s%s", sz, sfx);
 		kv_ratio("W4", cas, "uring", mode, "munmap_process_with_odpx/munmap_process_without",
-			 fo.median, fw.median, 0, 0, "idle2_over_without=%.3f null_ratio=%.3f"
-			 " slots_at=%#lx placement=%s", fi.median / fw.median,
+			 fo.median, fw.median, 0, 0, "idle2_over_without=%.3f"
+			 " migrated_over_without=%.3f null_ratio=%.3f slots_at=%#lx placement=%s",
+			 fi.median / fw.median, fm.median / fw.median,
 			 summarize(fv[PK_WITHOUT2], sets * per, k).median / fw.median,
 			 (unsigned long)((uintptr_t)1 << 45), where);
 		for (int p = 0; p < NPK; p++)
@@ -582,10 +617,13 @@ static void w4(size_t bytes, int pl)
 	kv_ratio("W4", cas, "uring", mode, "munmap_process_with_odpx/munmap_process_without",
 		 pk[PK_ODPX].median, pk[PK_WITHOUT].median, '<', 1.02,
 		 "null_ratio=%.3f idle2_over_without=%.3f odpx_over_idle2=%.3f"
+		 " migrated_over_without=%.3f odpx_over_migrated=%.3f"
 		 " in_process_plain_over_without=%.3f in_process_thread_reader_over_without=%.3f"
 		 " placement=%s", pk[PK_WITHOUT2].median / pk[PK_WITHOUT].median,
 		 pk[PK_IDLE2].median / pk[PK_WITHOUT].median,
-		 pk[PK_ODPX].median / pk[PK_IDLE2].median, sm[PLAIN].median / sm[WITHOUT].median,
+		 pk[PK_ODPX].median / pk[PK_IDLE2].median,
+		 pk[PK_MIGRATED].median / pk[PK_WITHOUT].median,
+		 pk[PK_ODPX].median / pk[PK_MIGRATED].median, sm[PLAIN].median / sm[WITHOUT].median,
 		 sm[PLAIN_THR].median / sm[WITHOUT].median, where);
 	double bare = sm[BARE_BUSY].median < sm[BARE_SLEEP].median ? sm[BARE_BUSY].median
 								    : sm[BARE_SLEEP].median;
