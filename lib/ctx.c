@@ -119,6 +119,28 @@ static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *
 	return (uint32_t)n;
 }
 
+#define LINGER_US_DEFAULT 100	/* outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
+#define LINGER_US_MAX 1000000
+
+/* the engine's linger when the attributes name none */
+static int parse_linger_env(uint32_t *us)
+{
+	const char *s = getenv("ODPX_ENGINE_LINGER_US");
+	unsigned long long v;
+	char *end;
+
+	*us = LINGER_US_DEFAULT;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || *s == '-' || v > LINGER_US_MAX)
+		return odpx_fail(-EINVAL, "ODPX_ENGINE_LINGER_US=%s: not a number of microseconds"
+				 " from 0 to %u", s, LINGER_US_MAX);
+	*us = (uint32_t)v;
+	return 0;
+}
+
 static int parse_mode_env(enum odpx_mode *m)
 {
 	const char *s = getenv("ODPX_MODE");
@@ -163,6 +185,10 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		return odpx_fail(-EINVAL, "unknown open flags %#x", a.flags);
 	if (a.mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a.mode)) < 0)
 		return r;
+	if (!(a.comp_mask & ODPX_ATTR_LINGER) && (r = parse_linger_env(&a.linger_us)) < 0)
+		return r;
+	if (a.linger_us > LINGER_US_MAX)
+		return odpx_fail(-EINVAL, "linger_us %u above %u", a.linger_us, LINGER_US_MAX);
 	if (a.mode == ODPX_MODE_AUTO)
 		a.mode = ODPX_MODE_PIN;
 	/* only the verbs backend pages on demand (its open chose the mode) */
@@ -192,6 +218,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->flags = a.flags;
 	ctx->lim = a.limits;
 	ctx->tick_ms = a.tick_ms;
+	ctx->linger_us = a.linger_us;
 	ctx->max_entries = slab_slots(&a, ops);
 	ctx->hmod = ctx->max_entries;
 	while (ctx->hmod > 2 && !odpx_is_prime(ctx->hmod))

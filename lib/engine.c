@@ -24,8 +24,9 @@
  * dead entries from a run of munmaps) costs its producers no system call
  * even when the engine drains faster than they produce, or runs on their CPU
  * and so only while they wait.  The price: work that arrives during a linger
- * waits for its end, at most linger_ns (ODPX_ENGINE_LINGER_US, 0: never
- * linger, ring whenever the engine has drained).
+ * waits for its end, at most linger_ns (ODPX_ATTR_LINGER, else
+ * ODPX_ENGINE_LINGER_US, default 100 us; 0: never linger, ring whenever the
+ * engine has drained).
  *
  * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
  * after D. Vyukov); a full queue drops the hint and counts it.
@@ -47,7 +48,6 @@
 #define BATCH 256
 #define RECENT 64
 #define RECENT_NS (50 * 1000000ULL)	/* a repeat within 50 ms is merged away */
-#define LINGER_US 100	/* default: outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
 
 struct engine {
 	struct io_uring ring;
@@ -372,8 +372,6 @@ static void *engine_main(void *arg)
 
 int engine_start(struct odpx_ctx *ctx)
 {
-	const char *env = getenv("ODPX_ENGINE_LINGER_US");
-	unsigned long long linger_us;
 	struct engine *e;
 	sigset_t all, old;
 	int r = 0;
@@ -390,9 +388,8 @@ int engine_start(struct odpx_ctx *ctx)
 	}
 	e->tick.tv_sec = ctx->tick_ms / 1000;
 	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
-	linger_us = env ? strtoull(env, NULL, 10) : LINGER_US;
-	e->linger.tv_sec = (long long)(linger_us / 1000000);
-	e->linger.tv_nsec = (long long)(linger_us % 1000000) * 1000LL;
+	e->linger.tv_sec = ctx->linger_us / 1000000;
+	e->linger.tv_nsec = (long long)(ctx->linger_us % 1000000) * 1000LL;
 	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->efd < 0) {
 		r = -errno;

@@ -216,6 +216,7 @@ struct odpx_ctx {
 	uint32_t nevicted;
 	struct odpx_limits lim;
 	uint32_t tick_ms;
+	uint32_t linger_us;		/* engine.c: 0, never linger */
 
 	_Atomic uint32_t dead_head ALIGNED_LINE;
 

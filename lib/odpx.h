@@ -82,7 +82,8 @@ enum odpx_attr_mask {
 	ODPX_ATTR_THRASH_CB = 1 << 4,
 	ODPX_ATTR_TRANSPORTS = 1 << 5,
 	ODPX_ATTR_CHUNK = 1 << 6,
-	ODPX_ATTR_RESERVED = 1 << 7,
+	ODPX_ATTR_LINGER = 1 << 7,
+	ODPX_ATTR_RESERVED = 1 << 8,
 };
 
 /* Transports the caller will use with its registrations (verbs backend). */
@@ -165,6 +166,10 @@ struct odpx_attr {
 	uint32_t transports;		/* ODPX_ATTR_TRANSPORTS: enum odpx_transport, default RC */
 	uint64_t chunk_bytes;		/* ODPX_ATTR_CHUNK: explicit-ODP chunk, a power of 2,
 					 * 2 MiB..2 GiB, at most max_mr_size; default 64 MiB */
+	uint32_t linger_us;		/* ODPX_ATTR_LINGER: how long the engine waits on a
+					 * timer after work before it sleeps on its doorbell,
+					 * 0 (never) to 1000000; default ODPX_ENGINE_LINGER_US
+					 * from the environment, else 100 */
 };
 
 /**

@@ -216,15 +216,22 @@ static void prepin_after_remap(void)
  * served when the linger ends; a linger that finds nothing puts the engine
  * back on the doorbell, and the next hint rings it.  A 1 s linger and a 60 s
  * tick keep the three phases apart by far more than a scheduling delay.
- * ODPX_ENGINE_LINGER_US=0: never a linger, every hint after a drain rings.
+ * A linger of 0: never, every hint after a drain rings.  The attribute
+ * (ODPX_ATTR_LINGER) wins over the environment (ODPX_ENGINE_LINGER_US), so
+ * each is set to the opposite of what the other asks.
  */
-static struct odpx_ctx *open_linger(const char *us)
+static struct odpx_ctx *open_linger(const char *env, long attr_us)
 {
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_TICK, .tick_ms = 60000 };
 	struct odpx_ctx *c;
 
-	setenv("ODPX_ENGINE_LINGER_US", us, 1);	/* read when the engine starts */
+	if (attr_us >= 0) {
+		a.comp_mask |= ODPX_ATTR_LINGER;
+		a.linger_us = (uint32_t)attr_us;
+	}
+	setenv("ODPX_ENGINE_LINGER_US", env, 1);	/* read by odpx_open */
 	CHECK_RC(odpx_open_uring(&a, &c), 0);
+	unsetenv("ODPX_ENGINE_LINGER_US");
 	return c;
 }
 
@@ -233,49 +240,78 @@ static int issued_to(struct odpx_ctx *c, uint64_t n)
 	return stats_of(c).prefetch_issued == n;
 }
 
-static void linger(void)
+/* a 1 s linger: a hint during it rings nothing; an empty one ends it */
+static void lingers(struct odpx_ctx *c, unsigned char *p, const char *how)
 {
-	unsigned char *p = map_anon(NULL, 8 * PG);
-	struct odpx_ctx *c = open_linger("1000000");
 	struct odpx_stats s0, s1, s2;
 
-	memset(p, 5, 8 * PG);
 	CHECK_RC(odpx_prefetch(c, p, PG, 0), 0);	/* starts the engine and rings it */
-	CHECK(WAIT_FOR(issued_to(c, 1), 5), "first hint not served");
+	CHECK(WAIT_FOR(issued_to(c, 1), 5), "%s: first hint not served", how);
 	s0 = stats_of(c);
-	CHECK(!engine_asleep(c), "the engine went back to its doorbell right after serving a hint");
+	CHECK(!engine_asleep(c), "%s: the engine went back to its doorbell right after serving"
+	      " a hint", how);
 	CHECK_RC(odpx_prefetch(c, p + 2 * PG, PG, 0), 0);
-	CHECK(WAIT_FOR(issued_to(c, 2), 5), "a hint queued during a linger was not served");
+	CHECK(WAIT_FOR(issued_to(c, 2), 5), "%s: a hint queued during a linger was not served", how);
 	s1 = stats_of(c);
 	CHECK(s1.engine_wakeups == s0.engine_wakeups && s1.engine_lingers == s0.engine_lingers + 1,
-	      "a hint during a linger: engine_wakeups %lu -> %lu (a doorbell), engine_lingers %lu -> %lu",
-	      U(s0.engine_wakeups), U(s1.engine_wakeups), U(s0.engine_lingers), U(s1.engine_lingers));
+	      "%s: a hint during a linger: engine_wakeups %lu -> %lu (a doorbell),"
+	      " engine_lingers %lu -> %lu", how, U(s0.engine_wakeups), U(s1.engine_wakeups),
+	      U(s0.engine_lingers), U(s1.engine_lingers));
 	/* a linger with nothing to serve: back on the doorbell */
-	CHECK(WAIT_FOR(engine_asleep(c), 5), "the engine never went back to its doorbell");
+	CHECK(WAIT_FOR(engine_asleep(c), 5), "%s: the engine never went back to its doorbell", how);
 	s1 = stats_of(c);
-	CHECK(s1.engine_lingers == s0.engine_lingers + 2, "engine_lingers %lu, expected %lu",
-	      U(s1.engine_lingers), U(s0.engine_lingers + 2));
+	CHECK(s1.engine_lingers == s0.engine_lingers + 2, "%s: engine_lingers %lu, expected %lu",
+	      how, U(s1.engine_lingers), U(s0.engine_lingers + 2));
 	CHECK_RC(odpx_prefetch(c, p + 4 * PG, PG, 0), 0);
-	CHECK(WAIT_FOR(issued_to(c, 3), 5), "a hint to a sleeping engine was not served");
+	CHECK(WAIT_FOR(issued_to(c, 3), 5), "%s: a hint to a sleeping engine was not served", how);
 	s2 = stats_of(c);
 	CHECK(s2.engine_wakeups == s1.engine_wakeups + 1 && s2.engine_lingers == s1.engine_lingers,
-	      "a hint to a sleeping engine: engine_wakeups %lu -> %lu, engine_lingers %lu -> %lu",
-	      U(s1.engine_wakeups), U(s2.engine_wakeups), U(s1.engine_lingers), U(s2.engine_lingers));
+	      "%s: a hint to a sleeping engine: engine_wakeups %lu -> %lu, engine_lingers %lu -> %lu",
+	      how, U(s1.engine_wakeups), U(s2.engine_wakeups), U(s1.engine_lingers),
+	      U(s2.engine_lingers));
 	CHECK_RC(odpx_close(c), 0);	/* stops an engine in its linger */
+}
 
-	c = open_linger("0");
+static void never_lingers(struct odpx_ctx *c, unsigned char *p, const char *how)
+{
+	struct odpx_stats s0 = { 0 }, s1;
+
 	for (unsigned i = 0; i < 3; i++) {
 		CHECK_RC(odpx_prefetch(c, p + 2 * i * PG, PG, 0), 0);
-		CHECK(WAIT_FOR(issued_to(c, i + 1), 5), "hint %u not served (no linger)", i);
-		CHECK(WAIT_FOR(engine_asleep(c), 5), "the engine did not sleep after hint %u", i);
+		CHECK(WAIT_FOR(issued_to(c, i + 1), 5), "%s: hint %u not served", how, i);
+		CHECK(WAIT_FOR(engine_asleep(c), 5), "%s: the engine did not sleep after hint %u",
+		      how, i);
 		if (i == 0)	/* the first may be served before the engine first sleeps */
 			s0 = stats_of(c);
 	}
 	s1 = stats_of(c);
 	CHECK(s1.engine_lingers == 0 && s1.engine_wakeups == s0.engine_wakeups + 2,
-	      "no linger: engine_lingers %lu (expected 0), engine_wakeups %lu -> %lu (expected +2)",
-	      U(s1.engine_lingers), U(s0.engine_wakeups), U(s1.engine_wakeups));
+	      "%s: engine_lingers %lu (expected 0), engine_wakeups %lu -> %lu (expected +2)",
+	      how, U(s1.engine_lingers), U(s0.engine_wakeups), U(s1.engine_wakeups));
 	CHECK_RC(odpx_close(c), 0);
+}
+
+static void linger(void)
+{
+	unsigned char *p = map_anon(NULL, 8 * PG);
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LINGER, .linger_us = 1000001 };
+	struct odpx_ctx *c;
+
+	memset(p, 5, 8 * PG);
+	lingers(open_linger("0", 1000000), p, "ODPX_ATTR_LINGER 1 s");
+	never_lingers(open_linger("1000000", 0), p, "ODPX_ATTR_LINGER 0");
+	never_lingers(open_linger("0", -1), p, "ODPX_ENGINE_LINGER_US=0");
+	/* out of range, either way: refused, nothing opened */
+	c = (struct odpx_ctx *)p;
+	CHECK_RC(odpx_open_uring(&a, &c), -EINVAL);
+	CHECK(c == NULL, "a refused open left *ctx set");
+	for (unsigned i = 0; i < 3; i++) {
+		static const char *const bad[] = { "1000001", "-1", "100us" };
+		setenv("ODPX_ENGINE_LINGER_US", bad[i], 1);
+		CHECK_RC(odpx_open_uring(NULL, &c), -EINVAL);
+		CHECK(strstr(odpx_last_reason(), "ODPX_ENGINE_LINGER_US") != NULL,
+		      "ODPX_ENGINE_LINGER_US=%s refused with reason \"%s\"", bad[i], odpx_last_reason());
+	}
 	unsetenv("ODPX_ENGINE_LINGER_US");
 	munmap(p, 8 * PG);
 }
