@@ -239,19 +239,32 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	return 0;
 }
 
+/*
+ * After a failed attach (the reason is in ctx->reason) misses are served
+ * direct, and the attach is tried again at most once per
+ * MONITOR_RETRY_NS: a thread or process limit that stopped the reader may
+ * be lifted, and a context should not stay uncached for its whole life
+ * because of one refusal.  A userfaultfd the kernel refuses stays refused
+ * (monitor.c), and costs each retry only a lock.
+ */
+#define MONITOR_RETRY_NS 1000000000ULL
+
 static int attach_monitor(struct odpx_ctx *ctx)
 {
+	uint64_t retry = atomic_load_explicit(&ctx->monitor_retry_ns, RLX), now;
 	int r;
 
 	if (atomic_load_explicit(&ctx->attached, ACQ))
 		return 0;
-	if (atomic_load_explicit(&ctx->monitor_failed, RLX))
+	if (retry && (now = monitor_ns()) < retry)
+		return -ENOTSUP;
+	/* one thread of the context retries; the others go direct meanwhile */
+	if (retry && !atomic_compare_exchange_strong(&ctx->monitor_retry_ns, &retry,
+						     now + MONITOR_RETRY_NS))
 		return -ENOTSUP;
 	r = monitor_attach(ctx);
 	if (r < 0) {
-		atomic_store(&ctx->monitor_failed, true);
-		snprintf(ctx->reason, sizeof(ctx->reason),
-			 "pin mode without invalidation is unsafe: %s; serving direct", mon.why);
+		atomic_store(&ctx->monitor_retry_ns, monitor_ns() + MONITOR_RETRY_NS);
 		return r;
 	}
 	return engine_start(ctx);

@@ -228,7 +228,7 @@ struct odpx_ctx {
 	/* monitor membership (mon.lock) */
 	struct odpx_ctx *mon_next;
 	_Atomic bool attached;		/* written under mon.lock */
-	_Atomic bool monitor_failed;
+	_Atomic uint64_t monitor_retry_ns;	/* cache.c attach_monitor(); 0: none failed */
 
 	/* engine */
 	_Atomic(struct engine *) eng;	/* set under eng_lock; read by kickers */
@@ -240,6 +240,7 @@ struct odpx_ctx {
 	/* backend private */
 	void *be_priv;
 	char reason[192];
+	char reason_open[192];		/* the open's, while a failed attach has its own */
 };
 
 /* ctx.c: trial division, for the slab's prime size (index.h) */

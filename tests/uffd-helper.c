@@ -16,14 +16,21 @@
  *   - the last odpx_close() stops it (init reaps it);
  *   - the application's death ends it (its lifeline pipe closes);
  *   - a process allowed on one CPU has its thread read (no shootdown to save),
- *     which is a choice, not a fallback.
+ *     which is a choice, not a fallback;
+ *   - a process that may start no thread nor process (RLIMIT_NPROC 0): the
+ *     spawn and the reader thread both fail, so misses are served direct
+ *     (direct_no_monitor), the reason says why, data moves through the right
+ *     pages, and nothing of the monitor stays open; once the limit is lifted
+ *     the next miss after the retry interval attaches and caches.
  * A hung munmap would hang the test: alarm() bounds each case.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -33,6 +40,7 @@
 #include "../uffd/monitor.h"
 
 #define LEN (64 * 1024)
+#define U(x) ((unsigned long)(x))
 
 static void proc_line(pid_t pid, const char *file, char *buf, size_t cap)
 {
@@ -259,6 +267,85 @@ static int on_one_cpu(void *arg)
 	return 0;
 }
 
+static unsigned count_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *d;
+	unsigned n = 0;
+
+	CHECK(dir, "opendir /proc/self/fd");
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n - 1;	/* the directory's own */
+}
+
+static int no_thread_allowed(void *arg)
+{
+	struct rlimit nproc, none;
+	struct odpx_mr *mr;
+	struct odpx_stats st;
+	struct odpx_ctx *ctx;
+	const char *why;
+	char open_why[192];
+	unsigned fds;
+
+	(void)arg;
+	/* root ignores RLIMIT_NPROC; the unprivileged run is nobody already */
+	if (geteuid() == 0)
+		CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0,
+		      "drop to nobody: %s", strerror(errno));
+	CHECK(getrlimit(RLIMIT_NPROC, &nproc) == 0, "getrlimit");
+	none = (struct rlimit){ 0, nproc.rlim_max };
+	CHECK(setrlimit(RLIMIT_NPROC, &none) == 0, "setrlimit(RLIMIT_NPROC, 0): %s", strerror(errno));
+
+	ctx = open_pin(0);
+	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
+	snprintf(open_why, sizeof(open_why), "%s", why);
+	fds = count_fds();
+	char *p = map_anon(NULL, LEN);
+	CHECK_RC(odpx_reg(ctx, p, LEN, 0, &mr), 0);
+	st = stats_of(ctx);
+	CHECK(st.direct_no_monitor == 1 && st.direct_regs == 1 && st.reader_process == 0 &&
+	      st.watch_regs == 0, "no thread allowed: direct_no_monitor %lu, direct_regs %lu,"
+	      " reader_process %lu, watch_regs %lu", U(st.direct_no_monitor), U(st.direct_regs),
+	      U(st.reader_process), U(st.watch_regs));
+	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
+	CHECK(strstr(why, "reader thread") && strstr(why, "serving direct"),
+	      "the reason does not say why: \"%s\"", why);
+	CHECK(count_fds() == fds, "the failed monitor left %d descriptors open",
+	      (int)count_fds() - (int)fds);
+	CHECK(mon.uffd < 0 && !mon.running && mon.helper_pid <= 0,
+	      "the failed monitor: uffd %d, running %d, helper %d", mon.uffd, mon.running,
+	      (int)mon.helper_pid);
+
+	/*
+	 * Lifted.  Only now the data check: READ_FIXED from a file goes to an
+	 * io-wq worker, which the limit refuses too (-ECANCELED).  Then, after
+	 * the retry interval, the next miss attaches and caches.
+	 */
+	CHECK(setrlimit(RLIMIT_NPROC, &nproc) == 0, "setrlimit back: %s", strerror(errno));
+	CHECK(data_check(ctx, mr, p, LEN, 11), "direct registration: data through the wrong pages");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	alarm(20);
+	CHECK(munmap(p, LEN) == 0, "munmap");	/* nothing watched it */
+	alarm(0);
+	usleep(1100 * 1000);
+	p = cached(ctx, NULL);
+	st = stats_of(ctx);
+	CHECK(st.direct_no_monitor == 1 && st.reader_process == 1 && st.entries == 1,
+	      "limit lifted: direct_no_monitor %lu (want 1), reader_process %lu, entries %lu",
+	      U(st.direct_no_monitor), U(st.reader_process), U(st.entries));
+	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
+	CHECK(!strcmp(why, open_why), "attached, the reason is still \"%s\"", why);
+	remap_and_check(ctx, p, 12);
+	st = stats_of(ctx);
+	CHECK(st.inval_unmap == 1, "the UNMAP of the cached range: inval_unmap %lu", U(st.inval_unmap));
+	munmap(p, LEN);
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
+
 int main(void)
 {
 	int fds[2];
@@ -286,5 +373,7 @@ int main(void)
 	printf("ends with the application: ok\n");
 	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
 	printf("one CPU, the thread reads: ok\n");
+	CHECK(run_forked(NULL, no_thread_allowed, NULL) == 0, "no thread allowed");
+	printf("no thread allowed: direct, then cached once lifted: ok\n");
 	return 0;
 }

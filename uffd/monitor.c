@@ -1196,6 +1196,26 @@ static unsigned default_budget(void)
  */
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * No reader could start and no context is attached: close the uffd (nothing
+ * is registered on it yet) and free the watch table, so that a process whose
+ * monitor failed holds nothing of it; the next attempt opens them anew.
+ * life_lock held.
+ */
+static void release_uffd(void)
+{
+	struct watch *w;
+
+	pthread_mutex_lock(&mon.lock);
+	close(mon.uffd);
+	mon.uffd = -1;
+	w = mon.w;
+	mon.w = NULL;
+	mon.nw = 0;
+	pthread_mutex_unlock(&mon.lock);
+	free(w);
+}
+
 int monitor_attach(struct odpx_ctx *ctx)
 {
 	int r = 0;
@@ -1235,6 +1255,8 @@ out_err:
 
 		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 			r = -errno;
+			snprintf(mon.why, sizeof(mon.why), "the reader's eventfd: %s", strerror(-r));
+			release_uffd();
 			goto out;
 		}
 		if (h && !strcmp(h, "0"))
@@ -1252,6 +1274,8 @@ out_err:
 				helper_stop();
 			close(mon.stopfd);	/* written: a new one for the next attempt */
 			mon.stopfd = -1;
+			snprintf(mon.why, sizeof(mon.why), "the reader thread: %s", strerror(-r));
+			release_uffd();
 			goto out;
 		}
 	}
@@ -1265,6 +1289,14 @@ out_err:
 	mon.users++;
 	pthread_mutex_unlock(&mon.lock);
 out:
+	/* mon.why is life_lock's; the reason the open gave comes back once attached */
+	if (r < 0 && !ctx->reason_open[0])
+		memcpy(ctx->reason_open, ctx->reason, sizeof(ctx->reason));
+	if (r < 0)
+		snprintf(ctx->reason, sizeof(ctx->reason),
+			 "pin mode without invalidation is unsafe: %s; serving direct", mon.why);
+	else if (ctx->reason_open[0])
+		memcpy(ctx->reason, ctx->reason_open, sizeof(ctx->reason));
 	pthread_mutex_unlock(&life_lock);
 	return r;
 }
