@@ -6,7 +6,8 @@
 # Exit status of a test: 0 pass, 77 skip (the test printed why), anything else fail.
 # A test that passes while printing a line starting "XFAIL:" is a known, labelled defect
 # of the platform (counted as passed, shown as XFAIL).  A test killed by the timeout fails,
-# with where each of its threads was (name, wait channel, system call, kernel stack).
+# with where each thread of each of its processes was (name, wait channel, system call,
+# kernel stack).
 # The timeout counts naps of 0.1 s, not the clock: a paused machine is one nap.
 # POSIX sh only: the same runner is used on the host and inside the Soft-RoCE guest.
 timeout_s=${TEST_TIMEOUT:-120}
@@ -23,9 +24,20 @@ threads_of() {
 	done
 }
 
-# Run $1 in a process group of its own (setsid: a background job is no group leader,
-# so it does not fork), output to $log; after $timeout_s s of naps, dump its threads,
-# then TERM the group and KILL it 5 s later.  Sets rc; $log.timeout marks a timeout.
+# The processes of session $1: the test and every child it forked (a test's forked
+# cases hang there, not in the parent that waits for them).
+procs_of() {
+	for s in /proc/[0-9]*/stat; do
+		p=${s#/proc/}
+		p=${p%/stat}
+		[ "$(sed 's/.*) //' "$s" 2>/dev/null | cut -d' ' -f4)" = "$1" ] && echo "$p"
+	done
+}
+
+# Run $1 in a session of its own (setsid: a background job is no group leader,
+# so it does not fork), output to $log; after $timeout_s s of naps, dump the threads
+# of each of its processes, then TERM the group and KILL it 5 s later.  Sets rc;
+# $log.timeout marks a timeout.
 run_one() {
 	rm -f "$log.timeout"
 	setsid "$1" > "$log" 2>&1 &
@@ -34,7 +46,10 @@ run_one() {
 		n=0
 		while [ $n -lt $((timeout_s * 10)) ]; do sleep 0.1; n=$((n + 1)); done
 		: > "$log.timeout"
-		{ echo "--- timed out: its threads:"; threads_of $pid; } >> "$log" 2>&1
+		for p in $(procs_of $pid); do
+			echo "--- timed out: process $p ($(cat /proc/"$p"/comm 2>/dev/null)), its threads:"
+			threads_of "$p"
+		done >> "$log" 2>&1
 		kill -TERM -$pid 2>/dev/null
 		sleep 5
 		kill -KILL -$pid 2>/dev/null
