@@ -6,7 +6,7 @@
  *     process named odpx-uffd, in a session of its own, holding its four
  *     descriptors and none of ours (a pipe of ours still reaches EOF), and
  *     no child of ours: wait() for our children returns ECHILD once they
- *     are reaped, not when odpx-uffd ends;
+ *     are reaped, not when odpx-uffd ends, and its start raises no SIGCHLD;
  *   - killed while idle: the monitor's thread reads from then on
  *     (reader_fallbacks +1), a munmap of cached memory still returns, and
  *     data moves through the right pages;
@@ -139,6 +139,14 @@ static void runs_alone(struct odpx_ctx *ctx, const int pipe_fds[2])
 	close(pipe_fds[1]);	/* ours alone: it is no writer of it */
 	CHECK(fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK) == 0, "O_NONBLOCK");
 	CHECK(read(pipe_fds[0], &c, 1) == 0, "our pipe did not reach EOF: odpx-uffd holds it");
+}
+
+static volatile sig_atomic_t sigchlds;
+
+static void on_sigchld(int sig)
+{
+	(void)sig;
+	sigchlds++;
 }
 
 /* Our wait() for our own children: never odpx-uffd's business (alarm: a hang). */
@@ -353,8 +361,12 @@ int main(void)
 	pid_t pid;
 
 	CHECK(pipe(fds) == 0, "pipe");	/* not close-on-exec: odpx-uffd must not inherit it */
+	/* odpx-uffd's parent, our child, exits at once: no SIGCHLD for it */
+	struct sigaction sa = { .sa_handler = on_sigchld, .sa_flags = SA_RESTART };
+	CHECK(sigaction(SIGCHLD, &sa, NULL) == 0, "sigaction");
 	ctx = open_pin(0);
 	char *p = cached(ctx, NULL);
+	CHECK(sigchlds == 0, "%d SIGCHLD while odpx-uffd started", (int)sigchlds);
 	runs_alone(ctx, fds);
 	not_our_child();
 	remap_and_check(ctx, p, 4);

@@ -33,9 +33,10 @@
 
 /*
  * The helper's file descriptors, set up by the spawn.  HANDOFF: a seqpacket
- * socket on which the spawned process sends the application one message,
- * struct helper_handoff with a pidfd of the child that goes on as odpx-uffd
- * (SCM_RIGHTS), and exits: odpx-uffd is then no child of the application.
+ * socket on which odpx-uffd sends the application one message, struct
+ * helper_handoff with a pidfd of itself (SCM_RIGHTS), and closes.  Its
+ * parent is the spawn's first process, which left once it had exec'd:
+ * odpx-uffd is no child of the application.
  */
 enum { HELPER_FD_UFFD = 3, HELPER_FD_SHARED, HELPER_FD_LIFELINE, HELPER_FD_DOORBELL,
        HELPER_FD_STOP, HELPER_FD_HANDOFF, HELPER_FD_FIRST_FREE };

@@ -5,11 +5,11 @@
  * It dequeues events and does nothing else (helper.h has the protocol and
  * the reason it is a process).  It is built freestanding, with no libc, and
  * embedded in libodpx (helper-image.S); monitor.c starts it from a memfd
- * with its descriptors at fixed numbers (helper.h).  The process started
- * forks at once, hands the application a pidfd of its child and exits: the
- * child, odpx-uffd proper, belongs to init (or the nearest subreaper), so
- * that an application's wait() for its own children never waits for it and
- * waitpid(-1) never reaps it.  It leaves when told to
+ * with its descriptors at fixed numbers (helper.h), as a grandchild whose
+ * parent has left: it belongs to init (or the nearest subreaper), so that
+ * an application's wait() for its own children never waits for it and
+ * waitpid(-1) never reaps it.  It hands the application a pidfd of itself
+ * first (detach()).  It leaves when told to
  * (the stop eventfd), or when the application's end of the lifeline pipe is
  * closed: the application exited or exec()ed.
  *
@@ -29,7 +29,6 @@
 #include <linux/mman.h>
 #include <linux/poll.h>
 #include <linux/prctl.h>
-#include <linux/sched.h>
 #include <linux/time.h>
 
 #include "helper.h"
@@ -107,29 +106,28 @@ struct cmsg_fd { unsigned long len; int level, type, fd, pad; };
 #define SCM_RIGHTS_ 1
 
 /*
- * Fork; in the parent, send the child's pidfd and pid on HELPER_FD_HANDOFF
- * and leave; in the child, return.  CLONE_PIDFD gives the pidfd of a child
- * not yet reaped: it names this child and no other process.
+ * Send the application a pidfd of ourselves and our pid on
+ * HELPER_FD_HANDOFF, then close it.  We are no child of the application:
+ * our parent, its spawn's first process, left once we had exec'd.
  */
 static void detach(void)
 {
-	int pidfd = -1;
-	long pid = sc(__NR_clone, CLONE_PIDFD | 17 /* SIGCHLD */, 0, (long)&pidfd, 0, 0, 0);
+	long pid = sc(__NR_getpid, 0, 0, 0, 0, 0, 0);
+	long pidfd = sc(__NR_pidfd_open, pid, 0, 0, 0, 0, 0);
 
-	if (pid < 0)
+	if (pidfd < 0)
 		leave(3);
-	if (pid == 0) {
-		sc(__NR_close, HELPER_FD_HANDOFF, 0, 0, 0, 0, 0);
-		sc(__NR_setsid, 0, 0, 0, 0, 0, 0);	/* its own session, not the one that leaves */
-		return;
-	}
 	struct helper_handoff h = { .pid = (int32_t)pid };
 	struct iov v = { &h, sizeof(h) };
-	struct cmsg_fd c = { .len = 20, .level = SOL_SOCKET_, .type = SCM_RIGHTS_, .fd = pidfd };
+	struct cmsg_fd c = { .len = 20, .level = SOL_SOCKET_, .type = SCM_RIGHTS_,
+			     .fd = (int)pidfd };
 	struct mhdr m = { .iov = &v, .iovlen = 1, .control = &c, .controllen = 24 };
 	long r = sc(__NR_sendmsg, HELPER_FD_HANDOFF, (long)&m, 0, 0, 0, 0);
 
-	leave(r == (long)sizeof(h) ? 0 : 4);	/* the child, unhanded, sees the lifeline close */
+	sc(__NR_close, pidfd, 0, 0, 0, 0, 0);
+	sc(__NR_close, HELPER_FD_HANDOFF, 0, 0, 0, 0, 0);
+	if (r != (long)sizeof(h))
+		leave(4);
 }
 
 static void ring_doorbell(struct helper_shared *sh)

@@ -37,7 +37,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -985,11 +984,10 @@ static int helper_image_fd(void)
 }
 
 /*
- * The spawned process's handoff (helper.h): wait for it to leave (it does at
- * once), reap it, and take the pidfd and pid of odpx-uffd from its message.
- * 0 or -errno; either way the spawned process is gone and reaped.
+ * odpx-uffd's handoff (helper.h): its first message on @sock, a pidfd of
+ * itself and its pid.  0 or -errno (-EPROTO: it left without a word).
  */
-static int helper_handoff(pid_t spawned, int sock, int *pidfd, pid_t *pid)
+static int helper_handoff(int sock, int *pidfd, pid_t *pid)
 {
 	union {
 		struct cmsghdr c;
@@ -999,30 +997,22 @@ static int helper_handoff(pid_t spawned, int sock, int *pidfd, pid_t *pid)
 	struct iovec v = { &h, sizeof(h) };
 	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = ctl.b,
 			    .msg_controllen = sizeof(ctl.b) };
-	int sfd = (int)syscall(SYS_pidfd_open, spawned, 0);
-	struct pollfd p = { sfd, POLLIN, 0 };
+	struct pollfd p = { sock, POLLIN, 0 };
 	struct cmsghdr *c;
-	siginfo_t si;
 	ssize_t n;
-	int r;
+	int k;
 
-	if (sfd < 0) {
-		r = -errno;
-		kill(spawned, SIGKILL);	/* not reaped yet: the pid is still its own */
-		waitpid(spawned, NULL, 0);
-		return r;
-	}
-	if (poll(&p, 1, 5000) == 0)
-		syscall(SYS_pidfd_send_signal, sfd, SIGKILL, NULL, 0);
-	waitid(P_PIDFD, sfd, &si, WEXITED);	/* ECHILD: the application reaped it */
-	close(sfd);
+	while ((k = poll(&p, 1, 5000)) < 0 && errno == EINTR)
+		;
+	if (k != 1)
+		return k < 0 ? -errno : -ETIMEDOUT;
 	n = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
-		return -errno;	/* EAGAIN: it left without a word */
+		return -errno;
 	c = CMSG_FIRSTHDR(&m);
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
 	    c->cmsg_len != CMSG_LEN(sizeof(int)))
-		return -EPROTO;
+		return -EPROTO;	/* also the end of file of a helper that died */
 	memcpy(pidfd, CMSG_DATA(c), sizeof(int));
 	if (n != (ssize_t)sizeof(h) || h.pid <= 0) {
 		close(*pidfd);
@@ -1033,23 +1023,108 @@ static int helper_handoff(pid_t spawned, int sock, int *pidfd, pid_t *pid)
 }
 
 /*
- * Start odpx-uffd on mon.uffd (life_lock, before the reader thread starts).
- * posix_spawn: it vforks, so a large process costs no page-table copy, and
- * the helper runs in a session of its own (a terminal's ^C is not for it)
- * with every signal blocked; it leaves when its lifeline closes.  The
- * process spawned forks and exits (helper_handoff()): odpx-uffd is init's
- * child, or the nearest subreaper's, never the application's.  0, or
- * -errno with mon.helper_why set: the thread reads instead.
+ * glibc's clone under its other name: the sanitizers intercept "clone" and
+ * treat it as a fork, resetting their state in a child that shares it.
+ */
+extern int __clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
+
+/* What the spawn needs; its two processes run in our memory until the exec. */
+struct spawn_args {
+	const int *dup;		/* HELPER_FDS descriptors, onto HELPER_FD_UFFD + i */
+	int xfd;		/* the image */
+	char *const *argv, *const *envp;
+	char *stack2;		/* the top of the second process's stack */
+	volatile int err;	/* set by a second process whose exec failed */
+};
+
+/*
+ * The second process: a session of its own, the helper's descriptors, and
+ * the exec.  Runs in our memory while the first waits: system calls only,
+ * and nothing instrumented (the sanitizers' state is the waiting thread's).
+ */
+__attribute__((no_sanitize("address", "thread", "undefined")))
+static int spawn_exec(void *arg)
+{
+	struct spawn_args *a = arg;
+
+	if (syscall(SYS_setsid) < 0)
+		goto fail;
+	for (int i = 0; i < HELPER_FDS; i++)	/* dup3 with no flag: kept across exec */
+		if (syscall(SYS_dup3, a->dup[i], HELPER_FD_UFFD + i, 0) < 0)
+			goto fail;
+	syscall(SYS_execveat, a->xfd, "", a->argv, a->envp, AT_EMPTY_PATH);
+fail:
+	a->err = errno ? errno : EIO;
+	syscall(SYS_exit, 127);
+	return 127;
+}
+
+/* The first process: start the second, wait for its exec, reap it if it failed, leave. */
+__attribute__((no_sanitize("address", "thread", "undefined")))
+static int spawn_first(void *arg)
+{
+	struct spawn_args *a = arg;
+	long pid = __clone(spawn_exec, a->stack2, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+
+	if (pid < 0)
+		a->err = errno ? errno : EIO;
+	else if (a->err)
+		syscall(SYS_wait4, pid, NULL, __WALL, NULL);
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+/*
+ * Run the image as a grandchild whose parent leaves at once, so that it is
+ * init's (or the nearest subreaper's) from the start.  Both clones share
+ * our memory and wait for the exec (CLONE_VM | CLONE_VFORK, as posix_spawn
+ * does: a large process costs no page-table copy).  The first has no exit
+ * signal and never execs (an exec would restore SIGCHLD): its exit raises
+ * no SIGCHLD here, and the application's wait() and waitpid(-1) never see
+ * it (only __WALL does; we reap it).  Every signal stays blocked in both,
+ * and through the exec, so no handler of ours runs there.  0 or -errno.
+ */
+static int helper_spawn(struct spawn_args *a)
+{
+	const size_t half = 32 << 10;
+	char *stack = mmap(NULL, 2 * half, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	sigset_t all, old;
+	pid_t pid;
+	int r = 0;
+
+	if (stack == MAP_FAILED)
+		return -errno;
+	a->stack2 = stack + half;
+	a->err = 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = __clone(spawn_first, stack + 2 * half, CLONE_VM | CLONE_VFORK, a);
+	if (pid < 0)
+		r = -errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid > 0 && waitpid(pid, NULL, __WALL) != pid)
+		r = -errno;
+	if (!r && a->err)
+		r = -a->err;
+	munmap(stack, 2 * half);	/* both have exec'd or left */
+	return r;
+}
+
+/*
+ * Start odpx-uffd on mon.uffd (life_lock, before the reader thread starts),
+ * in a session of its own (a terminal's ^C is not for it) with every
+ * signal blocked; it leaves when its lifeline closes.  helper_spawn()
+ * starts it as init's child (or the nearest subreaper's), never the
+ * application's, and it sends us a pidfd of itself (helper_handoff()).
+ * 0, or -errno with mon.helper_why set: the thread reads instead.
  */
 static int helper_start(void)
 {
 	char *argv[] = { "odpx-uffd", NULL }, *envp[] = { NULL };
 	int dup[HELPER_FDS], life[2] = { -1, -1 }, hs[2] = { -1, -1 }, bell = -1, xfd, hfd = -1, r;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t all;
-	char path[40];
-	pid_t spawned, pid = 0;
+	struct spawn_args sa = { .dup = dup, .argv = argv, .envp = envp };
+	pid_t pid = 0;
 
 	for (int i = 0; i < HELPER_FDS; i++)
 		dup[i] = -1;
@@ -1077,28 +1152,21 @@ static int helper_start(void)
 			goto out;
 		}
 	}
-	posix_spawn_file_actions_init(&fa);
-	for (int i = 0; i < HELPER_FDS; i++)
-		posix_spawn_file_actions_adddup2(&fa, dup[i], HELPER_FD_UFFD + i);
-	posix_spawnattr_init(&at);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &all);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-				      POSIX_SPAWN_SETSID);
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", xfd);
-	r = -posix_spawn(&spawned, path, &fa, &at, argv, envp);
-	posix_spawnattr_destroy(&at);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r < 0) {
-		helper_fail(r, "posix_spawn odpx-uffd");
+	sa.xfd = xfd;
+	if ((r = helper_spawn(&sa)) < 0) {
+		helper_fail(r, "spawn odpx-uffd");
 		goto out;
+	}
+	/* odpx-uffd's alone now: the handoff socket ends if it dies */
+	for (int i = 0; i < HELPER_FDS; i++) {
+		close(dup[i]);
+		dup[i] = -1;
 	}
 	close(hs[1]);
 	hs[1] = -1;
-	if ((r = helper_handoff(spawned, hs[0], &hfd, &pid)) < 0) {
+	if ((r = helper_handoff(hs[0], &hfd, &pid)) < 0) {
 		helper_fail(r, "odpx-uffd handoff");
-		goto out;	/* closing the lifeline lets a forked odpx-uffd go */
+		goto out;	/* closing the lifeline lets odpx-uffd go */
 	}
 	mon.helper_pidfd = hfd;
 	mon.helper_pid = pid;
