@@ -208,9 +208,10 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 				 (unsigned long long)a.limits.max_entry_bytes);
 
 	pthread_once(&once, init_once);
-	ctx = calloc(1, sizeof(*ctx));
+	ctx = aligned_alloc(64, sizeof(*ctx));	/* its ALIGNED_LINE fields are cache lines */
 	if (!ctx)
 		return -ENOMEM;
+	memset(ctx, 0, sizeof(*ctx));
 	ctx->fork_gen = atomic_load(&odpx_fork_gen);
 	atomic_init(&ctx->gate, &odpx_gate_down);
 	ctx->be = ops;

@@ -50,11 +50,12 @@
 #define RECENT_NS (50 * 1000000ULL)	/* a repeat within 50 ms is merged away */
 
 struct engine {
-	struct io_uring ring;
+	/* read by every producer; written only when the engine sleeps or wakes */
+	_Atomic int sleeping ALIGNED_LINE;
+	struct io_uring ring ALIGNED_LINE;
 	int efd;
 	pthread_t thr;
 	_Atomic bool stop;
-	_Atomic int sleeping;
 	struct __kernel_timespec tick, linger;
 	struct pf_range recent[RECENT];
 	uint64_t recent_ns[RECENT];
@@ -381,7 +382,10 @@ int engine_start(struct odpx_ctx *ctx)
 	pthread_mutex_lock(&ctx->eng_lock);
 	if (atomic_load_explicit(&ctx->eng, memory_order_relaxed))
 		goto out;
-	e = calloc(1, sizeof(*e));
+	/* aligned: its ALIGNED_LINE fields must be alone on their lines */
+	e = aligned_alloc(64, sizeof(*e));
+	if (e)
+		memset(e, 0, sizeof(*e));
 	if (!e) {
 		r = -ENOMEM;
 		goto out;
