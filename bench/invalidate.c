@@ -45,7 +45,8 @@
  * settle()): a wake-up across CPUs costs several times one on the same CPU,
  * and the ratio means something only if both sides cross alike.  --quick
  * runs 64 KiB across CPUs; a full run adds 4 KiB, same-CPU and the
- * scheduler's own placement.
+ * scheduler's own placement, and the never-registered 4 KiB munmap alone
+ * in those two (w4_unregistered()).
  */
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -549,6 +550,23 @@ static void process_sets(struct slots *s, char *anchor, unsigned sets, unsigned 
 	}
 }
 
+/* the process rows of one comparison, printed; their summaries in @pk */
+static void process_rows(double *pv[NPK], unsigned sets, unsigned per, unsigned k, size_t bytes,
+			 const char *sz, const char *sfx, const char *where, const char *mode,
+			 struct summary pk[NPK])
+{
+	char cas[96];
+
+	for (int p = 0; p < NPK; p++) {
+		pk[p] = summarize(pv[p], sets * per, k);
+		snprintf(cas, sizeof(cas), "process-%s-%s%s", pk_name[p], sz, sfx);
+		kv_time("W4", cas, p == PK_ODPX ? "uring" : "none", p == PK_ODPX ? mode : "none",
+			k, bytes, &pk[p], "what=munmap placement=%s processes=%u", where, sets);
+	}
+}
+
+static const char *w4_mode = "?";	/* the mode the first w4() saw */
+
 static void w4(size_t bytes, int pl)
 {
 	static const char *const pl_name[] = { "same-cpu", "cross-cpu" };
@@ -592,12 +610,8 @@ static void w4(size_t bytes, int pl)
 			p == WAKEUP ? "half_round_trip" : "munmap", where,
 			(unsigned long)rs.events[p], (unsigned long)rs.engine_wakeups[p]);
 	}
-	for (int p = 0; p < NPK; p++) {
-		pk[p] = summarize(pv[p], sets * per, k);
-		snprintf(cas, sizeof(cas), "process-%s-%s%s", pk_name[p], sz, sfx);
-		kv_time("W4", cas, p == PK_ODPX ? "uring" : "none", p == PK_ODPX ? mode : "none",
-			k, bytes, &pk[p], "what=munmap placement=%s processes=%u", where, sets);
-	}
+	process_rows(pv, sets, per, k, bytes, sz, sfx, where, mode, pk);
+	w4_mode = mode;
 	if (fv[0]) {	/* the same, every process's slots at one address */
 		struct summary fw = summarize(fv[PK_WITHOUT], sets * per, k),
 			       fo = summarize(fv[PK_ODPX], sets * per, k),
@@ -643,6 +657,45 @@ static void w4(size_t bytes, int pl)
 		free(pv[p]);
 }
 
+/*
+ * The never-registered munmap alone, process against process, in another
+ * placement: no rounds (the cached munmap's rows there say nothing the
+ * 64 KiB ones do not).
+ */
+static void w4_unregistered(size_t bytes, int pl)
+{
+	const unsigned k = 32, sets = 32, per = 12;
+	static const char *const pl_name[] = { "same-cpu", "cross-cpu" };
+	const char *where = pl == PL_SCHED ? "scheduler" : pl_name[pl];
+	struct slots s = { .bytes = bytes, .k = k };
+	char *anchor = map_anon(64 * KiB, true);
+	struct summary pk[NPK];
+	double *pv[NPK];
+	char sz[32], cas[96], sfx[16];
+
+	placement = pl;
+	for (int p = 0; p < NPK; p++)
+		pv[p] = calloc(sets * per, sizeof(double));
+	process_sets(&s, anchor, sets, per, pv);
+	place(-1);
+	size_str(bytes, sz, sizeof(sz));
+	snprintf(sfx, sizeof(sfx), "-%s", pl == PL_SAME ? "same-cpu" : "sched");
+	process_rows(pv, sets, per, k, bytes, sz, sfx, where, w4_mode, pk);
+	snprintf(cas, sizeof(cas), "unregistered-%s%s", sz, sfx);
+	kv_ratio("W4", cas, "uring", w4_mode, "munmap_process_with_odpx/munmap_process_without",
+		 pk[PK_ODPX].median, pk[PK_WITHOUT].median, '<', 1.02,
+		 "null_ratio=%.3f idle2_over_without=%.3f odpx_over_idle2=%.3f"
+		 " migrated_over_without=%.3f odpx_over_migrated=%.3f placement=%s",
+		 pk[PK_WITHOUT2].median / pk[PK_WITHOUT].median,
+		 pk[PK_IDLE2].median / pk[PK_WITHOUT].median,
+		 pk[PK_ODPX].median / pk[PK_IDLE2].median,
+		 pk[PK_MIGRATED].median / pk[PK_WITHOUT].median,
+		 pk[PK_ODPX].median / pk[PK_MIGRATED].median, where);
+	munmap(anchor, 64 * KiB);
+	for (int p = 0; p < NPK; p++)
+		free(pv[p]);
+}
+
 int main(int argc, char **argv)
 {
 	bench_init(argc, argv, &o, "W4");
@@ -655,5 +708,7 @@ int main(int argc, char **argv)
 	w4(4 * KiB, PL_CROSS);
 	w4(64 * KiB, PL_SAME);
 	w4(64 * KiB, PL_SCHED);
+	w4_unregistered(4 * KiB, PL_SAME);
+	w4_unregistered(4 * KiB, PL_SCHED);
 	return 0;
 }
