@@ -122,22 +122,50 @@ static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *
 #define LINGER_US_DEFAULT 100	/* outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
 #define LINGER_US_MAX 1000000
 
-/* the engine's linger when the attributes name none */
-static int parse_linger_env(uint32_t *us)
+int odpx_env_uint(const char *name, uint64_t min, uint64_t max, uint64_t dflt, uint64_t *out)
 {
-	const char *s = getenv("ODPX_ENGINE_LINGER_US");
+	const char *s = getenv(name);
 	unsigned long long v;
 	char *end;
 
-	*us = LINGER_US_DEFAULT;
+	*out = dflt;
 	if (!s || !*s)
 		return 0;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || *end || *s == '-' || v > LINGER_US_MAX)
-		return odpx_fail(-EINVAL, "ODPX_ENGINE_LINGER_US=%s: not a number of microseconds"
-				 " from 0 to %u", s, LINGER_US_MAX);
-	*us = (uint32_t)v;
+	if (errno || *end || *s < '0' || *s > '9' || v < min || v > max)
+		return odpx_fail(-EINVAL, "%s=%s: not a whole number from %llu to %llu", name, s,
+				 (unsigned long long)min, (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
+/* Their bounds; the monitor's defaults are its own (uffd/monitor.c). */
+static const struct knob {
+	const char *name;
+	uint64_t min, max;
+} knobs[] = {
+	{ "ODPX_ENGINE_LINGER_US", 0, LINGER_US_MAX },
+	{ "ODPX_MONITOR_SPIN_US", 0, 1000000 },
+	{ "ODPX_REMOVE_QUARANTINE_MS", 0, 60000 },
+	{ "ODPX_WATCH_MAX", 1, 1 << 20 },
+	{ "ODPX_WATCH_WIDEN_KB", 0, 1 << 20 },
+	{ "ODPX_UFFD_HELPER", 0, 1 },
+};
+
+int odpx_env_check(void)
+{
+	const char *m = getenv("ODPX_UFFD_MODE");
+	uint64_t v;
+	int r;
+
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		if ((r = odpx_env_uint(knobs[i].name, knobs[i].min, knobs[i].max, 0, &v)) < 0)
+			return r;
+	if (m && *m && strcmp(m, "auto") && strcmp(m, "wp-async") && strcmp(m, "wp") &&
+	    strcmp(m, "missing"))
+		return odpx_fail(-EINVAL, "ODPX_UFFD_MODE=%s: not one of auto, wp-async, wp, missing",
+				 m);
 	return 0;
 }
 
@@ -185,8 +213,13 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		return odpx_fail(-EINVAL, "unknown open flags %#x", a.flags);
 	if (a.mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a.mode)) < 0)
 		return r;
-	if (!(a.comp_mask & ODPX_ATTR_LINGER) && (r = parse_linger_env(&a.linger_us)) < 0)
+	if ((r = odpx_env_check()) < 0)
 		return r;
+	if (!(a.comp_mask & ODPX_ATTR_LINGER)) {
+		uint64_t us;
+		odpx_env_uint("ODPX_ENGINE_LINGER_US", 0, LINGER_US_MAX, LINGER_US_DEFAULT, &us);
+		a.linger_us = (uint32_t)us;
+	}
 	if (a.linger_us > LINGER_US_MAX)
 		return odpx_fail(-EINVAL, "linger_us %u above %u", a.linger_us, LINGER_US_MAX);
 	if (a.mode == ODPX_MODE_AUTO)

@@ -5,7 +5,8 @@
  *
  * Open: unknown comp_mask bits, unknown open flags, out-of-range modes,
  * max_entries above the uring slots, ODPX_MODE forcing an ODP mode on uring
- * (-EOPNOTSUPP) or holding garbage (-EINVAL).  Calls: a NULL context on every
+ * (-EOPNOTSUPP) or holding garbage (-EINVAL), and each of the other knobs of
+ * the environment out of bounds or malformed (-EINVAL, naming it).  Calls: a NULL context on every
  * function; NULL, unmapped, PROT_NONE and read-only addresses; zero length,
  * wrapping ranges, unknown access and prefetch bits; dereg of foreign, random,
  * never handed out and already released handles.  The reg checks run on a
@@ -93,6 +94,48 @@ static int try_open_env(const char *mode)
 	else
 		unsetenv("ODPX_MODE");
 	return r;
+}
+
+/*
+ * The environment's knobs: a value out of bounds, signed, with a suffix or
+ * not a number refuses the open with -EINVAL and a reason that names the
+ * variable; one in bounds opens.  Each variable is put back as it was.
+ */
+static void bad_env(void)
+{
+	static const struct {
+		const char *name, *good, *bad[5];
+	} k[] = {
+		{ "ODPX_ENGINE_LINGER_US", "0", { "1000001", "-1", "100us", "x", " 5" } },
+		{ "ODPX_MONITOR_SPIN_US", "50", { "1000001", "-1", "50us", "", "+5" } },
+		{ "ODPX_REMOVE_QUARANTINE_MS", "100", { "60001", "-1", "1e3", "0x10", NULL } },
+		{ "ODPX_WATCH_MAX", "2", { "0", "1048577", "-2", "many", NULL } },
+		{ "ODPX_WATCH_WIDEN_KB", "64", { "1048577", "-64", "64k", "99999999999999999999", NULL } },
+		{ "ODPX_UFFD_HELPER", "1", { "2", "yes", "-0", NULL } },
+		{ "ODPX_UFFD_MODE", "wp", { "bogus", "WP", "wp-sync", NULL } },
+	};
+
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		const char *was = getenv(k[i].name);
+		char *saved = was ? strdup(was) : NULL;
+
+		for (int b = 0; b < 5 && k[i].bad[b]; b++) {
+			if (!*k[i].bad[b])
+				continue;	/* empty: unset, the default */
+			CHECK(setenv(k[i].name, k[i].bad[b], 1) == 0, "setenv");
+			CHECK_RC(try_open(NULL), -EINVAL);
+			CHECK(strstr(odpx_last_reason(), k[i].name) != NULL,
+			      "%s=%s refused with reason \"%s\"", k[i].name, k[i].bad[b],
+			      odpx_last_reason());
+		}
+		CHECK(setenv(k[i].name, k[i].good, 1) == 0, "setenv");
+		CHECK_RC(try_open(NULL), 0);
+		if (saved)
+			setenv(k[i].name, saved, 1);
+		else
+			unsetenv(k[i].name);
+		free(saved);
+	}
 }
 
 static void bad_open(void)
@@ -376,6 +419,7 @@ int main(void)
 	fd_set_now(fds0);
 
 	bad_open();
+	bad_env();
 	check_fds(fds0, 1, "after the failed opens");
 
 	pin = open_pin(0);

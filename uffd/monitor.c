@@ -1242,7 +1242,7 @@ static int process_cpus(void)
 static unsigned default_budget(void)
 {
 	unsigned long max_map = 65530;
-	const char *env = getenv("ODPX_WATCH_MAX");
+	uint64_t env;
 	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
 
 	if (f) {
@@ -1250,8 +1250,10 @@ static unsigned default_budget(void)
 			max_map = 65530;
 		fclose(f);
 	}
-	if (env && atoi(env) > 0)
-		return (unsigned)atoi(env);
+	/* bounds checked at each open (lib/ctx.c: odpx_env_check) */
+	odpx_env_uint("ODPX_WATCH_MAX", 1, 1 << 20, 0, &env);
+	if (env)
+		return (unsigned)env;
 	/* a watched range splits at most two VMAs off its own: stay far away */
 	return max_map / 8 < 16384 ? (unsigned)(max_map / 8) : 16384;
 }
@@ -1292,9 +1294,7 @@ int monitor_attach(struct odpx_ctx *ctx)
 	if (atomic_load_explicit(&ctx->attached, memory_order_relaxed))
 		goto out;	/* another thread of this context got here first */
 	if (mon.uffd < 0 && !mon.init_err) {
-		const char *q = getenv("ODPX_REMOVE_QUARANTINE_MS");
-		const char *sp = getenv("ODPX_MONITOR_SPIN_US");
-		const char *wd = getenv("ODPX_WATCH_WIDEN_KB");
+		uint64_t q, sp, wd;	/* bounds checked at each open (odpx_env_check) */
 		unsigned budget = default_budget();
 		struct watch *w = calloc(budget + 1, sizeof(*w));
 		int fd = w ? uffd_open() : -ENOMEM;
@@ -1308,9 +1308,12 @@ int monitor_attach(struct odpx_ctx *ctx)
 		mon.uffd = fd;
 		mon.w = w;
 		mon.budget = budget;
-		mon.quarantine_ns = (q ? (uint64_t)atoll(q) : 100) * 1000000ULL;
-		mon.spin_ns = (sp ? (uint64_t)atoll(sp) : 50) * 1000ULL;
-		mon.widen_max = wd ? (uintptr_t)atoll(wd) << 10 : WIDEN_MAX;
+		odpx_env_uint("ODPX_REMOVE_QUARANTINE_MS", 0, 60000, 100, &q);
+		odpx_env_uint("ODPX_MONITOR_SPIN_US", 0, 1000000, 50, &sp);
+		odpx_env_uint("ODPX_WATCH_WIDEN_KB", 0, 1 << 20, WIDEN_MAX >> 10, &wd);
+		mon.quarantine_ns = q * 1000000ULL;
+		mon.spin_ns = sp * 1000ULL;
+		mon.widen_max = (uintptr_t)wd << 10;
 		pthread_mutex_unlock(&mon.lock);
 	}
 out_err:
