@@ -275,6 +275,47 @@ static int on_one_cpu(void *arg)
 	return 0;
 }
 
+/*
+ * An application thread that reaps every child with __WALL while odpx-uffd
+ * starts, again and again: it may reap the spawn's first process before
+ * odpx does.  odpx-uffd must start every time all the same (odpx reaps
+ * through a pidfd, so a pid reused meanwhile is never waited for).
+ */
+static atomic_bool reaping;
+static atomic_uint reaped;
+
+static void *wall_reaper(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&reaping))
+		if (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+			atomic_fetch_add(&reaped, 1);
+	return NULL;
+}
+
+static int wall_waiter(void *arg)
+{
+	pthread_t t;
+
+	(void)arg;
+	atomic_store(&reaping, true);
+	CHECK(pthread_create(&t, NULL, wall_reaper, NULL) == 0, "pthread_create");
+	for (int i = 0; i < 20; i++) {
+		struct odpx_ctx *ctx = open_pin(0);
+		char *p = cached(ctx, NULL);
+		CHECK(stats_of(ctx).reader_process == 1, "start %d beside a __WALL reaper: no"
+		      " odpx-uffd (%s)", i, mon.helper_why);
+		munmap(p, LEN);
+		CHECK_RC(odpx_close(ctx), 0);
+	}
+	atomic_store(&reaping, false);
+	pthread_join(t, NULL);
+	printf("beside a __WALL reaper: 20 starts, it reaped %u of the spawns' processes\n",
+	       atomic_load(&reaped));
+	fflush(stdout);	/* run_forked() leaves with _exit() */
+	return 0;
+}
+
 static unsigned count_fds(void)
 {
 	DIR *dir = opendir("/proc/self/fd");
@@ -385,6 +426,7 @@ int main(void)
 	printf("ends with the application: ok\n");
 	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
 	printf("one CPU, the thread reads: ok\n");
+	CHECK(run_forked(NULL, wall_waiter, NULL) == 0, "beside a __WALL reaper");
 	CHECK(run_forked(NULL, no_thread_allowed, NULL) == 0, "no thread allowed");
 	printf("no thread allowed: direct, then cached once lifted: ok\n");
 	return 0;

@@ -1090,8 +1090,8 @@ static int helper_spawn(struct spawn_args *a)
 	char *stack = mmap(NULL, 2 * half, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	sigset_t all, old;
-	pid_t pid;
-	int r = 0;
+	siginfo_t si;
+	int r = 0, pidfd = -1;
 
 	if (stack == MAP_FAILED)
 		return -errno;
@@ -1099,12 +1099,19 @@ static int helper_spawn(struct spawn_args *a)
 	a->err = 0;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = __clone(spawn_first, stack + 2 * half, CLONE_VM | CLONE_VFORK, a);
-	if (pid < 0)
+	if (__clone(spawn_first, stack + 2 * half, CLONE_VM | CLONE_VFORK | CLONE_PIDFD, a,
+		    &pidfd) < 0)
 		r = -errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid > 0 && waitpid(pid, NULL, __WALL) != pid)
-		r = -errno;
+	/*
+	 * Reaped through its pidfd, never by pid: an application that waits
+	 * with __WALL may have reaped it (ECHILD, harmless: it has left), and
+	 * its pid may then name another child of the application.
+	 */
+	if (pidfd >= 0) {
+		waitid(P_PIDFD, pidfd, &si, WEXITED | __WALL);
+		close(pidfd);
+	}
 	if (!r && a->err)
 		r = -a->err;
 	munmap(stack, 2 * half);	/* both have exec'd or left */
