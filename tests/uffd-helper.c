@@ -17,6 +17,7 @@
  *   - the application's death ends it (its lifeline pipe closes);
  *   - a process allowed on one CPU has its thread read (no shootdown to save),
  *     which is a choice, not a fallback;
+ *   - its exec refused (seccomp): the thread reads, and no child is left;
  *   - a process that may start no thread nor process (RLIMIT_NPROC 0): the
  *     spawn and the reader thread both fail, so misses are served direct
  *     (direct_no_monitor), the reason says why, data moves through the right
@@ -28,6 +29,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -316,6 +322,49 @@ static int wall_waiter(void *arg)
 	return 0;
 }
 
+/*
+ * The exec of odpx-uffd refused (a seccomp filter makes execveat fail with
+ * EPERM): the spawn's second process reports it and leaves, the first
+ * reaps it and leaves, odpx reaps the first; the thread reads instead
+ * (reader_fallbacks), and no child of ours is left, not even a zombie.
+ */
+static int exec_refused(void *arg)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_execveat, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	struct odpx_stats st;
+	struct odpx_ctx *ctx;
+	pid_t w;
+	char *p;
+
+	(void)arg;
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp: %s", strerror(errno));
+	ctx = open_pin(0);
+	p = cached(ctx, NULL);
+	st = stats_of(ctx);
+	CHECK(st.reader_process == 0 && st.reader_fallbacks == 1,
+	      "exec refused: reader_process %lu, reader_fallbacks %lu (want 0, 1)",
+	      U(st.reader_process), U(st.reader_fallbacks));
+	CHECK(strstr(mon.helper_why, "spawn odpx-uffd") && strstr(mon.helper_why, strerror(EPERM)),
+	      "the helper's reason: \"%s\"", mon.helper_why);
+	w = waitpid(-1, NULL, __WALL | WNOHANG);
+	CHECK(w < 0 && errno == ECHILD, "a child of ours is left (waitpid: %d)", (int)w);
+	remap_and_check(ctx, p, 13);	/* the thread reads the UNMAP */
+	CHECK(stats_of(ctx).inval_unmap == 1, "the thread did not read the UNMAP");
+	munmap(p, LEN);
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
+
 static unsigned count_fds(void)
 {
 	DIR *dir = opendir("/proc/self/fd");
@@ -427,6 +476,8 @@ int main(void)
 	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
 	printf("one CPU, the thread reads: ok\n");
 	CHECK(run_forked(NULL, wall_waiter, NULL) == 0, "beside a __WALL reaper");
+	CHECK(run_forked(NULL, exec_refused, NULL) == 0, "exec refused");
+	printf("exec of odpx-uffd refused: the thread reads, nothing left: ok\n");
 	CHECK(run_forked(NULL, no_thread_allowed, NULL) == 0, "no thread allowed");
 	printf("no thread allowed: direct, then cached once lifted: ok\n");
 	return 0;
