@@ -251,11 +251,12 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 
 static int attach_monitor(struct odpx_ctx *ctx)
 {
-	uint64_t retry = atomic_load_explicit(&ctx->monitor_retry_ns, RLX), now;
+	uint64_t retry, now;
 	int r;
 
 	if (atomic_load_explicit(&ctx->attached, ACQ))
 		return 0;
+	retry = atomic_load_explicit(&ctx->monitor_retry_ns, RLX);
 	if (retry && (now = monitor_ns()) < retry)
 		return -ENOTSUP;
 	/* one thread of the context retries; the others go direct meanwhile */

@@ -122,7 +122,7 @@ static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *
 #define LINGER_US_DEFAULT 100	/* outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
 #define LINGER_US_MAX 1000000
 
-int odpx_env_uint(const char *name, uint64_t min, uint64_t max, uint64_t dflt, uint64_t *out)
+static int env_uint(const char *name, uint64_t min, uint64_t max, uint64_t dflt, uint64_t *out)
 {
 	const char *s = getenv(name);
 	unsigned long long v;
@@ -153,6 +153,16 @@ static const struct knob {
 	{ "ODPX_UFFD_HELPER", 0, 1 },
 };
 
+uint64_t odpx_env(const char *name, uint64_t dflt)
+{
+	uint64_t v = dflt;
+
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		if (!strcmp(knobs[i].name, name))
+			env_uint(name, knobs[i].min, knobs[i].max, dflt, &v);
+	return v;
+}
+
 int odpx_env_check(void)
 {
 	const char *m = getenv("ODPX_UFFD_MODE");
@@ -160,7 +170,7 @@ int odpx_env_check(void)
 	int r;
 
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
-		if ((r = odpx_env_uint(knobs[i].name, knobs[i].min, knobs[i].max, 0, &v)) < 0)
+		if ((r = env_uint(knobs[i].name, knobs[i].min, knobs[i].max, 0, &v)) < 0)
 			return r;
 	if (m && *m && strcmp(m, "auto") && strcmp(m, "wp-async") && strcmp(m, "wp") &&
 	    strcmp(m, "missing"))
@@ -215,11 +225,8 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		return r;
 	if ((r = odpx_env_check()) < 0)
 		return r;
-	if (!(a.comp_mask & ODPX_ATTR_LINGER)) {
-		uint64_t us;
-		odpx_env_uint("ODPX_ENGINE_LINGER_US", 0, LINGER_US_MAX, LINGER_US_DEFAULT, &us);
-		a.linger_us = (uint32_t)us;
-	}
+	if (!(a.comp_mask & ODPX_ATTR_LINGER))
+		a.linger_us = (uint32_t)odpx_env("ODPX_ENGINE_LINGER_US", LINGER_US_DEFAULT);
 	if (a.linger_us > LINGER_US_MAX)
 		return odpx_fail(-EINVAL, "linger_us %u above %u", a.linger_us, LINGER_US_MAX);
 	if (a.mode == ODPX_MODE_AUTO)

@@ -250,14 +250,14 @@ bool odpx_is_prime(uint32_t n);
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
- * ctx.c: the environment's knobs (README, "Limits and knobs").
- * odpx_env_uint: @name unset or empty gives @dflt; else a whole decimal
- * number from @min to @max, or -EINVAL with the reason (and *out = @dflt).
- * odpx_env_check: every knob, at each open, so that a bad one is refused
- * there, by name, rather than ignored where it is read.
+ * ctx.c: the environment's knobs (README, "Limits and knobs"), their
+ * bounds in one table.  odpx_env_check: every knob, at each open, so that
+ * a bad one is refused there, by name (-EINVAL), rather than ignored where
+ * it is read.  odpx_env: the value of @name, or @dflt when it is unset,
+ * empty or (changed since the open) out of bounds.
  */
-int odpx_env_uint(const char *name, uint64_t min, uint64_t max, uint64_t dflt, uint64_t *out);
 int odpx_env_check(void);
+uint64_t odpx_env(const char *name, uint64_t dflt);
 extern _Atomic uint32_t odpx_fork_gen;
 extern _Atomic uint32_t odpx_gate_down;	/* a gate never raised */
 

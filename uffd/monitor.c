@@ -1249,7 +1249,7 @@ static int process_cpus(void)
 static unsigned default_budget(void)
 {
 	unsigned long max_map = 65530;
-	uint64_t env;
+	uint64_t env = odpx_env("ODPX_WATCH_MAX", 0);
 	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
 
 	if (f) {
@@ -1257,8 +1257,6 @@ static unsigned default_budget(void)
 			max_map = 65530;
 		fclose(f);
 	}
-	/* bounds checked at each open (lib/ctx.c: odpx_env_check) */
-	odpx_env_uint("ODPX_WATCH_MAX", 1, 1 << 20, 0, &env);
 	if (env)
 		return (unsigned)env;
 	/* a watched range splits at most two VMAs off its own: stay far away */
@@ -1282,14 +1280,16 @@ static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 static void release_uffd(void)
 {
 	struct watch *w;
+	int fd;
 
 	pthread_mutex_lock(&mon.lock);
-	close(mon.uffd);
+	fd = mon.uffd;
 	mon.uffd = -1;
 	w = mon.w;
 	mon.w = NULL;
 	mon.nw = 0;
 	pthread_mutex_unlock(&mon.lock);
+	close(fd);	/* as monitor_detach(): never under the invalidation lock */
 	free(w);
 }
 
@@ -1301,7 +1301,6 @@ int monitor_attach(struct odpx_ctx *ctx)
 	if (atomic_load_explicit(&ctx->attached, memory_order_relaxed))
 		goto out;	/* another thread of this context got here first */
 	if (mon.uffd < 0 && !mon.init_err) {
-		uint64_t q, sp, wd;	/* bounds checked at each open (odpx_env_check) */
 		unsigned budget = default_budget();
 		struct watch *w = calloc(budget + 1, sizeof(*w));
 		int fd = w ? uffd_open() : -ENOMEM;
@@ -1315,12 +1314,9 @@ int monitor_attach(struct odpx_ctx *ctx)
 		mon.uffd = fd;
 		mon.w = w;
 		mon.budget = budget;
-		odpx_env_uint("ODPX_REMOVE_QUARANTINE_MS", 0, 60000, 100, &q);
-		odpx_env_uint("ODPX_MONITOR_SPIN_US", 0, 1000000, 50, &sp);
-		odpx_env_uint("ODPX_WATCH_WIDEN_KB", 0, 1 << 20, WIDEN_MAX >> 10, &wd);
-		mon.quarantine_ns = q * 1000000ULL;
-		mon.spin_ns = sp * 1000ULL;
-		mon.widen_max = (uintptr_t)wd << 10;
+		mon.quarantine_ns = odpx_env("ODPX_REMOVE_QUARANTINE_MS", 100) * 1000000ULL;
+		mon.spin_ns = odpx_env("ODPX_MONITOR_SPIN_US", 50) * 1000ULL;
+		mon.widen_max = (uintptr_t)odpx_env("ODPX_WATCH_WIDEN_KB", WIDEN_MAX >> 10) << 10;
 		pthread_mutex_unlock(&mon.lock);
 	}
 out_err:
