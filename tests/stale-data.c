@@ -57,6 +57,22 @@ static void setup(int s)
 	memset(p, 0x5a, len);
 }
 
+/*
+ * A new mapping in the hole p left.  Another thread's mmap may land there
+ * first: the engine unpins the dead entry at once, and a sanitizer's free()
+ * maps memory (seen under ASan, after munmap and after mremap).  Then the
+ * scenario runs again, in a new child.
+ */
+static void map_again(void)
+{
+	void *q = mmap(p, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (q == MAP_FAILED && errno == EEXIST)
+		_exit(HOLE_TAKEN);
+	CHECK(q == p, "new mapping at the old address: %s", strerror(errno));
+}
+
 /* Make p map new pages; returns the (same) address now valid. */
 static void change(int s)
 {
@@ -66,9 +82,7 @@ static void change(int s)
 	switch (s) {
 	case 0:		/* munmap, then mmap at the same address */
 		CHECK(munmap(p, len) == 0, "munmap");
-		q = mmap(p, len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-		CHECK(q == p, "remap at the same address");
+		map_again();
 		break;
 	case 1:		/* MAP_FIXED over */
 		map_anon(p, len);
@@ -80,16 +94,7 @@ static void change(int s)
 		void *far = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, far);
 		CHECK(q == far, "mremap: %s", strerror(errno));
-		q = mmap(p, len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-		/*
-		 * Another thread's mmap may land in the hole first: the engine
-		 * unpins the moved entry at once, and a sanitizer's free() maps
-		 * memory (seen under ASan).  Then run the scenario again.
-		 */
-		if (q == MAP_FAILED && errno == EEXIST)
-			_exit(HOLE_TAKEN);
-		CHECK(q == p, "new mapping at the old address: %s", strerror(errno));
+		map_again();
 		break;
 	}
 	case 4:		/* sbrk shrink then grow */
