@@ -671,8 +671,8 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 			b->implicit_global_idx = implicit_entry(ctx, impl_global, global_access);
 		impl = impl_global = NULL;	/* the entries own them now */
 	}
-	snprintf(ctx->reason, sizeof(ctx->reason), "%.130s%s", ch.reason,
-		 b->common.global_rkey ? "; GLOBAL_RKEY: remote access may exceed the request" : "");
+	ctx_reason_set(ctx, "%.130s%s", ch.reason,
+		       b->common.global_rkey ? "; GLOBAL_RKEY: remote access may exceed the request" : "");
 	registry_add(b);
 	*out = ctx;
 	return 0;

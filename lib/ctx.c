@@ -20,6 +20,7 @@
 _Atomic uint32_t odpx_fork_gen;
 _Atomic uint32_t odpx_gate_down;
 static __thread char last_reason[192];
+static __thread char mode_reason[192];	/* odpx_mode_get's copy */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -31,6 +32,30 @@ int odpx_fail(int err, const char *fmt, ...)
 	vsnprintf(last_reason, sizeof(last_reason), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&ctx->reason_lock);
+	va_start(ap, fmt);
+	vsnprintf(ctx->reason, sizeof(ctx->reason), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&ctx->reason_lock);
+}
+
+/* Returns the generation copied: a publisher compares it with its own. */
+uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
+{
+	uint32_t gen;
+
+	pthread_mutex_lock(&ctx->reason_lock);
+	snprintf(out, n, "%s", ctx->reason);
+	gen = atomic_load_explicit(&ctx->reason_gen, memory_order_relaxed);
+	pthread_mutex_unlock(&ctx->reason_lock);
+	return gen;
 }
 
 ODPX_EXPORT const char *odpx_last_reason(void)
@@ -271,6 +296,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->eng_lock, NULL);
+	pthread_mutex_init(&ctx->reason_lock, NULL);
 	ctx->pq = aligned_alloc(64, sizeof(struct prefetch_cell) * PREFETCH_QLEN);
 	if (!ctx->pq) {
 		r = -ENOMEM;
@@ -286,17 +312,14 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if (ops->id == ODPX_BACKEND_URING && (r = uring_backend_open(ctx)) < 0)
 		goto out_cache;
 	if (a.mode == ODPX_MODE_DIRECT)
-		snprintf(ctx->reason, sizeof(ctx->reason),
-			 "direct forced (%s): register and deregister per request",
-			 attr && (attr->comp_mask & ODPX_ATTR_MODE) && attr->mode != ODPX_MODE_AUTO
-				 ? "attributes" : "ODPX_MODE");
+		ctx_reason_set(ctx, "direct forced (%s): register and deregister per request",
+			       attr && (attr->comp_mask & ODPX_ATTR_MODE) &&
+			       attr->mode != ODPX_MODE_AUTO ? "attributes" : "ODPX_MODE");
 	else if (a.flags & ODPX_OPEN_UNSAFE_NO_MONITOR)
-		snprintf(ctx->reason, sizeof(ctx->reason),
-			 "pin WITHOUT invalidation (ODPX_OPEN_UNSAFE_NO_MONITOR, test only)");
+		ctx_reason_set(ctx, "pin WITHOUT invalidation (ODPX_OPEN_UNSAFE_NO_MONITOR, test only)");
 	else
-		snprintf(ctx->reason, sizeof(ctx->reason),
-			 "%s backend has no on-demand paging: pin-down cache invalidated by userfaultfd",
-			 ops->name);
+		ctx_reason_set(ctx, "%s backend has no on-demand paging:"
+			       " pin-down cache invalidated by userfaultfd", ops->name);
 	stats_gauges_publish(ctx);	/* mode and reason, for odpstat */
 	*out = ctx;
 	return 0;
@@ -529,7 +552,9 @@ ODPX_EXPORT int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode, const 
 		return r;
 	if (mode)
 		*mode = ctx->mode;
-	if (reason)
-		*reason = ctx->reason;
+	if (reason) {
+		ctx_reason_copy(ctx, mode_reason, sizeof(mode_reason));
+		*reason = mode_reason;
+	}
 	return 0;
 }

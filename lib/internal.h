@@ -239,8 +239,15 @@ struct odpx_ctx {
 
 	/* backend private */
 	void *be_priv;
+	/*
+	 * The mode's reason.  A failed attach changes it after the open, so it
+	 * is written (ctx_reason_set) and read (odpx_mode_get, odpstat's
+	 * segment) under reason_lock; reason_gen counts the changes.
+	 */
+	pthread_mutex_t reason_lock;
+	_Atomic uint32_t reason_gen;
 	char reason[192];
-	char reason_open[192];		/* the open's, while a failed attach has its own */
+	char reason_open[192];		/* the open's, while a failed attach has its own (life_lock) */
 };
 
 /* ctx.c: trial division, for the slab's prime size (index.h) */
@@ -248,6 +255,11 @@ bool odpx_is_prime(uint32_t n);
 
 /* thread-local reason text (ctx.c) */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
+void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 
 /*
  * ctx.c: the environment's knobs (README, "Limits and knobs"), their

@@ -365,7 +365,9 @@ int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *st, size_t size);
 
 /**
  * odpx_mode_get - the mode in force and why it was chosen
- * @reason: out, may be NULL; a static or context-owned string
+ * @reason: out, may be NULL; a copy owned by the calling thread, valid
+ *	until its next odpx_mode_get() (the reason may change while the
+ *	context lives: a failed monitor start serves direct and says why)
  */
 int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode,
 		  const char **reason);

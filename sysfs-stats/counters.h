@@ -154,7 +154,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *record);
 /* ---- shm.c: the segment each context publishes ---- */
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 4
+#define ODPX_SHM_VERSION 5
 #define ODPX_SHM_PREFIX "odpx."
 #define ODPX_SHM_DIR "/dev/shm"
 

@@ -42,6 +42,8 @@ struct seg_priv {
 	odpx_thrash_cb cb;
 	void *cb_arg;
 	bool on_shm;			/* named in /dev/shm: unlink at close */
+	pthread_mutex_t reason_lock;	/* publish_reason's */
+	_Atomic uint32_t reason_gen;	/* of the text in the segment */
 	char path[96];
 };
 
@@ -179,6 +181,7 @@ int stats_seg_open(struct odpx_ctx *ctx)
 
 	pv = (struct seg_priv *)(p + priv_off);
 	*pv = tmp;
+	pthread_mutex_init(&pv->reason_lock, NULL);
 	pv->roots = (struct stats_roots *)(pv + 1);
 	/* stats_roots is three paths and a bool: realign what follows it */
 	pv->dev_prev = (struct ctr_set *)align64((size_t)(uintptr_t)(pv->roots + 1));
@@ -231,19 +234,31 @@ void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 	}
 }
 
-/* The reason is set by odpx_open after the region exists: copy it once. */
+/*
+ * The reason changes after the open (the verbs backend's choice, a failed
+ * attach): copy it again whenever its generation moved.  The segment's
+ * reason_seq is odd while the text is being written (segment.h).
+ */
 static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
 {
-	uint32_t z = 0;
+	struct seg_priv *pv = priv_of(ctx);
+	char text[sizeof(h->reason)];
+	uint32_t gen, seq;
 
-	if (atomic_load_explicit(&h->reason_state, memory_order_relaxed) || !ctx->reason[0])
+	if (atomic_load_explicit(&ctx->reason_gen, memory_order_relaxed) ==
+	    atomic_load_explicit(&pv->reason_gen, memory_order_relaxed))
 		return;
-	if (!atomic_compare_exchange_strong_explicit(&h->reason_state, &z, 1,
-						     memory_order_relaxed, memory_order_relaxed))
-		return;
-	memcpy(h->reason, ctx->reason, sizeof(h->reason));
-	h->reason[sizeof(h->reason) - 1] = 0;
-	atomic_store_explicit(&h->reason_state, 2, memory_order_release);
+	pthread_mutex_lock(&pv->reason_lock);	/* one writer of the segment's text */
+	gen = ctx_reason_copy(ctx, text, sizeof(text));
+	if (gen != atomic_load_explicit(&pv->reason_gen, memory_order_relaxed)) {
+		seq = atomic_load_explicit(&h->reason_seq, memory_order_relaxed);
+		atomic_store_explicit(&h->reason_seq, seq + 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);	/* odd before the text */
+		memcpy(h->reason, text, sizeof(h->reason));
+		atomic_store_explicit(&h->reason_seq, seq + 2, memory_order_release);
+		atomic_store_explicit(&pv->reason_gen, gen, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&pv->reason_lock);
 }
 
 #define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)

@@ -17,11 +17,13 @@
  * gauges and the detector's state are relaxed atomic stores of whole
  * 64-bit words, so a reader sees each value whole, possibly a tick old, and
  * the values of different fields possibly from different moments.  The
- * fields above @reason_state are written once, before @magic, which is
+ * fields above @reason_seq are written once, before @magic, which is
  * stored last (release; readers load it acquire and skip a segment whose
  * magic is not there yet).
- * @reason is written once later: reason_state 0 -> 1 (CAS, the writer owns
- * it) -> 2 (release store after the text; readers load it acquire).
+ * @reason is written later, again each time the context's reason changes,
+ * under a sequence count: @reason_seq is odd while the text is written,
+ * and 0 until the first text.  A reader copies the text between two loads
+ * of an equal, even, non-zero count (acquire, then a fence) or retries.
  */
 #ifndef ODPX_SYSFS_STATS_SEGMENT_H
 #define ODPX_SYSFS_STATS_SEGMENT_H
@@ -47,7 +49,7 @@ struct seg_hdr {
 	uint32_t mode, backend;		/* enum odpx_mode, enum odpx_backend */
 	uint32_t flags;			/* enum odpx_open_flags */
 	uint32_t tick_ms;
-	_Atomic uint32_t reason_state;	/* 0 none, 1 being written, 2 set */
+	_Atomic uint32_t reason_seq;	/* 0 none; odd: being written */
 	char reason[192];
 	/* gauges */
 	_Atomic uint64_t entries, pinned_bytes, watch_vmas, watch_regs;

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,31 @@ static bool pid_alive(pid_t pid)
  * process that is gone (or an earlier one with the same PID); -EPROTO:
  * another layout.
  */
+/* Under the writer's sequence count (segment.h); a text never settled reads "". */
+static void read_reason(struct seg_hdr *h, char *out, size_t n)
+{
+	char text[sizeof(h->reason)];
+
+	out[0] = 0;
+	for (int tries = 0; tries < 1000; tries++) {
+		uint32_t s1 = atomic_load_explicit(&h->reason_seq, memory_order_acquire);
+
+		if (!s1)
+			return;
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		memcpy(text, h->reason, sizeof(text));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&h->reason_seq, memory_order_relaxed) == s1) {
+			text[sizeof(text) - 1] = 0;
+			snprintf(out, n, "%s", text);
+			return;
+		}
+	}
+}
+
 static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 {
 	struct stat sb;
@@ -90,8 +116,7 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->mode = (enum odpx_mode)h->mode;
 	out->backend = (enum odpx_backend)h->backend;
 	out->tick_ms = h->tick_ms;
-	if (atomic_load_explicit(&((struct seg_hdr *)h)->reason_state, memory_order_acquire) == 2)
-		snprintf(out->reason, sizeof(out->reason), "%s", h->reason);
+	read_reason((struct seg_hdr *)h, out->reason, sizeof(out->reason));
 	const struct stat_shard *shards = (const void *)((const char *)p + h->shards_off);
 
 	stats_region_sum(shards, (const struct cold_stats *)((const char *)p + h->cold_off),

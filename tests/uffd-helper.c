@@ -43,6 +43,7 @@
 
 #include "test.h"
 #include "internal.h"
+#include "../sysfs-stats/counters.h"
 #include "../uffd/monitor.h"
 
 #define LEN (64 * 1024)
@@ -380,6 +381,48 @@ static unsigned count_fds(void)
 	return n - 1;	/* the directory's own */
 }
 
+/*
+ * Reads the reason while attach_monitor() rewrites it: each text read must
+ * be whole, the open's or the failed attach's (TSan also sees the copy).
+ */
+struct reason_reader {
+	struct odpx_ctx *ctx;
+	const char *open_why;
+	_Atomic bool stop;
+	unsigned long reads, torn;
+	char bad[192];
+};
+
+static void *read_reasons(void *arg)
+{
+	struct reason_reader *rr = arg;
+	const char *w;
+
+	while (!atomic_load(&rr->stop)) {
+		if (odpx_mode_get(rr->ctx, NULL, &w) < 0)
+			continue;
+		rr->reads++;
+		if (strcmp(w, rr->open_why) &&
+		    (strncmp(w, "pin mode without invalidation is unsafe: the reader thread: ", 60) ||
+		     !strstr(w, "; serving direct")))
+			snprintf(rr->bad, sizeof(rr->bad), "%s", w), rr->torn++;
+	}
+	return NULL;
+}
+
+/* The reason odpstat reads in the process's segment (sysfs-stats/shm.c). */
+static void seg_reason(struct odpx_ctx *ctx, char *out, size_t n)
+{
+	struct odpx_seg_info si[8];
+	struct odpx_stats st;
+	int k;
+
+	CHECK(odpx_stats_read(ctx, &st, sizeof(st)) > 0, "stats");	/* publishes */
+	k = odpx_seg_scan(getpid(), si, 8);
+	CHECK(k == 1, "odpx_seg_scan: %d segments, want 1", k);
+	snprintf(out, n, "%s", si[0].reason);
+}
+
 static int no_thread_allowed(void *arg)
 {
 	struct rlimit nproc, none;
@@ -387,7 +430,9 @@ static int no_thread_allowed(void *arg)
 	struct odpx_stats st;
 	struct odpx_ctx *ctx;
 	const char *why;
-	char open_why[192];
+	char open_why[192], seg_why[192];
+	struct reason_reader rr = { 0 };
+	pthread_t rt;
 	unsigned fds;
 
 	(void)arg;
@@ -395,13 +440,17 @@ static int no_thread_allowed(void *arg)
 	if (geteuid() == 0)
 		CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0,
 		      "drop to nobody: %s", strerror(errno));
-	CHECK(getrlimit(RLIMIT_NPROC, &nproc) == 0, "getrlimit");
-	none = (struct rlimit){ 0, nproc.rlim_max };
-	CHECK(setrlimit(RLIMIT_NPROC, &none) == 0, "setrlimit(RLIMIT_NPROC, 0): %s", strerror(errno));
-
 	ctx = open_pin(0);
 	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
 	snprintf(open_why, sizeof(open_why), "%s", why);
+	seg_reason(ctx, seg_why, sizeof(seg_why));
+	CHECK(!strcmp(seg_why, open_why), "the segment's reason \"%s\"", seg_why);
+	rr.ctx = ctx;
+	rr.open_why = open_why;
+	CHECK(pthread_create(&rt, NULL, read_reasons, &rr) == 0, "reason reader");	/* before the limit */
+	CHECK(getrlimit(RLIMIT_NPROC, &nproc) == 0, "getrlimit");
+	none = (struct rlimit){ 0, nproc.rlim_max };
+	CHECK(setrlimit(RLIMIT_NPROC, &none) == 0, "setrlimit(RLIMIT_NPROC, 0): %s", strerror(errno));
 	fds = count_fds();
 	char *p = map_anon(NULL, LEN);
 	CHECK_RC(odpx_reg(ctx, p, LEN, 0, &mr), 0);
@@ -413,6 +462,8 @@ static int no_thread_allowed(void *arg)
 	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
 	CHECK(strstr(why, "reader thread") && strstr(why, "serving direct"),
 	      "the reason does not say why: \"%s\"", why);
+	seg_reason(ctx, seg_why, sizeof(seg_why));
+	CHECK(!strcmp(seg_why, why), "odpstat's reason \"%s\", odpx_mode_get's \"%s\"", seg_why, why);
 	CHECK(count_fds() == fds, "the failed monitor left %d descriptors open",
 	      (int)count_fds() - (int)fds);
 	CHECK(mon.uffd < 0 && !mon.running && mon.helper_pid <= 0,
@@ -438,6 +489,12 @@ static int no_thread_allowed(void *arg)
 	      U(st.direct_no_monitor), U(st.reader_process), U(st.entries));
 	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
 	CHECK(!strcmp(why, open_why), "attached, the reason is still \"%s\"", why);
+	seg_reason(ctx, seg_why, sizeof(seg_why));
+	CHECK(!strcmp(seg_why, open_why), "attached, odpstat's reason is still \"%s\"", seg_why);
+	atomic_store(&rr.stop, true);
+	pthread_join(rt, NULL);
+	CHECK(rr.reads > 0 && !rr.torn, "%lu of %lu reasons read were neither text: \"%s\"",
+	      rr.torn, rr.reads, rr.bad);
 	remap_and_check(ctx, p, 12);
 	st = stats_of(ctx);
 	CHECK(st.inval_unmap == 1, "the UNMAP of the cached range: inval_unmap %lu", U(st.inval_unmap));

@@ -1363,14 +1363,18 @@ out_err:
 	mon.users++;
 	pthread_mutex_unlock(&mon.lock);
 out:
-	/* mon.why is life_lock's; the reason the open gave comes back once attached */
+	/*
+	 * mon.why and reason_open are life_lock's, and every change of the
+	 * reason after the open is made here: reading it needs no reason_lock.
+	 * The reason the open gave comes back once attached.
+	 */
 	if (r < 0 && !ctx->reason_open[0])
 		memcpy(ctx->reason_open, ctx->reason, sizeof(ctx->reason));
 	if (r < 0)
-		snprintf(ctx->reason, sizeof(ctx->reason),
-			 "pin mode without invalidation is unsafe: %s; serving direct", mon.why);
-	else if (ctx->reason_open[0])
-		memcpy(ctx->reason, ctx->reason_open, sizeof(ctx->reason));
+		ctx_reason_set(ctx, "pin mode without invalidation is unsafe: %s; serving direct",
+			       mon.why);
+	else if (ctx->reason_open[0] && strcmp(ctx->reason, ctx->reason_open))
+		ctx_reason_set(ctx, "%s", ctx->reason_open);
 	pthread_mutex_unlock(&life_lock);
 	return r;
 }
