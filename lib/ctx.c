@@ -44,6 +44,7 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	va_end(ap);
 	atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&ctx->reason_lock);
+	stats_seg_reason(ctx);	/* odpstat reads it without waiting for a miss */
 }
 
 /* Returns the generation copied: a publisher compares it with its own. */

@@ -376,6 +376,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 int stats_seg_open(struct odpx_ctx *ctx);
 void stats_seg_close(struct odpx_ctx *ctx);
 void stats_seg_gauges(struct odpx_ctx *ctx);	/* ctx->lock held */
+void stats_seg_reason(struct odpx_ctx *ctx);	/* after a change of ctx->reason */
 void stats_seg_tick(struct odpx_ctx *ctx);	/* engine thread */
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
 /* sum a region's shards and cold counters (no gauges); hits include hits_slow */

@@ -261,6 +261,11 @@ static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
 	pthread_mutex_unlock(&pv->reason_lock);
 }
 
+void stats_seg_reason(struct odpx_ctx *ctx)
+{
+	publish_reason(ctx, seg_hdr_of(ctx));
+}
+
 #define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)
 
 void stats_seg_gauges(struct odpx_ctx *ctx)

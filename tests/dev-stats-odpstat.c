@@ -26,6 +26,22 @@
 #include "odpx.h"
 #include "../sysfs-stats/counters.h"
 
+/*
+ * The context's reason as odpstat shows it is the one odpx_mode_get() gives
+ * (the verbs backend's choice, set after the open's generic text).
+ */
+static void check_reason(const char *cx, const char *why, const char *what)
+{
+	char key[256];
+	const char *end = strchr(cx, '}');
+
+	snprintf(key, sizeof(key), "\"reason\":\"%s\"", why);
+	if (!why[0] || !strstr(cx, key) || strstr(cx, key) > end)
+		dev_fail("%s context: odpstat's reason is not \"%s\": %.*s", what, why,
+			 (int)(end - cx + 1), cx);
+	printf("%s context's reason: %s\n", what, why);
+}
+
 /* Run odpstat_main(argv) in a child; its stdout into @out; returns the exit status. */
 static int odpstat(char **argv, char *out, size_t cap)
 {
@@ -75,7 +91,7 @@ int main(void)
 	unsigned char *src, *dst, *a, *b;
 	struct ibv_mr *smr, *dmr;
 	int up[2], down[2], st;
-	char pidarg[16], key[256], where[80], c;
+	char pidarg[16], key[256], where[80], why[192], c;
 	uint32_t lkeys[2];
 	struct dev d;
 	pid_t child;
@@ -106,6 +122,7 @@ int main(void)
 		struct odpx_attr at = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_PIN };
 		struct odpx_ctx *octx;
 		struct odpx_mr *ra, *rb;
+		const char *w;
 		struct dev cd;
 		close(up[0]);
 		close(down[1]);
@@ -119,7 +136,11 @@ int main(void)
 			_exit(3);
 		lkeys[0] = odpx_mr_lkey(ra);
 		lkeys[1] = odpx_mr_lkey(rb);
-		if (write(up[1], lkeys, sizeof(lkeys)) != sizeof(lkeys) || read(down[0], &c, 1) != 1)
+		if (odpx_mode_get(octx, NULL, &w))
+			_exit(5);
+		snprintf(why, sizeof(why), "%s", w);
+		if (write(up[1], lkeys, sizeof(lkeys)) != sizeof(lkeys) ||
+		    write(up[1], why, sizeof(why)) != sizeof(why) || read(down[0], &c, 1) != 1)
 			_exit(1);
 		odpx_dereg(octx, ra);
 		odpx_dereg(octx, rb);
@@ -130,7 +151,10 @@ int main(void)
 		    odpx_prefetch(octx, b, 5 * pg, ODPX_PREFETCH_WRITE | ODPX_PREFETCH_SYNC))
 			_exit(4);
 		odpx_dereg(octx, ra);
-		if (write(up[1], "e", 1) != 1 || read(down[0], &c, 1) != 1)
+		if (odpx_mode_get(octx, NULL, &w))
+			_exit(5);
+		snprintf(why, sizeof(why), "%s", w);
+		if (write(up[1], why, sizeof(why)) != sizeof(why) || read(down[0], &c, 1) != 1)
 			_exit(1);
 		odpx_close(octx);
 		dev_close(&cd);
@@ -138,7 +162,8 @@ int main(void)
 	}
 	close(up[1]);
 	close(down[0]);
-	if (read(up[0], lkeys, sizeof(lkeys)) != sizeof(lkeys))
+	if (read(up[0], lkeys, sizeof(lkeys)) != sizeof(lkeys) ||
+	    read(up[0], why, sizeof(why)) != sizeof(why))
 		dev_fail("the child registered no MRs");
 
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)child);
@@ -195,6 +220,7 @@ int main(void)
 		dev_fail("odpx context of pid %d (pin, verbs) not shown: %.600s", (int)child,
 			 strstr(out, "\"contexts\"") ? strstr(out, "\"contexts\"") : out);
 	printf("context: %.*s\n", (int)(strchr(cx, '}') - cx + 1), cx);
+	check_reason(cx, why, "pin");
 
 	/* text mode: the banner */
 	char *targs[] = { "odpstat", "-d", (char *)d.name, "0.1", "1", NULL };
@@ -206,7 +232,7 @@ int main(void)
 	fputs(out, stdout);
 
 	/* the explicit context's verbs counters, from its segment */
-	if (write(down[1], "x", 1) != 1 || read(up[0], &c, 1) != 1)
+	if (write(down[1], "x", 1) != 1 || read(up[0], why, sizeof(why)) != sizeof(why))
 		dev_fail("the child opened no explicit context");
 	if ((st = odpstat(args, out, sizeof(out))) != 0)
 		dev_fail("odpstat -p exited %d: %s", st, out);
@@ -214,6 +240,7 @@ int main(void)
 	cx = strstr(out, key);
 	if (!cx || !strstr(cx, "\"mode\":\"explicit\",\"backend\":\"verbs\""))
 		dev_fail("explicit context of pid %d not shown: %.600s", (int)child, out);
+	check_reason(cx, why, "explicit");
 	const char *om = strstr(cx, "\"odp_mrs\":"), *ps = strstr(cx, "\"prefetch_sges\":");
 	const char *ce = strchr(strstr(cx, "\"odp_mrs\":") ? strstr(cx, "\"odp_mrs\":") : cx, '}');
 	if (!om || !ps || om > ce || ps > ce || strtoull(om + 10, NULL, 10) < 1 ||

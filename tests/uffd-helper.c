@@ -410,15 +410,12 @@ static void *read_reasons(void *arg)
 	return NULL;
 }
 
-/* The reason odpstat reads in the process's segment (sysfs-stats/shm.c). */
-static void seg_reason(struct odpx_ctx *ctx, char *out, size_t n)
+/* The reason odpstat reads in the process's segment (sysfs-stats/shm.c), asking nothing of odpx. */
+static void seg_reason(char *out, size_t n)
 {
 	struct odpx_seg_info si[8];
-	struct odpx_stats st;
-	int k;
+	int k = odpx_seg_scan(getpid(), si, 8);
 
-	CHECK(odpx_stats_read(ctx, &st, sizeof(st)) > 0, "stats");	/* publishes */
-	k = odpx_seg_scan(getpid(), si, 8);
 	CHECK(k == 1, "odpx_seg_scan: %d segments, want 1", k);
 	snprintf(out, n, "%s", si[0].reason);
 }
@@ -443,7 +440,7 @@ static int no_thread_allowed(void *arg)
 	ctx = open_pin(0);
 	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
 	snprintf(open_why, sizeof(open_why), "%s", why);
-	seg_reason(ctx, seg_why, sizeof(seg_why));
+	seg_reason(seg_why, sizeof(seg_why));
 	CHECK(!strcmp(seg_why, open_why), "the segment's reason \"%s\"", seg_why);
 	rr.ctx = ctx;
 	rr.open_why = open_why;
@@ -462,7 +459,7 @@ static int no_thread_allowed(void *arg)
 	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
 	CHECK(strstr(why, "reader thread") && strstr(why, "serving direct"),
 	      "the reason does not say why: \"%s\"", why);
-	seg_reason(ctx, seg_why, sizeof(seg_why));
+	seg_reason(seg_why, sizeof(seg_why));
 	CHECK(!strcmp(seg_why, why), "odpstat's reason \"%s\", odpx_mode_get's \"%s\"", seg_why, why);
 	CHECK(count_fds() == fds, "the failed monitor left %d descriptors open",
 	      (int)count_fds() - (int)fds);
@@ -489,7 +486,7 @@ static int no_thread_allowed(void *arg)
 	      U(st.direct_no_monitor), U(st.reader_process), U(st.entries));
 	CHECK_RC(odpx_mode_get(ctx, NULL, &why), 0);
 	CHECK(!strcmp(why, open_why), "attached, the reason is still \"%s\"", why);
-	seg_reason(ctx, seg_why, sizeof(seg_why));
+	seg_reason(seg_why, sizeof(seg_why));
 	CHECK(!strcmp(seg_why, open_why), "attached, odpstat's reason is still \"%s\"", seg_why);
 	atomic_store(&rr.stop, true);
 	pthread_join(rt, NULL);
