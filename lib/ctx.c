@@ -371,8 +371,14 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 		goto out_free;
 	}
-	monitor_detach(ctx);	/* first: the monitor may kick the engine */
+	/*
+	 * The engine first: a prefetch it serves may miss, and a miss after
+	 * the detach would attach the closing context again (and, the last
+	 * one, restart the monitor with the context on its list after the
+	 * free).  Kicks by the monitor meanwhile find no engine.
+	 */
 	engine_stop(ctx);
+	monitor_detach(ctx);
 	cache_reap_dead(ctx);
 	cache_fini(ctx);
 	ctx->be->close(ctx);

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "../uffd/monitor.h"
 
 #define UD_DOORBELL 1
 #define UD_TICK 2
@@ -432,8 +433,10 @@ void engine_stop(struct odpx_ctx *ctx)
 			/* saturated: it is awake */
 		}
 		pthread_join(e->thr, NULL);
-		atomic_store_explicit(&ctx->eng, NULL,
-				      memory_order_release);
+		atomic_store_explicit(&ctx->eng, NULL, memory_order_release);
+		/* the monitor kicks under mon.lock: one that loaded e is done after this */
+		pthread_mutex_lock(&mon.lock);
+		pthread_mutex_unlock(&mon.lock);
 		io_uring_queue_exit(&e->ring);
 		close(e->efd);
 		free(e);

@@ -16,6 +16,7 @@
  * - thousands of small overlapping and adjacent hints over one range collapse:
  *   prefetch_merged large, prefetch_issued small, and queued == merged +
  *   issued + failed once the engine is done.
+ * - odpx_close() with hints still queued leaves the monitor with no context;
  * Without the privilege for a userfaultfd that handles kernel faults, the
  * queue is flooded from several threads instead, and either outcome is
  * accepted as long as queued + dropped == attempts.
@@ -29,6 +30,7 @@
 
 #include "test.h"
 #include "internal.h"	/* prefetch_coalesce, PREFETCH_QLEN */
+#include "../uffd/monitor.h"	/* close_while_queued: the monitor's list */
 
 #define PG 4096UL
 #define U(x) ((unsigned long)(x))
@@ -515,6 +517,41 @@ static void queue_flooded(void)
 	      U(st.prefetch_issued - st0.prefetch_issued), U(queued));
 }
 
+/*
+ * odpx_close() while the engine still has a thousand pin-mode hints queued:
+ * a miss the engine serves during the close must not attach the closing
+ * context again.  It did: the context stayed on the monitor's list after
+ * its free (restarting the monitor if it was the last), and the next event
+ * walked freed memory.  Ten rounds; the race took five of six before.
+ */
+static void close_while_queued(void)
+{
+	unsigned char *buf = map_anon(NULL, 2048 * PG);
+
+	memset(buf, 1, 2048 * PG);
+	for (int round = 0; round < 10; round++) {
+		struct odpx_ctx *c = open_pin(0);
+		struct odpx_mr *mr;
+		unsigned queued = 0;
+
+		CHECK_RC(odpx_reg(c, buf + 2047 * PG, PG, 0, &mr), 0);	/* monitor, engine */
+		CHECK_RC(odpx_dereg(c, mr), 0);
+		for (unsigned i = 0; i + 2 < 2048; i += 2)
+			queued += odpx_prefetch(c, buf + i * PG, PG, 0) == 0;
+		CHECK(queued > 0, "no hint queued");
+		CHECK_RC(odpx_close(c), 0);
+		mon_lock();
+		bool listed = mon.ctxs != NULL, running = mon.running;
+		unsigned users = mon.users;
+		mon_unlock();
+		CHECK(!listed && !users && !running, "round %d, after the close of the only context:"
+		      " the monitor lists %s, users %u, running %d", round,
+		      listed ? "a context" : "none", users, running);
+	}
+	munmap(buf, 2048 * PG);
+	printf("close with hints queued: the context leaves the monitor for good\n");
+}
+
 int main(void)
 {
 	struct uffdio_api api = { .api = UFFD_API };
@@ -541,6 +578,7 @@ int main(void)
 	}
 	prepin_after_remap();
 	CHECK_RC(odpx_close(ctx), 0);
+	close_while_queued();
 	linger();
 	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
 	munmap(stall_pages, ROUNDS * PG);
