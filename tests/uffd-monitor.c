@@ -72,7 +72,7 @@ static void cache(void *p, size_t len, unsigned seed)
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 	st = stats_of(ctx);
 	mr = reg(p, len);
-	CHECK(stats_of(ctx).hits == st.hits + 1, "%p not cached", p);
+	CHECK(stats_of(ctx).hits == st.hits + 1, "%p not cached (direct_budget %lu, direct_racing %lu, entries %lu)", p, U(stats_of(ctx).direct_budget), U(stats_of(ctx).direct_racing), U(stats_of(ctx).entries));
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 }
 
@@ -573,6 +573,94 @@ static int reclaim_main(void)
 	return 0;
 }
 
+/*
+ * Every watch record counts exactly the live entries over it, or an idle-
+ * looking record under a live entry is unregistered for the budget and
+ * that entry gets no more events (mon.lock, after what odpx-uffd published).
+ */
+static void refs_exact(const char *when)
+{
+	mon_lock();
+	for (unsigned i = 0; i < mon.nw; i++) {
+		uint64_t n = 0;
+		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
+			cache_count_live(c, mon.w[i].start, mon.w[i].end, &n);
+		if (n != mon.w[i].refs) {
+			uint32_t refs = mon.w[i].refs;
+			mon_unlock();
+			FAIL("%s: the record %#lx-%#lx counts %u entries, %lu live there", when,
+			     (unsigned long)mon.w[i].start, (unsigned long)mon.w[i].end, refs, U(n));
+		}
+	}
+	mon_unlock();
+}
+
+/*
+ * ODPX_WATCH_MAX=2.  The records' counts stay exact through a split that
+ * finds no free slot (the right part is dropped from the table with an
+ * entry alive in it), watches merging that part back, a reclaim for the
+ * budget, and the close of one of two contexts; each step is checked.  A
+ * count short by one let the reclaim unregister the range under a live
+ * entry (p0's), whose munmap then raised no event: its old pages came
+ * back.  Here nothing is idle, so the third range goes direct, and p0's
+ * data moves through its new pages at the end.  (No widening needed: the
+ * first registration watches p0..p3 whole.)
+ */
+static int refs_main(void)
+{
+	unsigned char *base = map_isolated(64 * 4096);
+	unsigned char *p0 = base + 8 * 4096, *p1 = p0 + 4096, *p2 = p1 + 4096;
+	unsigned char *m2 = base + 40 * 4096, *m3 = base + 56 * 4096;
+	struct odpx_stats st0, st;
+	struct odpx_ctx *other;
+	struct odpx_mr *mr;
+
+	CHECK(mprotect(base, 64 * 4096, PROT_NONE) == 0, "mprotect");
+	map_anon(p0, 3 * 4096);
+	map_anon(m2, 4096);
+	map_anon(m3, 4096);
+	ctx = open_pin(0);
+	cache(p0, 3 * 4096, 40);	/* one record, p0..p3 */
+	CHECK(madvise(p0, 3 * 4096, MADV_DONTNEED) == 0, "madvise");
+	cache(p0, 4096, 41);
+	cache(p2, 4096, 42);
+	cache(m2, 4096, 43);	/* a second record: the budget is spent */
+	refs_exact("three entries, two records");
+	CHECK(munmap(p1, 4096) == 0, "munmap");	/* a split with no free slot */
+	refs_exact("the split without a slot");
+	map_anon(p1, 4096);
+	cache(p1, 2 * 4096, 44);	/* watched again (merged), p2's entry superseded */
+	refs_exact("p1..p3 watched again");
+	CHECK(madvise(p1, 2 * 4096, MADV_DONTNEED) == 0, "madvise");
+	refs_exact("the DONTNEED");
+	st0 = stats_of(ctx);
+	mr = reg(m3, 4096);	/* no record is idle: direct */
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	st = stats_of(ctx);
+	CHECK(st.direct_budget == st0.direct_budget + 1 && st.watch_vmas == 2,
+	      "a third range with both records in use: direct_budget +%lu (want 1), watch_vmas %lu"
+	      " (want 2: a record under a live entry was reclaimed)",
+	      U(st.direct_budget - st0.direct_budget), U(st.watch_vmas));
+	refs_exact("the budget refused");
+
+	/* a second context's entries stop counting when it closes */
+	CHECK_RC(odpx_open_uring(NULL, &other), 0);
+	CHECK_RC(odpx_reg(other, m2, 4096, 0, &mr), 0);
+	CHECK_RC(odpx_dereg(other, mr), 0);
+	refs_exact("a second context's entry");
+	CHECK_RC(odpx_close(other), 0);
+	refs_exact("the second context closed");
+
+	CHECK(munmap(p0, 4096) == 0, "munmap p0");
+	map_anon(p0, 4096);
+	mr = reg(p0, 4096);
+	CHECK(data_check(ctx, mr, p0, 4096, 45), "stale data: p0's entry outlived its munmap");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	refs_exact("the end");
+	CHECK_RC(odpx_close(ctx), 0);
+	return 0;
+}
+
 static int maps_main(void)
 {
 	vma_force_maps = 1;
@@ -583,7 +671,7 @@ static int call(void *arg)
 {
 	int (*fn)(void) = (int (*)(void))arg;
 
-	if (fn == budget_main || fn == pool_main || fn == reclaim_main)
+	if (fn == budget_main || fn == pool_main || fn == reclaim_main || fn == refs_main)
 		setenv("ODPX_WATCH_MAX", "2", 1);
 	return fn();
 }
@@ -616,6 +704,8 @@ int main(void)
 	for (unsigned m = 0; m < 3; m++)
 		failed |= run(modes[m], pool_main, "pool");
 	failed |= run("wp-async", reclaim_main, "reclaim");
+	for (unsigned m = 0; m < 3; m++)
+		failed |= run(modes[m], refs_main, "refs");
 	setenv("ODPX_WATCH_WIDEN_KB", "0", 1);	/* widening turned off: exact ranges */
 	failed |= run("wp-async", mode_main, "ev-exact");
 	failed |= run("wp-async", pool_main, "pool-exact");

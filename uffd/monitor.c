@@ -286,7 +286,13 @@ static void watch_cut(uintptr_t s, uintptr_t e)
 				w[1].start = e;
 				recount(&w[0]);
 				recount(&w[1]);
-			} else {	/* no slot: keep the left part only */
+			} else {
+				/*
+				 * No slot: keep the left part only.  The right
+				 * one stays registered in the kernel, its entries
+				 * still die by its events, and a miss there
+				 * watches it again (watch_insert() counts it).
+				 */
 				w->end = s;
 				recount(w);
 			}
@@ -332,10 +338,11 @@ static bool watch_reclaim_idle(void)
 
 /*
  * A newly registered gap.  It merges with a watched neighbour it touches, as
- * the kernel merges the two VMAs: the budget counts what splits VMAs.  A
- * merged record's refs are the sum, which over-counts an entry that spanned
- * the seam; such a record is merely never taken for idle (recount() on the
- * next cut makes it exact again).
+ * the kernel merges the two VMAs: the budget counts what splits VMAs.  The
+ * record is counted again (recount()), not summed: the gap may hold live
+ * entries no record counted (a split with no free slot keeps only its left
+ * part), and an entry over the seam counts once.  A count short by one
+ * would let watch_reclaim_idle() unregister a range under a live entry.
  */
 static void watch_insert(uintptr_t s, uintptr_t e)
 {
@@ -347,14 +354,15 @@ static void watch_insert(uintptr_t s, uintptr_t e)
 		mon.w[i - 1].end = e;
 		if (i < mon.nw && mon.w[i].start == e) {
 			mon.w[i - 1].end = mon.w[i].end;
-			mon.w[i - 1].refs += mon.w[i].refs;
 			memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
 			mon.nw--;
 		}
+		recount(&mon.w[i - 1]);
 		return;
 	}
 	if (i < mon.nw && mon.w[i].start == e) {
 		mon.w[i].start = s;
+		recount(&mon.w[i]);
 		return;
 	}
 	memmove(&mon.w[i + 1], &mon.w[i], (mon.nw - i) * sizeof(mon.w[0]));
@@ -1401,6 +1409,9 @@ void monitor_detach(struct odpx_ctx *ctx)
 	}
 	atomic_store_explicit(&ctx->attached, false, memory_order_relaxed);
 	stop = --mon.users == 0 && mon.running;
+	/* its live entries, unpinned next by cache_fini(), count no more */
+	for (unsigned i = 0; !stop && i < mon.nw; i++)
+		recount(&mon.w[i]);
 	pthread_mutex_unlock(&mon.lock);
 	if (!stop)
 		goto out;
