@@ -704,7 +704,8 @@ static void helper_lost_locked(void)
 	apply_published(sh);
 	if (atomic_load_explicit(&sh->gate, memory_order_acquire)) {
 		seq_all();
-		log_inval(0, UINTPTR_MAX, false);
+		/* as a REMOVE too: a lost one's zap may still be to come (quarantine) */
+		log_inval(0, UINTPTR_MAX, true);
 		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
 			apply(c, 0, UINTPTR_MAX, UFFD_EVENT_UNMAP);
 		for (unsigned i = 0; i < mon.nw; i++) {
