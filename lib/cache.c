@@ -393,6 +393,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			STAT_INC(ctx, unpins);
 			unreserve(ctx, (uint32_t)idx);
 			STAT_INC(ctx, miss_retries);
+			attempt++;	/* bounded: then it is served direct */
 			continue;
 		}
 		if (!unsafe && monitor_remove_recent(us, ue, t0)) {

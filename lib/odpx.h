@@ -225,8 +225,9 @@ int odpx_close(struct odpx_ctx *ctx);
  * A hit takes no lock.  Return: 0, or -EINVAL (bad length, wrap, unknown
  * access bits), -EFAULT (unmapped, PROT_NONE or unpinnable memory: read-only
  * or shared file mappings on the uring backend), -ENOMEM (limits reached
- * with every entry in use), -E2BIG (longer than max_entry_bytes),
- * -EAGAIN (the range was invalidated during every retry).
+ * with every entry in use), -E2BIG (longer than max_entry_bytes).  A range
+ * invalidated while it is pinned, three times in a row, is served direct
+ * (a registration of its own, counted in direct_racing).
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
