@@ -26,20 +26,21 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_sge sge[ADV_MAX_SGE];
-	uint32_t k = 0;
-	int r = 0, err;
+	uint32_t held[ADV_MAX_SGE], nheld = 0, k = 0;
+	int r = 0, err, slow;
 
 	for (uint32_t i = 0; i < n && k < ADV_MAX_SGE; i++) {
 		uint32_t idx = b->implicit_idx;
 		uint64_t c = p[i].addr >> b->chunk_shift;
 
-		if (idx == NIL) {
+		if (idx == NIL) {	/* held while advised: an unused chunk may be evicted */
 			if (c >= b->nchunks ||
-			    (idx = chunk_ensure(ctx, CLS_WRITE, c, &err)) == NIL) {
+			    (idx = chunk_get(ctx, CLS_WRITE, c, &err, &slow)) == NIL) {
 				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
 				r = c >= b->nchunks ? -EFAULT : err;
 				continue;
 			}
+			held[nheld++] = idx;
 		}
 		sge[k++] = (struct ibv_sge){ .addr = p[i].addr, .length = p[i].len,
 					     .lkey = ctx->ent[idx].lkey };
@@ -47,6 +48,8 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 	if (!k)
 		return r;
 	err = mode_verbs_err(ibv_advise_mr(b->pd, advice_of[p[0].advice], flags, sge, k), errno);
+	while (nheld)
+		ent_put(ctx, held[--nheld]);
 	if (err < 0) {
 		STAT_INC(ctx, prefetch_failed);
 		atomic_store_explicit(&ctx->cs->prefetch_errno, (uint64_t)-err,

@@ -31,17 +31,21 @@
  *   registration does not fault pages in).  Operations:
  *     chunk hit   no lock: acquire-load ctab[cls][chunk] (paired with the
  *                 release store of the miss that published the entry), then
- *                 word += 1.  Chunk and implicit entries never die before
- *                 close, so the reference cannot meet a recycled entry.
+ *                 CAS word -> word + 1 while ALIVE, then check the entry is
+ *                 still this chunk's (span and access): an unused chunk
+ *                 entry may have been evicted and reused since the load.
+ *                 If not, drop the reference and look again (chunk_get).
  *     chunk miss  lock, re-check, register, fill the entry, release-store
  *                 its index + 1 into ctab, unlock.
  *     range       lock, look up by (start, pages, access), word += 1, unlock;
  *                 a miss registers outside the lock and inserts under it.
  *     dereg       no lock: CAS word -> word - 1 while ALIVE with a reference.
- *     evict       lock: CAS an unused range entry ALIVE/0 -> FREE (gen + 1).
- *                 It cannot race a hit (range hits hold the lock) and a
- *                 dereg never moves a count of 0; its MR is deregistered
- *                 after unlocking.
+ *     evict       lock: CAS an unused range or chunk entry ALIVE/0 -> FREE
+ *                 (gen + 1), and unlink it (range hash, or ctab: 0).  A
+ *                 range hit holds the lock; a chunk hit's CAS and the
+ *                 eviction's meet on word, one wins; a dereg never moves a
+ *                 count of 0.  Its MR is deregistered after unlocking.
+ *                 Implicit entries are never evicted.
  *
  * Lifecycle: a one-page anchor MR is held from open to close so that
  * ibv_dealloc_pd() fails with EBUSY while a context is open; contexts still
@@ -85,9 +89,11 @@ static void close_all_at_exit(void)
 	}
 }
 
+/* The child's exit must not close the parent's contexts (odpx_close there frees them). */
 static void reg_atfork_child(void)
 {
 	pthread_mutex_init(&reg_lock, NULL);
+	reg_head = NULL;
 }
 
 static void reg_init(void)
@@ -223,7 +229,7 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 
 static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
 
-/* A free entry (b->lock held); may evict an unused range, whose MR goes to *victim. */
+/* A free entry (b->lock held); may evict an unused range or chunk, whose MR goes to *victim. */
 static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 {
 	struct vbe *b = vbe_of(ctx);
@@ -234,18 +240,25 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 			struct entry *e = &ctx->ent[i];
 			uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
 
-			if (b->meta[i].kind != EK_RANGE || W_STATE(w) != ST_ALIVE || W_REF(w))
+			if ((b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK) ||
+			    W_STATE(w) != ST_ALIVE || W_REF(w))
 				continue;
 			if (!atomic_compare_exchange_strong(&e->word, &w,
 							    W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
 				continue;
 			uint64_t span = atomic_load_explicit(&e->span, memory_order_relaxed);
-			uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span),
-							 e->access)];
-			while (*pp != NIL && *pp != i)
-				pp = &b->meta[*pp].rnext;
-			if (*pp == i)
-				*pp = b->meta[i].rnext;
+			if (b->meta[i].kind == EK_CHUNK) {
+				atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >>
+									b->chunk_shift],
+						      0, memory_order_release);
+			} else {
+				uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span),
+								 SPAN_BYTES(span), e->access)];
+				while (*pp != NIL && *pp != i)
+					pp = &b->meta[*pp].rnext;
+				if (*pp == i)
+					*pp = b->meta[i].rnext;
+			}
 			*victim = b->mr[i];
 			b->mr[i] = NULL;
 			b->meta[i].kind = EK_FREE;
@@ -358,7 +371,7 @@ static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t 
  * of every other; two that race for the same chunk both register, and the
  * later one drops its MR.
  */
-uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
+static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *mr, *victim = NULL;
@@ -385,6 +398,7 @@ uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 		return NIL;
 	}
 	b->meta[idx].kind = EK_CHUNK;
+	b->meta[idx].cls = (uint8_t)cls;
 	ent_fill(ctx, idx, mr, b->cls_access[cls], (uintptr_t)c << b->chunk_shift,
 		 1ULL << b->chunk_shift, 0);
 	atomic_store_explicit(&b->ctab[cls][c], idx + 1, memory_order_release);
@@ -392,6 +406,54 @@ uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 	if (victim)
 		ibv_dereg_mr(victim);
 	return idx;
+}
+
+/* A reference on @idx if it is ALIVE and still (span, access): false otherwise. */
+static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t acc)
+{
+	struct entry *e = &ctx->ent[idx];
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+
+	do {
+		if (W_STATE(w) != ST_ALIVE)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, memory_order_acquire,
+							memory_order_relaxed));
+	/* held: no eviction now, but it may have been reused since ctab was read */
+	if (atomic_load_explicit(&e->span, memory_order_relaxed) == span && e->access == acc)
+		return true;
+	atomic_fetch_sub_explicit(&e->word, 1, memory_order_release);
+	return false;
+}
+
+uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow)
+{
+	struct vbe *b = vbe_of(ctx);
+	uint64_t span = SPAN_MAKE((uintptr_t)c << b->chunk_shift,
+				  1ULL << (b->chunk_shift - PAGE_SHIFT));
+
+	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+
+		if (idx) {
+			idx--;
+		} else {
+			*slow = 1;
+			if ((idx = chunk_ensure(ctx, cls, c, err)) == NIL)
+				return NIL;
+		}
+		if (take_if(ctx, idx, span, b->cls_access[cls]))
+			return idx;
+		*slow = 1;
+	}
+	*err = odpx_fail(-EBUSY, "chunk %#llx evicted at each of %d tries",
+			 (unsigned long long)c, CHUNK_GET_TRIES);
+	return NIL;
+}
+
+void ent_put(struct odpx_ctx *ctx, uint32_t idx)
+{
+	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, memory_order_release);
 }
 
 static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
@@ -422,14 +484,11 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 		cls = CLS_GLOBAL;
 	}
 	if (likely(c0 == c1 && c0 < b->nchunks)) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c0], memory_order_acquire);
-		if (likely(idx)) {
-			take(ctx, idx - 1, out, 0);
-			return 0;
-		}
-		idx = chunk_ensure(ctx, cls, c0, &r);
-		if (idx != NIL) {
-			take(ctx, idx, out, 1);
+		int slow = 0;
+		uint32_t idx = chunk_get(ctx, cls, c0, &r, &slow);
+		if (likely(idx != NIL)) {
+			stats_hit(ctx, slow, 0);
+			*out = &ctx->ent[idx];
 			return 0;
 		}
 		/* e.g. a chunk beyond what the device can map: the range alone */
@@ -490,8 +549,9 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 
 	b->odp = true;
 	b->chunk_shift = log2_u64(chunk_bytes);
-	b->nchunks = 1ULL << (VA_BITS - b->chunk_shift);
-	b->ctab_bytes = b->nchunks * sizeof(uint32_t);
+	/* a chunk the device cannot register: every request is a range of its own */
+	b->nchunks = chunk_bytes <= max_mr_size ? 1ULL << (VA_BITS - b->chunk_shift) : 0;
+	b->ctab_bytes = (1ULL << (VA_BITS - b->chunk_shift)) * sizeof(uint32_t);
 	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
 	b->cls_access[CLS_READ] = 0;
 	b->cls_access[CLS_WRITE] = ODPX_ACCESS_LOCAL_WRITE;
@@ -525,7 +585,7 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t acc)
 {
 	struct vbe *b = vbe_of(ctx);
-	uint32_t idx = b->free_stack[--b->nfree];
+	uint32_t idx = b->free_stack[--b->nfree];	/* the open checked nfree */
 
 	b->meta[idx].kind = EK_IMPLICIT;
 	ent_fill(ctx, idx, mr, acc, 0, 0, 0);
@@ -665,6 +725,13 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 			goto out_close;
 		b->common.global_rkey = !!(a.flags & ODPX_OPEN_GLOBAL_RKEY);
 		atomic_store(&ctx->cs->global_rkey, b->common.global_rkey);
+		/* the implicit entries and at least one more (a range's) */
+		if (b->nfree < (impl != NULL) + (impl_global != NULL) + 1u) {
+			r = odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a"
+				      " range needs one more", ctx->max_entries,
+				      (impl != NULL) + (impl_global != NULL));
+			goto out_close;
+		}
 		if (impl)
 			b->implicit_idx = implicit_entry(ctx, impl, ODPX_ACCESS_LOCAL_WRITE);
 		if (impl_global)

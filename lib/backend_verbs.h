@@ -24,6 +24,7 @@ enum { EK_FREE = 0, EK_IMPLICIT, EK_CHUNK, EK_RANGE };
 
 struct meta {
 	uint8_t kind;
+	uint8_t cls;		/* a chunk's class */
 	uint32_t rnext;		/* range hash chain (lock) */
 };
 
@@ -52,8 +53,14 @@ struct vbe {
 
 static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
 
-/* backend_verbs.c: the chunk's entry, registered on first use; NIL and *err */
-uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err);
+/*
+ * backend_verbs.c: chunk_get() - a reference on chunk @c's entry of class
+ * @cls, registered on first use: its index, or NIL and *err; *slow set when
+ * it was not a plain hit.  Released with ent_put().
+ */
+#define CHUNK_GET_TRIES 8
+uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow);
+void ent_put(struct odpx_ctx *ctx, uint32_t idx);
 
 /* advise_verbs.c */
 void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
