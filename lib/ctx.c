@@ -81,7 +81,7 @@ static void atfork_child(void)
 
 static void init_once(void)
 {
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(monitor_atfork_prepare, monitor_atfork_parent, atfork_child);
 }
 
 static bool has_ipc_lock(void)

@@ -451,7 +451,7 @@ void engine_forget(struct odpx_ctx *ctx)
 
 	if (!e)
 		return;
-	close(e->ring.ring_fd);
+	io_uring_queue_exit(&e->ring);	/* our copies: the mappings and the descriptor */
 	close(e->efd);
 	free(e);
 	atomic_store_explicit(&ctx->eng, NULL, memory_order_relaxed);

@@ -7,7 +7,8 @@
  *   - munmaps, MADV_DONTNEEDs and mremaps memory the parent has cached: none
  *     of these may block (the child has no monitor reading its events);
  *   - gets -ESTALE from every call on the inherited context, and 0 from
- *     odpx_close of it, which must not touch the parent's pins;
+ *     odpx_close of it, which must not touch the parent's pins, and leaves
+ *     none of the parent's io_uring rings mapped;
  *   - opens a fresh context that caches, moves the right bytes and is kept
  *     coherent by its own monitor (a stale scenario in the child).
  * The parent afterwards: VmPin and the gauges as before the fork, every cached
@@ -25,6 +26,20 @@
 #define DEADLINE_S 5.0
 
 static int soft_failed;
+
+/* the process's io_uring ring mappings (rings and SQE arrays) */
+static int uring_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	CHECK(f, "/proc/self/maps");
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "anon_inode:[io_uring]") != NULL;
+	fclose(f);
+	return n;
+}
 #define SOFT(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); soft_failed = 1; } } while (0)
 
@@ -99,6 +114,8 @@ static int child(struct odpx_ctx *inh, struct odpx_mr *held)
 		SOFT(r == -ESTALE, "child: odpx_stats_read(inherited) = %d, want -ESTALE (%d)", r, -ESTALE);
 	}
 	CHECK_RC(odpx_close(inh), 0);
+	CHECK(uring_maps() == 0, "child: %d io_uring mappings of the parent's left after the close",
+	      uring_maps());
 
 #ifdef __SANITIZE_THREAD__
 	/*

@@ -1438,6 +1438,16 @@ out:
 	pthread_mutex_unlock(&life_lock);
 }
 
+void monitor_atfork_prepare(void)
+{
+	pthread_mutex_lock(&life_lock);
+}
+
+void monitor_atfork_parent(void)
+{
+	pthread_mutex_unlock(&life_lock);
+}
+
 void monitor_atfork_child(void)
 {
 	/* the parent's threads do not exist here; its uffd is the parent's */

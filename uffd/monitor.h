@@ -147,6 +147,14 @@ uint64_t monitor_ns(void);	/* CLOCK_MONOTONIC, vDSO */
 bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
 void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta);
 /* Child side of fork: forget everything, close the inherited uffd. */
+/*
+ * fork(): the prepare handler holds life_lock across it, so that the child
+ * never inherits a monitor half started or half stopped (descriptors closed
+ * and the stack unmapped, not yet forgotten: the child would close numbers
+ * and unmap ranges another thread may have taken since).
+ */
+void monitor_atfork_prepare(void);
+void monitor_atfork_parent(void);
 void monitor_atfork_child(void);
 const char *uffd_mode_str(enum uffd_mode m);
 
