@@ -104,9 +104,12 @@ enum odpx_open_flags {
 	ODPX_OPEN_UNSAFE_NO_MONITOR = 1 << 0,
 	/*
 	 * Verbs, ODP modes: remote-access requests may be served by an MR that
-	 * grants that access beyond the request (the implicit MR, or an ODP MR
-	 * per chunk).  Without it, remote access covers exactly the request's
-	 * pages.  Shown as global_rkey in stats.
+	 * reaches beyond the request, in pages and in rights: the implicit MR,
+	 * or an ODP MR per chunk, with every remote access the device's ODP
+	 * offers (remote read, write and, where supported, atomic) whatever
+	 * the request asked.  Without it, remote access covers exactly the
+	 * request's pages with exactly its rights.  Shown as global_rkey in
+	 * stats.
 	 */
 	ODPX_OPEN_GLOBAL_RKEY = 1 << 1,
 	ODPX_OPEN_RESERVED = 1 << 2,
@@ -283,7 +286,11 @@ enum odpx_prefetch_flags {
  * never blocks.  The engine coalesces and de-duplicates hints, then
  * issues ibv_advise_mr in batches of SGEs (ODP modes) or pre-pins the range
  * into the cache (pin mode); direct mode counts and ignores them.  With
- * ODPX_PREFETCH_SYNC the hint is served before the call returns.
+ * ODPX_PREFETCH_SYNC the hint is served before the call returns.  ODP
+ * modes advise the MR a LOCAL_WRITE registration of the range gets (the
+ * implicit MR, or the chunk's): a device maps pages per MR, so a later
+ * registration served by another MR (remote access, or access 0 in
+ * explicit mode) finds the pages resident but takes its own device faults.
  * Return: 0 queued (or done), -EAGAIN queue full (counted as dropped),
  * -EINVAL, or the error of a synchronous prefetch.
  */
