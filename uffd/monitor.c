@@ -262,13 +262,19 @@ bool monitor_covers(uintptr_t s, uintptr_t e)
 	return s >= e;
 }
 
-static void recount(struct watch *w)
+/* Live entries over [s, e), in every context (mon.lock) */
+static uint32_t live_in(uintptr_t s, uintptr_t e)
 {
 	uint64_t n = 0;
 
 	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
-		cache_count_live(c, w->start, w->end, &n);
-	w->refs = (uint32_t)n;
+		cache_count_live(c, s, e, &n);
+	return (uint32_t)n;
+}
+
+static void recount(struct watch *w)
+{
+	w->refs = live_in(w->start, w->end);
 }
 
 /* Remove [s, e) from the table (the VMA is gone or moved). */
@@ -338,11 +344,14 @@ static bool watch_reclaim_idle(void)
 
 /*
  * A newly registered gap.  It merges with a watched neighbour it touches, as
- * the kernel merges the two VMAs: the budget counts what splits VMAs.  The
- * record is counted again (recount()), not summed: the gap may hold live
- * entries no record counted (a split with no free slot keeps only its left
- * part), and an entry over the seam counts once.  A count short by one
- * would let watch_reclaim_idle() unregister a range under a live entry.
+ * the kernel merges the two VMAs: the budget counts what splits VMAs.  A
+ * merged record's refs are the sum of what it merged plus the live entries
+ * of the gap: the gap may hold some no record counted (a split with no free
+ * slot keeps only its left part), and a count short by one would let
+ * watch_reclaim_idle() unregister a range under a live entry.  An entry
+ * over a seam counts twice, which only keeps the record from looking idle
+ * until recount() on its next cut.  Counting the gap, not the record: a
+ * record bridged over a pool of buffers may hold 100,000 entries.
  */
 static void watch_insert(uintptr_t s, uintptr_t e)
 {
@@ -352,17 +361,18 @@ static void watch_insert(uintptr_t s, uintptr_t e)
 	i = watch_lower(s);
 	if (i > 0 && mon.w[i - 1].end == s) {
 		mon.w[i - 1].end = e;
+		mon.w[i - 1].refs += live_in(s, e);
 		if (i < mon.nw && mon.w[i].start == e) {
 			mon.w[i - 1].end = mon.w[i].end;
+			mon.w[i - 1].refs += mon.w[i].refs;
 			memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
 			mon.nw--;
 		}
-		recount(&mon.w[i - 1]);
 		return;
 	}
 	if (i < mon.nw && mon.w[i].start == e) {
 		mon.w[i].start = s;
-		recount(&mon.w[i]);
+		mon.w[i].refs += live_in(s, e);
 		return;
 	}
 	memmove(&mon.w[i + 1], &mon.w[i], (mon.nw - i) * sizeof(mon.w[0]));
