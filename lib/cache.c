@@ -126,7 +126,8 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
 	uint64_t w = atomic_load_explicit(&e->word, RLX);
 
 	index_remove(ctx, idx, W_ACC(w));
-	monitor_watch_ref(e_start(e), e_end(e), -1);
+	if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR))	/* never counted (below) */
+		monitor_watch_ref(e_start(e), e_end(e), -1);
 	e->reason = (uint8_t)reason;
 	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
 	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_acq_rel);
@@ -394,6 +395,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			unreserve(ctx, (uint32_t)idx);
 			STAT_INC(ctx, miss_retries);
 			attempt++;	/* bounded: then it is served direct */
+			watched = false;	/* one attempt for one invalidation, cut watch or not */
 			continue;
 		}
 		if (!unsafe && monitor_remove_recent(us, ue, t0)) {
@@ -424,7 +426,13 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		ST(e->last_use, LD(ctx->clock));
 		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_ALIVE, 1), REL);
 		index_insert(ctx, (uint32_t)idx, acc);
-		monitor_watch_ref(us, ue, +1);
+		/*
+		 * The records count the entries of attached contexts only, as
+		 * recount() does: an unmonitored context's would be counted here
+		 * and not there, and its -1 could then leave a record short.
+		 */
+		if (!unsafe)
+			monitor_watch_ref(us, ue, +1);
 		seq_end(ctx);
 		mon_unlock();
 		lru_link(ctx, (uint32_t)idx);

@@ -601,7 +601,8 @@ static void refs_exact(const char *when)
  * ODPX_WATCH_MAX=2.  The records' counts stay exact through a split that
  * finds no free slot (the right part is dropped from the table with an
  * entry alive in it), watches merging that part back, a reclaim for the
- * budget, and the close of one of two contexts; each step is checked.  A
+ * budget, the close of one of two contexts, and the entry of a context
+ * opened ODPX_OPEN_UNSAFE_NO_MONITOR (never counted); each step is checked.  A
  * count short by one let the reclaim unregister the range under a live
  * entry (p0's), whose munmap then raised no event: its old pages came
  * back.  Here nothing is idle, so the third range goes direct, and p0's
@@ -628,6 +629,13 @@ static int refs_main(void)
 	cache(p2, 4096, 42);
 	cache(m2, 4096, 43);	/* a second record: the budget is spent */
 	refs_exact("three entries, two records");
+	/* a context with no monitor caches over a record: it must not count there */
+	CHECK_RC(odpx_open_uring(&(struct odpx_attr){ .comp_mask = ODPX_ATTR_FLAGS,
+						      .flags = ODPX_OPEN_UNSAFE_NO_MONITOR }, &other), 0);
+	CHECK_RC(odpx_reg(other, p0, 4096, 0, &mr), 0);
+	CHECK_RC(odpx_dereg(other, mr), 0);
+	refs_exact("an unmonitored context's entry");
+	CHECK_RC(odpx_close(other), 0);
 	CHECK(munmap(p1, 4096) == 0, "munmap");	/* a split with no free slot */
 	refs_exact("the split without a slot");
 	map_anon(p1, 4096);
