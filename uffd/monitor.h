@@ -14,9 +14,16 @@ struct odpx_ctx;
 enum uffd_mode { UFFD_MODE_NONE = 0, UFFD_MODE_WP_ASYNC, UFFD_MODE_WP, UFFD_MODE_MISSING };
 
 /* A watched range: one VMA as it was when registered with the uffd. */
+/*
+ * A watched range.  @refs is never short of the live cached entries over it
+ * (an idle record, refs 0, may be unregistered for the budget); it may be
+ * over, after a split or a merge (@approx), until watch_reclaim_idle()
+ * counts that record again.
+ */
 struct watch {
 	uintptr_t start, end;
-	uint32_t refs;		/* live cached entries overlapping it */
+	uint32_t refs;
+	bool approx;
 };
 
 #define INVAL_LOG 256		/* recent invalidations, for the miss re-check */
