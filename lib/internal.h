@@ -223,6 +223,7 @@ struct odpx_ctx {
 	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
 	struct cold_stats *cs;
 	void *stats_region;		/* holds shards and cs (stats.c) */
+	void *stats_priv;		/* the publisher's own state, never in the shared file */
 	size_t stats_region_bytes;
 
 	/* monitor membership (mon.lock) */

@@ -64,7 +64,7 @@ void stats_prefetch(struct odpx_ctx *ctx)
 /*
  * The counters of a context live in one region: the per-thread shards, then
  * the cold counters.  The region is a shared-memory segment, mode 0600,
- * /dev/shm/odpx.<pid>.<n>, which odpstat maps read-only to read them live
+ * /dev/shm/odpx.<pid>.<n>, which odpstat reads (a copy each time) to see them live
  * (sysfs-stats/publish.c: layout, naming, stale segments).
  */
 int stats_region_open(struct odpx_ctx *ctx)

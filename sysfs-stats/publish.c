@@ -42,6 +42,7 @@ struct seg_priv {
 	odpx_thrash_cb cb;
 	void *cb_arg;
 	bool on_shm;			/* named in /dev/shm: unlink at close */
+	int memfd;			/* -1, or the memfd odpstat finds in /proc/<pid>/fd */
 	pthread_mutex_t reason_lock;	/* publish_reason's */
 	_Atomic uint32_t reason_gen;	/* of the text in the segment */
 	char path[96];
@@ -63,11 +64,13 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
+/*
+ * Private: the callback, heap pointers and locks live in our heap, not in
+ * the file, which any process of our uid may open and write.
+ */
 static struct seg_priv *priv_of(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
-
-	return (struct seg_priv *)((char *)h + align64(h->cold_off + h->cold_bytes));
+	return ctx->stats_priv;
 }
 
 /* Field 22 of /proc/self/stat: start time in clock ticks since boot. */
@@ -106,7 +109,18 @@ static void clean_stale(void)
 	odpx_seg_clean_stale();
 }
 
-/* Create and map the backing file: /dev/shm, else a memfd, else private. */
+/* @bytes of @fd allocated now: a full tmpfs fails here, not with SIGBUS at a first store */
+static bool seg_size(int fd, size_t bytes)
+{
+	return fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)bytes) == 0 &&
+	       posix_fallocate(fd, 0, (off_t)bytes) == 0;
+}
+
+/*
+ * Create and map the backing file: /dev/shm, else a memfd, else private.
+ * Each step that fails (a full or read-only /dev/shm, no memfd) falls to
+ * the next: the statistics never fail an open that could work.
+ */
 static void *seg_map(size_t bytes, pid_t pid, unsigned n, struct seg_priv *tmp)
 {
 	char name[64];
@@ -122,25 +136,26 @@ static void *seg_map(size_t bytes, pid_t pid, unsigned n, struct seg_priv *tmp)
 		/* our PID and our <n>: left by an earlier process with this PID */
 		unlink(tmp->path);
 	}
-	tmp->on_shm = fd >= 0;
-	if (fd < 0)
-		fd = memfd_create(name, MFD_CLOEXEC);
+	tmp->memfd = -1;
 	if (fd >= 0) {
-		if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)bytes) == 0) {
-			p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-			if (p != MAP_FAILED) {
-				/* a memfd stays reachable through this fd, kept open */
-				if (tmp->on_shm)
-					close(fd);
-				return p;
-			}
+		if (seg_size(fd, bytes) &&
+		    (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
+			close(fd);
+			tmp->on_shm = true;
+			return p;
 		}
-		if (tmp->on_shm)
-			unlink(tmp->path);
+		unlink(tmp->path);
 		close(fd);
-		tmp->on_shm = false;
 	}
 	tmp->path[0] = 0;
+	if ((fd = memfd_create(name, MFD_CLOEXEC)) >= 0) {
+		if (seg_size(fd, bytes) &&
+		    (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
+			tmp->memfd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
+			return p;
+		}
+		close(fd);
+	}
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -149,9 +164,9 @@ int stats_seg_open(struct odpx_ctx *ctx)
 {
 	size_t shards = sizeof(struct stat_shard) * (STAT_SHARDS + 1);
 	size_t cold_off = SEG_HDR_BYTES + shards;
-	size_t priv_off = align64(cold_off + sizeof(struct cold_stats));
-	size_t bytes = (priv_off + sizeof(struct seg_priv) + sizeof(struct stats_roots) + 64 +
-			2 * sizeof(struct ctr_set) + 4095) & ~(size_t)4095;
+	size_t bytes = (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
+	size_t priv_bytes = align64(sizeof(struct seg_priv)) + sizeof(struct stats_roots) + 64 +
+			    2 * sizeof(struct ctr_set);
 	struct seg_priv tmp = { 0 }, *pv;
 	pid_t pid = getpid();
 	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, memory_order_relaxed);
@@ -159,8 +174,12 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	char *p;
 
 	pthread_once(&clean_once, clean_stale);
-	if (!(p = seg_map(bytes, pid, n, &tmp)))
+	if (!(pv = aligned_alloc(64, (priv_bytes + 63) & ~(size_t)63)))
 		return -ENOMEM;
+	if (!(p = seg_map(bytes, pid, n, &tmp))) {
+		free(pv);
+		return -ENOMEM;
+	}
 	h = (struct seg_hdr *)p;
 	h->version = ODPX_SHM_VERSION;
 	h->hdr_bytes = SEG_HDR_BYTES;
@@ -179,10 +198,10 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	h->flags = ctx->flags;
 	h->tick_ms = ctx->tick_ms;
 
-	pv = (struct seg_priv *)(p + priv_off);
 	*pv = tmp;
+	ctx->stats_priv = pv;
 	pthread_mutex_init(&pv->reason_lock, NULL);
-	pv->roots = (struct stats_roots *)(pv + 1);
+	pv->roots = (struct stats_roots *)((char *)pv + align64(sizeof(*pv)));
 	/* stats_roots is three paths and a bool: realign what follows it */
 	pv->dev_prev = (struct ctr_set *)align64((size_t)(uintptr_t)(pv->roots + 1));
 	pv->dev_cur = pv->dev_prev + 1;
@@ -221,7 +240,11 @@ void stats_seg_close(struct odpx_ctx *ctx)
 		ctr_set_free(pv->dev_prev);
 		ctr_set_free(pv->dev_cur);
 	}
+	if (pv->memfd >= 0)
+		close(pv->memfd);	/* ours, or the child's copy */
 	munmap(ctx->stats_region, ctx->stats_region_bytes);
+	free(pv);
+	ctx->stats_priv = NULL;
 }
 
 void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)

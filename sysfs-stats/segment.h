@@ -4,13 +4,17 @@
  *
  *   /dev/shm/odpx.<pid>.<n>   mode 0600, owner only; <n> counts the contexts
  *                             the process opened.  Unlinked at odpx_close().
- *   (memfd "odpx.<pid>.<n>" when /dev/shm cannot be used; odpstat finds it
- *    through /proc/<pid>/fd)
+ *   (memfd "odpx.<pid>.<n>" when /dev/shm cannot be used, full or
+ *    read-only; odpstat finds it through /proc/<pid>/fd; else a private
+ *    mapping no one else sees)
  *
  *   offset 0        struct seg_hdr (one page)
  *   shards_off      struct stat_shard[nshards]   hot-path counters, per thread
  *   cold_off        struct cold_stats            other counters
- *   priv_off        owner-only working state (detector); not part of the ABI
+ * The publisher's own state (the detector, the callback, locks) is in its
+ * heap, not here: any process of the same uid can open the file.  A reader
+ * takes a copy (pread), checks it, and trusts a file for one PID only when
+ * the file's owner is that process's user.
  *
  * Writers never lock for a reader: shards and cold counters are the live
  * counters themselves (relaxed stores and atomic adds, see lib/stats.c);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,16 @@ static bool parse_name(const char *name, pid_t *pid, unsigned *n)
 	return true;
 }
 
+/* The uid owning /proc/<pid>, (uid_t)-1 if none. */
+static uid_t proc_uid(pid_t pid)
+{
+	char path[32];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	return stat(path, &sb) == 0 ? sb.st_uid : (uid_t)-1;
+}
+
 static bool pid_alive(pid_t pid)
 {
 	return kill(pid, 0) == 0 || errno == EPERM;
@@ -50,63 +61,86 @@ static bool pid_alive(pid_t pid)
  * process that is gone (or an earlier one with the same PID); -EPROTO:
  * another layout.
  */
-/* Under the writer's sequence count (segment.h); a text never settled reads "". */
-static void read_reason(struct seg_hdr *h, char *out, size_t n)
+#define SEG_MAX_BYTES (1u << 20)	/* ours are a few pages: more is not a segment of ours */
+
+/*
+ * The reason, under the writer's sequence count (segment.h): the header read
+ * again until the count is even, non-zero and the same after the text.  A
+ * text never settled reads "".
+ */
+static void read_reason(int fd, char *out, size_t n)
 {
-	char text[sizeof(h->reason)];
+	struct seg_hdr h;
+	uint32_t s2;
 
 	out[0] = 0;
-	for (int tries = 0; tries < 1000; tries++) {
-		uint32_t s1 = atomic_load_explicit(&h->reason_seq, memory_order_acquire);
-
+	for (int tries = 0; tries < 100; tries++) {
+		if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+			return;
+		uint32_t s1 = atomic_load_explicit(&h.reason_seq, memory_order_relaxed);
 		if (!s1)
 			return;
 		if (s1 & 1) {
 			sched_yield();
 			continue;
 		}
-		memcpy(text, h->reason, sizeof(text));
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&h->reason_seq, memory_order_relaxed) == s1) {
-			text[sizeof(text) - 1] = 0;
-			snprintf(out, n, "%s", text);
+		if (pread(fd, &s2, sizeof(s2), offsetof(struct seg_hdr, reason_seq)) !=
+		    (ssize_t)sizeof(s2))
+			return;
+		if (s2 == s1) {
+			/* printable ASCII only: shown raw on a terminal, and in JSON */
+			h.reason[sizeof(h.reason) - 1] = 0;
+			for (char *c = h.reason; *c; c++)
+				if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+					*c = '?';
+			snprintf(out, n, "%s", h.reason);
 			return;
 		}
 	}
 }
 
+/*
+ * One segment, read into a copy: every field is fetched once and checked
+ * there, and a file that shrinks under us is a short read, not a SIGBUS.
+ * -EAGAIN: not a whole segment yet (created, not yet sized, or closed);
+ * -ESTALE: its process is gone; -EPROTO: not a layout of this version.
+ */
 static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 {
 	struct stat sb;
 	const struct seg_hdr *h;
-	void *p;
+	ssize_t got;
+	char *p;
 	int r = 0;
 
 	if (fstat(fd, &sb) < 0)
 		return -errno;
 	if ((size_t)sb.st_size < SEG_HDR_BYTES)
-		return -ESTALE;
-	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	h = p;
-	if (atomic_load_explicit(&((struct seg_hdr *)h)->magic, memory_order_acquire) != ODPX_SHM_MAGIC) {
-		r = -EAGAIN;	/* being created, or closed */
+		return -EAGAIN;	/* its creator sizes it right after naming it */
+	if ((uint64_t)sb.st_size > SEG_MAX_BYTES)
+		return -EPROTO;
+	if (!(p = malloc((size_t)sb.st_size)))
+		return -ENOMEM;
+	got = pread(fd, p, (size_t)sb.st_size, 0);
+	if (got < (ssize_t)SEG_HDR_BYTES) {
+		r = got < 0 ? -errno : -EAGAIN;
 		goto out;
 	}
-	if (h->pid != pid) {
-		r = -ESTALE;
+	h = (const struct seg_hdr *)p;
+	if (atomic_load_explicit(&((struct seg_hdr *)h)->magic, memory_order_relaxed) != ODPX_SHM_MAGIC) {
+		r = -EAGAIN;	/* being created, or closed */
 		goto out;
 	}
 	if (h->version != ODPX_SHM_VERSION || h->hdr_bytes != SEG_HDR_BYTES ||
 	    h->shard_bytes != sizeof(struct stat_shard) || h->nshards != STAT_SHARDS + 1 ||
-	    h->cold_bytes != sizeof(struct cold_stats) || h->total_bytes > (uint64_t)sb.st_size ||
+	    h->cold_bytes != sizeof(struct cold_stats) || h->total_bytes > (uint64_t)got ||
 	    (uint64_t)h->cold_off + h->cold_bytes > h->total_bytes ||
+	    h->shards_off < SEG_HDR_BYTES ||
 	    (uint64_t)h->shards_off + (uint64_t)h->shard_bytes * h->nshards > h->cold_off) {
 		r = -EPROTO;	/* another odpx version's layout */
 		goto out;
 	}
-	if (!pid_alive(pid) || proc_start_time(pid) != h->start_time) {
+	if (h->pid != pid || !pid_alive(pid) || proc_start_time(pid) != h->start_time) {
 		r = -ESTALE;
 		goto out;
 	}
@@ -116,11 +150,10 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->mode = (enum odpx_mode)h->mode;
 	out->backend = (enum odpx_backend)h->backend;
 	out->tick_ms = h->tick_ms;
-	read_reason((struct seg_hdr *)h, out->reason, sizeof(out->reason));
-	const struct stat_shard *shards = (const void *)((const char *)p + h->shards_off);
+	read_reason(fd, out->reason, sizeof(out->reason));
+	const struct stat_shard *shards = (const void *)(p + h->shards_off);
 
-	stats_region_sum(shards, (const struct cold_stats *)((const char *)p + h->cold_off),
-			 &out->st);
+	stats_region_sum(shards, (const struct cold_stats *)(p + h->cold_off), &out->st);
 #define G(f) atomic_load_explicit(&((struct seg_hdr *)h)->f, memory_order_relaxed)
 	out->st.entries = G(entries);
 	out->st.pinned_bytes = G(pinned_bytes);	/* published at each change */
@@ -136,7 +169,7 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 #undef G
 	out->st.unsafe_no_monitor = !!(h->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 out:
-	munmap(p, (size_t)sb.st_size);
+	free(p);
 	return r;
 }
 
@@ -202,6 +235,8 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 				continue;
 			if (!pid && sb.st_uid != me)
 				continue;	/* all: the caller's own processes */
+			if (pid && sb.st_uid != proc_uid(p))
+				continue;	/* one process: only a file of its own user is its */
 			if (!pid_alive(p)) {
 				if (sb.st_uid == me)
 					unlink(path);	/* stale: its process is gone */

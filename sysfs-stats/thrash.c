@@ -163,7 +163,8 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 	struct verdict v = { ODPX_THRASH_OK, ODPX_METRIC_NONE, 0 };
 	double secs = in->secs > 0 ? in->secs : 1;
 
-	if (in->have_dev && in->dev_faults / secs >= c->min_rate) {
+	/* no fault, nothing to classify (min_rate may be 0: no ratio of 0 faults) */
+	if (in->have_dev && in->dev_faults && in->dev_faults / secs >= c->min_rate) {
 		double faults = (double)in->dev_faults;
 		double rate = faults / secs;
 		double inval = (double)in->dev_inval / faults;
@@ -178,7 +179,7 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 		else if (inval < c->warm_ratio)
 			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_FAULT_RATE, rate);
 	}
-	if (in->have_pin && in->misses / secs >= c->min_rate) {
+	if (in->have_pin && in->misses && in->misses / secs >= c->min_rate) {
 		double misses = (double)in->misses;
 		double repin = (double)in->repins / misses;
 		uint64_t em = in->have_evict_remiss ? in->evict_remiss

@@ -87,6 +87,23 @@ static void test_cfg(void)
 	CHECK_RC(thrash_cfg_parse(&c, "inval_ratio", err, sizeof(err)), -EINVAL);
 	CHECK_RC(thrash_cfg_parse(&c, "exit_factor=2", err, sizeof(err)), -EINVAL);
 	CHECK(c.inval_ratio == 0.7 && c.enter_n == 3, "a failed parse changes nothing");
+
+	/*
+	 * min_rate=0 is accepted: windows with no fault (or no miss) are idle,
+	 * not a ratio over 0 (it read THRASH, inval_ratio inf, and the
+	 * published value_milli was an out-of-range cast of inf).
+	 */
+	struct thrash t;
+	CHECK_RC(thrash_cfg_parse(&c, "min_rate=0,enter_n=1", err, sizeof(err)), 0);
+	thrash_init(&t, &c);
+	for (int w = 0; w < 4; w++) {
+		struct thrash_in in = { .secs = 1, .have_dev = true, .dev_inval = 500,
+					.have_pin = true, .invals = 500, .evictions = 3 };
+		thrash_step(&t, &in);
+		CHECK(t.state == ODPX_THRASH_OK && t.value == t.value && t.value < 1e12,
+		      "min_rate=0, no fault, no miss: %s (metric %s %g), want OK",
+		      thrash_state_str(t.state), thrash_metric_str(t.metric), t.value);
+	}
 }
 
 int main(void)
