@@ -12,6 +12,7 @@
  * CHILD` fails with one line and exit status 1.  odpx_close() unlinks it;
  * a context of a process killed with SIGKILL leaves it behind, and the
  * next scan ignores and removes it.  A missing PID is one line, exit 1.
+ * A context closed between odpstat's two samples adds no rate.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -121,6 +122,60 @@ static void child(int wr, int rd, bool hold_forever)
 	CHECK(read(rd, &c, 1) == 1, "go");
 	CHECK_RC(odpx_close(ctx), 0);
 	_exit(0);
+}
+
+/*
+ * Rates across a context's close: a process with a busy-then-idle context
+ * (20,000 hits) and a small one closes the small one between odpstat's two
+ * samples, and does nothing else: the hit rate must be about 0, not the
+ * big context's whole count (a delta of the sums took the drop for a
+ * counter reset).
+ */
+static void rate_across_close(void)
+{
+	int up[2], down[2];
+	char cmd[PATH_MAX + 64], out[1 << 16], c;
+	const char *r;
+	FILE *p;
+	size_t n;
+	pid_t pid;
+
+	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	fflush(stdout);
+	if (!(pid = fork())) {
+		char *buf = map_anon(NULL, 2 * 4096);
+		struct odpx_ctx *big = open_pin(0), *small = open_pin(0);
+		struct odpx_mr *mr;
+
+		for (int i = 0; i < 20000; i++) {
+			CHECK_RC(odpx_reg(big, buf, 4096, 0, &mr), 0);
+			CHECK_RC(odpx_dereg(big, mr), 0);
+		}
+		for (int i = 0; i < 3; i++) {
+			CHECK_RC(odpx_reg(small, buf + 4096, 4096, 0, &mr), 0);
+			CHECK_RC(odpx_dereg(small, mr), 0);
+		}
+		CHECK(write(up[1], "r", 1) == 1 && read(down[0], &c, 1) == 1, "handshake");
+		CHECK_RC(odpx_close(small), 0);
+		CHECK(write(up[1], "c", 1) == 1 && read(down[0], &c, 1) == 1, "handshake");
+		_exit(0);
+	}
+	CHECK(read(up[0], &c, 1) == 1, "child ready");
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 1", odpstat, (int)pid);
+	CHECK((p = popen(cmd, "r")), "popen");
+	usleep(400 * 1000);	/* odpstat has its first sample */
+	CHECK(write(down[1], "x", 1) == 1 && read(up[0], &c, 1) == 1, "close the small context");
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	CHECK(pclose(p) == 0, "odpstat: %s", out);
+	CHECK(write(down[1], "q", 1) == 1, "quit");
+	waitpid(pid, NULL, 0);
+	r = strstr(out, "\"rates\":{\"hits\":");
+	CHECK(r, "no rates: %.300s", out);
+	double hits = strtod(r + strlen("\"rates\":{\"hits\":"), NULL);
+	CHECK(hits < 100, "a context closed between two samples: %.0f hits/s from an idle"
+	      " process", hits);
+	printf("a context closed between samples: %.0f hits/s (the process was idle)\n", hits);
 }
 
 static pid_t spawn(int *to_child, int *from_child, struct handoff *h, bool hold_forever)
@@ -260,5 +315,6 @@ int main(void)
 	CHECK(run(cmd, out, sizeof(out)) == 1, "bad option");
 	snprintf(cmd, sizeof(cmd), "%s 0 2>&1", odpstat);
 	CHECK(run(cmd, out, sizeof(out)) == 1 && strstr(out, "interval"), "bad interval: %s", out);
+	rate_across_close();
 	return 0;
 }
