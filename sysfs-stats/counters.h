@@ -154,7 +154,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *record);
 /* ---- shm.c: the segment each context publishes ---- */
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 5
+#define ODPX_SHM_VERSION 6
 #define ODPX_SHM_PREFIX "odpx."
 #define ODPX_SHM_DIR "/dev/shm"
 
@@ -177,6 +177,9 @@ struct odpx_seg_info {
  * the first segment that could not be opened (-EACCES for another user's).
  */
 int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max);
+/* The inode of the caller's PID namespace (0 if unknown): a segment's PID is its writer's. */
+uint64_t odpx_pidns(void);
+bool odpx_seg_foreign(const char *path);	/* a segment file of another PID namespace */
 /* Unlink stale segments of this uid (dead owners); returns how many. */
 int odpx_seg_clean_stale(void);
 

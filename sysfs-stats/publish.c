@@ -133,7 +133,13 @@ static void *seg_map(size_t bytes, pid_t pid, unsigned n, struct seg_priv *tmp)
 		fd = open(tmp->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			break;
-		/* our PID and our <n>: left by an earlier process with this PID */
+		/*
+		 * Our PID and our <n>: left by an earlier process with this PID,
+		 * unless a process of another PID namespace sharing /dev/shm has
+		 * the same numbers (then ours goes to a memfd).
+		 */
+		if (odpx_seg_foreign(tmp->path))
+			break;
 		unlink(tmp->path);
 	}
 	tmp->memfd = -1;
@@ -193,6 +199,7 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	h->pid = pid;
 	h->n = n;
 	h->start_time = proc_start_time(pid);
+	h->pidns = odpx_pidns();
 	h->mode = ctx->mode;
 	h->backend = ctx->be ? ctx->be->id : 0;
 	h->flags = ctx->flags;

@@ -50,6 +50,7 @@ struct seg_hdr {
 	int32_t pid;
 	uint32_t n;
 	uint64_t start_time;		/* /proc/<pid>/stat field 22: detects PID reuse */
+	uint64_t pidns;			/* inode of the writer's PID namespace: @pid is its */
 	uint32_t mode, backend;		/* enum odpx_mode, enum odpx_backend */
 	uint32_t flags;			/* enum odpx_open_flags */
 	uint32_t tick_ms;

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * shm.c - the reader side of the stats segments (layout in segment.h):
- * find a process's segments, map them read-only, sum their counters.
+ * find a process's segments, read a copy of each, sum their counters.
  *
  * A segment is live when its magic is set, its header matches this
  * build's layout, and the process named in it still runs with the start
- * time recorded in it.  Anything else under the odpx.<pid>.<n> names is
- * stale: skipped, and unlinked when it belongs to the caller.
+ * time recorded in it.  A segment written in another PID namespace (one
+ * that shares /dev/shm) is neither read nor removed: its PID is not ours.
+ * Anything else under the odpx.<pid>.<n> names is stale: skipped, and
+ * unlinked when it belongs to the caller.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +27,33 @@
 #include "segment.h"
 
 uint64_t proc_start_time(pid_t pid);	/* publish.c */
+
+uint64_t odpx_pidns(void)
+{
+	struct stat sb;
+
+	return stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
+/*
+ * The file at @path is a segment of another PID namespace (its header says
+ * so): its PID is not one of ours, to look up or to call dead.
+ */
+bool odpx_seg_foreign(const char *path)
+{
+	struct seg_hdr h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	bool foreign = false;
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    atomic_load_explicit(&h.magic, memory_order_relaxed) == ODPX_SHM_MAGIC &&
+	    h.version == ODPX_SHM_VERSION)
+		foreign = h.pidns != odpx_pidns();
+	close(fd);
+	return foreign;
+}
 
 static bool parse_name(const char *name, pid_t *pid, unsigned *n)
 {
@@ -140,6 +169,10 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 		r = -EPROTO;	/* another odpx version's layout */
 		goto out;
 	}
+	if (h->pidns != odpx_pidns()) {
+		r = -EXDEV;	/* another PID namespace's: not ours to read or remove */
+		goto out;
+	}
 	if (h->pid != pid || !pid_alive(pid) || proc_start_time(pid) != h->start_time) {
 		r = -ESTALE;
 		goto out;
@@ -237,11 +270,7 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 				continue;	/* all: the caller's own processes */
 			if (pid && sb.st_uid != proc_uid(p))
 				continue;	/* one process: only a file of its own user is its */
-			if (!pid_alive(p)) {
-				if (sb.st_uid == me)
-					unlink(path);	/* stale: its process is gone */
-				continue;
-			}
+			/* a dead PID is stale only in our PID namespace (the header's) */
 			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			if (fd < 0) {
 				if (!first_err)
@@ -254,7 +283,7 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 				found++;
 			else if (r == -ESTALE && sb.st_uid == me)
 				unlink(path);
-			else if (r != -ESTALE && r != -EAGAIN && !first_err)
+			else if (r != -ESTALE && r != -EAGAIN && r != -EXDEV && !first_err)
 				first_err = r;
 		}
 		closedir(dp);
@@ -287,7 +316,7 @@ int odpx_seg_clean_stale(void)
 		snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
 		if (lstat(path, &sb) < 0 || sb.st_uid != me || !S_ISREG(sb.st_mode))
 			continue;
-		if (!pid_alive(p) && unlink(path) == 0)
+		if (!pid_alive(p) && !odpx_seg_foreign(path) && unlink(path) == 0)
 			cleaned++;
 	}
 	closedir(dp);

@@ -17,8 +17,11 @@
  *   - a segment file for this process's PID owned by another user (a copy
  *     of a real one, chowned to nobody): odpx_seg_scan(pid) does not list
  *     it.  It was listed, forged counters and all.
- * The first two run in a mount namespace of their own (root: the suite
- * runs as root here; without CAP_SYS_ADMIN they skip, saying so).
+ *   - PID 1 of a PID namespace of its own, sharing /dev/shm: its segment is
+ *     neither listed as our PID 1's nor removed by our scans (it was removed
+ *     as stale), and it still finds it itself.
+ * The namespace cases need CAP_SYS_ADMIN (root: the suite runs as root
+ * here); without it they skip, saying so.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -184,9 +187,76 @@ static void foreign_owner(void)
 	printf("a segment of another user under our PID: not listed\n");
 }
 
+/*
+ * A process that is PID 1 of a PID namespace of its own (its own /proc, the
+ * same /dev/shm, as in a container run with the host's IPC) opens a
+ * context.  Scans from here, where PID 1 is another process: its segment is
+ * neither listed as PID 1's nor removed, and it still finds it itself.  It
+ * was removed as stale (PID 1 here has another start time).
+ */
+static int pidns_case(void *arg)
+{
+	int up[2], down[2], st;
+	char c, path[300];
+	unsigned n;
+	pid_t g;
+
+	(void)arg;
+	if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+		SKIP("unshare(CLONE_NEWPID): %s: no PID namespace of our own", strerror(errno));
+	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	fflush(stdout);
+	if (!(g = fork())) {
+		struct odpx_seg_info si[4];
+		struct odpx_ctx *ctx;
+		struct odpx_mr *mr;
+		char *p = map_anon(NULL, 4096);
+		int k;
+
+		close(up[0]);
+		close(down[1]);	/* a parent that fails is an end of file here */
+		CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+		      mount("proc", "/proc", "proc", 0, NULL) == 0, "our own /proc: %s",
+		      strerror(errno));
+		CHECK(getpid() == 1, "not PID 1 in the new namespace");
+		CHECK_RC(odpx_open_uring(NULL, &ctx), 0);
+		CHECK_RC(odpx_reg(ctx, p, 4096, 0, &mr), 0);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+		k = odpx_seg_scan(1, si, 4);
+		CHECK(k == 1, "PID 1 of its namespace: %d segments of its own", k);
+		CHECK(write(up[1], &si[0].n, sizeof(si[0].n)) == (ssize_t)sizeof(si[0].n), "n");
+		if (read(down[0], &c, 1) != 1) {
+			odpx_close(ctx);	/* the parent failed: no segment left behind */
+			_exit(1);
+		}
+		k = odpx_seg_scan(1, si, 4);
+		CHECK(k == 1 && si[0].st.misses == 1, "PID 1 of its namespace: its own segment"
+		      " found %d times after the scans outside", k);
+		CHECK_RC(odpx_close(ctx), 0);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	CHECK(read(up[0], &n, sizeof(n)) == (ssize_t)sizeof(n), "the namespace's context is open");
+	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "1.%u", n);
+	CHECK(access(path, F_OK) == 0, "%s: no segment of the namespace's PID 1", path);
+	struct odpx_seg_info si[64];
+	int all = odpx_seg_scan(0, si, 64), one = odpx_seg_scan(1, si, 64);
+	for (int i = 0; i < all; i++)
+		CHECK(si[i].pid != 1, "another namespace's segment listed as our PID 1's");
+	CHECK(one <= 0, "odpx_seg_scan(1) listed %d segments of another namespace", one);
+	CHECK(access(path, F_OK) == 0, "%s, of another PID namespace, removed by a scan", path);
+	CHECK(write(down[1], "x", 1) == 1, "handshake");
+	CHECK(waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the namespace's PID 1: status %#x", st);
+	printf("a segment of PID 1 of another PID namespace: not listed, not removed\n");
+	fflush(stdout);
+	return 0;
+}
+
 int main(void)
 {
-	int full, ro;
+	int full, ro, ns;
 
 	full = run_forked(NULL, shm_case, NULL);
 	CHECK(full == 0 || full == 77, "/dev/shm full: %s %d", full > 128 ? "signal" : "exit",
@@ -196,7 +266,10 @@ int main(void)
 	      ro > 128 ? ro - 128 : ro);
 	scan_while_opening();
 	foreign_owner();
-	if (full == 77 || ro == 77)	/* the rest passed; these two could not run */
-		SKIP("the /dev/shm cases need a mount namespace (CAP_SYS_ADMIN)");
+	ns = run_forked(NULL, pidns_case, NULL);
+	CHECK(ns == 0 || ns == 77, "PID namespace: %s %d", ns > 128 ? "signal" : "exit",
+	      ns > 128 ? ns - 128 : ns);
+	if (full == 77 || ro == 77 || ns == 77)	/* the rest passed; these could not run */
+		SKIP("the /dev/shm and PID namespace cases need CAP_SYS_ADMIN");
 	return 0;
 }
