@@ -115,6 +115,7 @@ static void evicted(void)
 	printf("all %u entries held: -ENOMEM; one released: the next chunk registers\n", slots);
 
 	/* hits against evictions */
+	st0 = dv_stats(ctx);
 	atomic_store(&stop, 0);
 	if (pthread_create(&thr, NULL, churn, NULL))
 		dev_fail("pthread_create");
@@ -126,8 +127,11 @@ static void evicted(void)
 	atomic_store(&stop, 1);
 	pthread_join(thr, NULL);
 	st = dv_stats(ctx);
+	if (st.evictions - st0.evictions < 100)	/* else the hits never met an eviction */
+		dev_fail("the churn evicted %llu entries in %d ms",
+			 (unsigned long long)(st.evictions - st0.evictions), RUN_MS);
 	printf("%ld transfers through a chunk while another thread evicted: all right"
-	       " (%llu evictions in all)\n", transfers,
+	       " (%llu evictions meanwhile)\n", transfers,
 	       (unsigned long long)(st.evictions - st0.evictions));
 	dv_dereg(ctx, t);
 	munmap(dst, 4096);

@@ -161,9 +161,10 @@ static void rate_across_close(void)
 		_exit(0);
 	}
 	CHECK(read(up[0], &c, 1) == 1, "child ready");
-	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 1", odpstat, (int)pid);
+	/* the close 1 s into a 2 s interval: after odpstat's first sample, before its second */
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 2", odpstat, (int)pid);
 	CHECK((p = popen(cmd, "r")), "popen");
-	usleep(400 * 1000);	/* odpstat has its first sample */
+	usleep(1000 * 1000);
 	CHECK(write(down[1], "x", 1) == 1 && read(up[0], &c, 1) == 1, "close the small context");
 	n = fread(out, 1, sizeof(out) - 1, p);
 	out[n] = 0;

@@ -99,6 +99,20 @@ static inline void find_fixtures(char *fx, size_t cap, const char *probe)
 	}
 }
 
+/* Descriptors open in this process (the listing's own not counted). */
+static inline unsigned count_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *d;
+	unsigned n = 0;
+
+	CHECK(dir, "opendir /proc/self/fd");
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n - 1;
+}
+
 static inline void *map_anon(void *at, size_t len)
 {
 	void *p = mmap(at, len, PROT_READ | PROT_WRITE,

@@ -386,19 +386,6 @@ static int exec_refused(void *arg)
 	return 0;
 }
 
-static unsigned count_fds(void)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *d;
-	unsigned n = 0;
-
-	CHECK(dir, "opendir /proc/self/fd");
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n - 1;	/* the directory's own */
-}
-
 /*
  * Reads the reason while attach_monitor() rewrites it: each text read must
  * be whole, the open's or the failed attach's (TSan also sees the copy).
