@@ -206,6 +206,7 @@ static void add_seg_counters(struct sample *s)
 	}
 }
 
+/* 0, 1 when the process of -p ended after the first sample, or -errno (said). */
 static int take_sample(const struct opts *o, struct sample *s, bool first)
 {
 	int r;
@@ -220,6 +221,10 @@ static int take_sample(const struct opts *o, struct sample *s, bool first)
 	src_vmstat_read(&o->roots, &s->c);
 	if (o->pid) {
 		r = src_pid_stat_read(&o->roots, o->pid, &s->c);
+		if (r == -ESRCH && !first) {
+			fprintf(stderr, "%s: %d: exited\n", prog, (int)o->pid);
+			return 1;
+		}
 		if (r == -ESRCH)
 			return die("%d: no such process", (int)o->pid), -ESRCH;
 	}
@@ -633,7 +638,7 @@ int odpstat_main(int argc, char **argv)
 	}
 	if (optind < argc) {
 		double v;
-		if (!parse_num(argv[optind], &v) || v < 1 || v != (double)(long)v)
+		if (!parse_num(argv[optind], &v) || v < 1 || v > 1e15 || v != (double)(long)v)
 			return die("count '%s': not a positive integer", argv[optind]);
 		o.count = (long)v;
 		optind++;
@@ -668,7 +673,7 @@ int odpstat_main(int argc, char **argv)
 		return die("out of memory");
 	thrash_init(&t, &o.cfg);
 	rows = screen_rows();
-	if (take_sample(&o, a, true) < 0) {
+	if (take_sample(&o, a, true) != 0) {
 		rc = 1;
 		goto out;
 	}
@@ -679,12 +684,10 @@ int odpstat_main(int argc, char **argv)
 		struct sample *x;
 
 		sleep_until(a->t + o.interval);
-		if (take_sample(&o, b, false) < 0) {
-			rc = 1;
+		/* a process that closed its contexts reads as idle; one that ended ends the run */
+		if ((c = take_sample(&o, b, false)) != 0) {
+			rc = c < 0;
 			break;
-		}
-		if (o.pid && !b->nseg && a->nseg) {
-			/* the process closed its contexts or ended: like vmstat, keep going */
 		}
 		compute(&o, a, b, &t, &rw);
 		if (o.json) {

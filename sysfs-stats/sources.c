@@ -445,6 +445,8 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 	}
 	for (tok = strtok_r(p + 1, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
 		field++;
+		if (field == 3 && (*tok == 'Z' || *tok == 'X'))
+			return -ESRCH;	/* ended, not yet reaped: nothing of it runs */
 		if (field == 10)
 			got_min = ctr_parse_value(tok, strlen(tok), &minflt) == 0;
 		else if (field == 12)

@@ -200,6 +200,43 @@ static pid_t spawn(int *to_child, int *from_child, struct handoff *h, bool hold_
 	return pid;
 }
 
+/* odpstat -p of a process that ends during the run: says so, status 0, and stops */
+static void target_ends(void)
+{
+	char cmd[PATH_MAX + 64], out[1 << 16], c;
+	int up[2], down[2], rows = 0;
+	FILE *p;
+	size_t n;
+	pid_t pid;
+
+	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	fflush(stdout);
+	if (!(pid = fork())) {
+		char *buf = map_anon(NULL, 4096);
+		struct odpx_ctx *ctx = open_pin(0);
+		struct odpx_mr *mr;
+
+		CHECK_RC(odpx_reg(ctx, buf, 4096, 0, &mr), 0);
+		CHECK(write(up[1], "r", 1) == 1 && read(down[0], &c, 1) == 1, "handshake");
+		_exit(0);	/* unreaped until odpstat ends: a zombie ends the run too */
+	}
+	CHECK(read(up[0], &c, 1) == 1, "child ready");
+	/* 100 rows of 0.1 s unless the end is seen */
+	snprintf(cmd, sizeof(cmd), "%s -p %d 0.1 100 2>&1", odpstat, (int)pid);
+	CHECK((p = popen(cmd, "r")), "popen");
+	usleep(300 * 1000);
+	CHECK(write(down[1], "x", 1) == 1, "end the child");
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	CHECK(pclose(p) == 0, "odpstat: %s", out);
+	waitpid(pid, NULL, 0);
+	for (char *l = out; (l = strchr(l, '\n')); l++)
+		rows += l[1] && l[1] != '#';
+	CHECK(strstr(out, "exited") && rows < 90, "odpstat of a process that ended: %d rows, %.300s",
+	      rows, out);
+	printf("odpstat -p of a process that ended: stopped after %d lines\n", rows);
+}
+
 int main(void)
 {
 	static char out[1 << 20];
@@ -316,6 +353,9 @@ int main(void)
 	CHECK(run(cmd, out, sizeof(out)) == 1, "bad option");
 	snprintf(cmd, sizeof(cmd), "%s 0 2>&1", odpstat);
 	CHECK(run(cmd, out, sizeof(out)) == 1 && strstr(out, "interval"), "bad interval: %s", out);
+	snprintf(cmd, sizeof(cmd), "%s 0.1 1e30 2>&1", odpstat);
+	CHECK(run(cmd, out, sizeof(out)) == 1 && strstr(out, "count"), "huge count: %s", out);
 	rate_across_close();
+	target_ends();
 	return 0;
 }
