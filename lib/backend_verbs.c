@@ -236,7 +236,14 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 
 	*victim = NULL;
 	if (!b->nfree) {
-		for (uint32_t i = 0; i < ctx->max_entries; i++) {
+		/*
+		 * A hand that goes round, so the oldest unused entry goes
+		 * first (FIFO).  Looking from 0 each time took the entry just
+		 * reused again: the newest chunk was the next victim.
+		 */
+		for (uint32_t k = 0; k < ctx->max_entries; k++) {
+			uint32_t i = b->hand;
+			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
 			struct entry *e = &ctx->ent[i];
 			uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
 

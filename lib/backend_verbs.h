@@ -47,6 +47,7 @@ struct vbe {
 	uint32_t cls_access[NCLS];	/* the MR access of each chunk class */
 	uint32_t implicit_idx, implicit_global_idx;
 	uint32_t *free_stack, nfree;
+	uint32_t hand;			/* where the next eviction looks first */
 	uint32_t *rbucket, rmask;
 	struct meta *meta;
 };

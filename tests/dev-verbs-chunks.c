@@ -5,8 +5,9 @@
  *
  * With 2 MiB chunks and a small max_entries (N slots):
  *   - 4 KiB registered and released in 8 N distinct chunks: every one
- *     succeeds, unused chunk entries are evicted (at least 7 N), and an RDMA
- *     WRITE through the last chunk's lkey is verified.  Chunk entries were
+ *     succeeds, unused chunk entries are evicted (at least 7 N), oldest
+ *     first (the last N-1 chunks are hits again), and an RDMA WRITE through
+ *     the last chunk's lkey is verified.  Chunk entries were
  *     kept until close: the N+1st chunk was -ENOMEM with nothing held;
  *   - N chunk handles held: one more chunk is -ENOMEM (every entry in use),
  *     and a held one still moves data; released, the next succeeds;
@@ -94,6 +95,12 @@ static void evicted(void)
 	if (st.evictions - st0.evictions < 7 * slots)
 		dev_fail("%u chunks in %u slots: %llu evictions", 8 * slots, slots,
 			 (unsigned long long)(st.evictions - st0.evictions));
+	/* oldest first: the newest chunks are still there, the newest was never the victim */
+	for (unsigned c = 8 * slots - (slots - 1); c < 8 * slots; c++)
+		dv_dereg(ctx, dv_reg(ctx, chunk_at(c), 4096, ACC_LW));
+	if (dv_stats(ctx).evictions != st.evictions)
+		dev_fail("the last %u chunks again: %llu evictions, want none", slots - 1,
+			 (unsigned long long)(dv_stats(ctx).evictions - st.evictions));
 	s = dv_reg(ctx, chunk_at(8 * slots - 1), 4096, ACC_LW);
 	write_checked(&base, s, chunk_at(8 * slots - 1), t, dst, 1, "the last chunk");
 	dv_dereg(ctx, s);
