@@ -24,12 +24,14 @@ static inline void seq_end(struct odpx_ctx *ctx)
 /*
  * The read side of a lock-free lookup is the context's seq, read before and
  * after (seq_retry()), and the gate of the uffd reader process, read after
- * only: up, it has events dequeued and not yet applied (uffd/helper.h).  A
- * gate up at the start is seen at the end, unless an apply lowered it in
- * between, and an apply moves every attached context's seq; if the apply
- * came before the first seq load, the index has it.  So one gate load, on
- * the line the reference's CAS has already waited for, is enough.  Pairs
- * with the seq_cst raise before the helper's read().
+ * only: up, it has events dequeued and not yet applied (uffd/helper.h).  The
+ * gate is read first: an apply moves every attached context's seq, then
+ * lowers the gate (seq_cst, a release), so a gate read down after an apply
+ * makes the seq load after it see the move.  The other order missed an
+ * apply that ran between the seq and the gate loads: seq not yet moved,
+ * gate already down, and the entry it killed was returned (review, shown
+ * with a debugger).  If the apply came before the first seq load, the index
+ * has it.  Pairs with the seq_cst raise before the helper's read().
  */
 static inline uint32_t seq_read(struct odpx_ctx *ctx)
 {
@@ -41,7 +43,9 @@ static inline bool seq_retry(struct odpx_ctx *ctx, uint32_t s)
 {
 	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, ACQ);	/* the page is mapped */
 
-	return atomic_load_explicit(&ctx->seq, RLX) != s || atomic_load_explicit(g, RLX);
+	if (atomic_load_explicit(g, ACQ))
+		return true;
+	return atomic_load_explicit(&ctx->seq, RLX) != s;
 }
 
 /* cache.c */
