@@ -65,7 +65,9 @@ static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 			}
 			setenv("ODPX_UFFD_MODE", m, 1);
 		}
-		_exit(fn(arg));
+		int rc = fn(arg);
+		fflush(stdout);	/* _exit() flushes nothing */
+		_exit(rc);
 	}
 	if (waitpid(pid, &st, 0) != pid)
 		FAIL("waitpid: %s", strerror(errno));

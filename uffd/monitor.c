@@ -712,11 +712,30 @@ static void reap(void)
 	waitid(P_PIDFD, mon.helper_pidfd, &si, WEXITED | WNOHANG);
 }
 
+/*
+ * A pidfd is readable once the process is gone.  A signal in poll() is no
+ * death: taken for one, a live helper went on reading events that nobody
+ * waited for (review: a profiler's SIGPROF during a section's wait).
+ */
 static bool helper_alive(void)
 {
 	struct pollfd p = { mon.helper_pidfd, POLLIN, 0 };
+	int r;
 
-	return poll(&p, 1, 0) == 0;	/* a pidfd is readable once the process is gone */
+	while ((r = poll(&p, 1, 0)) < 0 && errno == EINTR)
+		;
+	return r <= 0;	/* POLLIN, or POLLNVAL: a pidfd the application closed */
+}
+
+/* Make sure the helper taken for dead is (mon.lock): a live one reads on unapplied. */
+static void helper_make_dead(void)
+{
+	struct pollfd p = { mon.helper_pidfd, POLLIN, 0 };
+
+	if (syscall(SYS_pidfd_send_signal, mon.helper_pidfd, SIGKILL, NULL, 0) < 0)
+		return;	/* exited and reaped, or the pidfd is not ours any more */
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
 }
 
 /*
@@ -730,6 +749,7 @@ static void helper_lost_locked(void)
 {
 	struct helper_shared *sh = mon.sh;
 
+	helper_make_dead();	/* before the gate is read: nothing moves it after */
 	atomic_store_explicit(&mon.helper_on, false, memory_order_relaxed);
 	mon.helper_fallbacks++;
 	apply_published(sh);
@@ -754,7 +774,10 @@ static void helper_lost_locked(void)
 /*
  * mon_lock()'s slow path.  A section under way in the helper is waited for:
  * it never blocks inside one (non-blocking reads into a populated page), so
- * the wait is short unless the helper is descheduled or dead.
+ * the wait is short unless the helper is descheduled or dead.  Spinning,
+ * then yielding, then sleeping 20 us at a time: a SCHED_FIFO caller that
+ * preempted the helper on its CPU yields to nobody, and waited for the
+ * real-time throttle, a second a call (review).
  */
 void monitor_sync_locked(void)
 {
@@ -769,7 +792,10 @@ void monitor_sync_locked(void)
 			helper_lost_locked();
 			return;
 		}
-		sched_yield();
+		if (spins < 1024)
+			sched_yield();
+		else	/* a real-time caller: its yield() never lets the helper in */
+			nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
 	}
 }
 
