@@ -130,6 +130,17 @@ static void detach(void)
 		leave(4);
 }
 
+/* Tell the application why we cannot serve (@err: -errno of close_range), and leave. */
+static __attribute__((noreturn)) void refuse(long err)
+{
+	struct helper_handoff h = { .pid = (int32_t)err };
+	struct iov v = { &h, sizeof(h) };
+	struct mhdr m = { .iov = &v, .iovlen = 1 };
+
+	sc(__NR_sendmsg, HELPER_FD_HANDOFF, (long)&m, 0, 0, 0, 0);
+	leave(5);
+}
+
 static void ring_doorbell(struct helper_shared *sh)
 {
 	uint64_t one = 1;
@@ -176,9 +187,14 @@ void helper_main(void)
 	uint64_t spin_until = 0, ring_at = 0;	/* 0: nothing to ring for */
 	unsigned idle_polls = 0;
 
-	/* the application's: its stdio and anything it did not mark close-on-exec */
-	sc(__NR_close_range, 0, HELPER_FD_UFFD - 1, 0, 0, 0, 0);
-	sc(__NR_close_range, HELPER_FD_FIRST_FREE, ~0U, 0, 0, 0, 0);
+	/*
+	 * The application's: its stdio and anything it did not mark
+	 * close-on-exec.  Refused (a seccomp profile), we would keep its pipes
+	 * open: say so and leave, before the handoff, and the thread reads.
+	 */
+	long r = sc(__NR_close_range, 0, HELPER_FD_UFFD - 1, 0, 0, 0, 0);
+	if (r < 0 || (r = sc(__NR_close_range, HELPER_FD_FIRST_FREE, ~0U, 0, 0, 0, 0)) < 0)
+		refuse(r);
 	sc(__NR_prctl, PR_SET_NAME, (long)"odpx-uffd", 0, 0, 0, 0);
 	detach();
 	long m = sc(__NR_mmap, 0, HELPER_SHARED_BYTES, PROT_READ | PROT_WRITE,

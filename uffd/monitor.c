@@ -43,6 +43,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1053,7 +1054,7 @@ static int helper_image_fd(void)
  * odpx-uffd's handoff (helper.h): its first message on @sock, a pidfd of
  * itself and its pid.  0 or -errno (-EPROTO: it left without a word).
  */
-static int helper_handoff(int sock, int *pidfd, pid_t *pid)
+static int helper_handoff(int sock, int *pidfd, pid_t *pid, const char **what)
 {
 	union {
 		struct cmsghdr c;
@@ -1068,6 +1069,7 @@ static int helper_handoff(int sock, int *pidfd, pid_t *pid)
 	ssize_t n;
 	int k;
 
+	*what = "odpx-uffd handoff";
 	while ((k = poll(&p, 1, 5000)) < 0 && errno == EINTR)
 		;
 	if (k != 1)
@@ -1076,6 +1078,10 @@ static int helper_handoff(int sock, int *pidfd, pid_t *pid)
 	if (n < 0)
 		return -errno;
 	c = CMSG_FIRSTHDR(&m);
+	if (!c && n == (ssize_t)sizeof(h) && h.pid < 0 && h.pid > -4096) {
+		*what = "odpx-uffd's close_range";	/* it would keep the application's fds */
+		return h.pid;
+	}
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
 	    c->cmsg_len != CMSG_LEN(sizeof(int)))
 		return -EPROTO;	/* also the end of file of a helper that died */
@@ -1168,20 +1174,35 @@ static int helper_spawn(struct spawn_args *a)
 	if (__clone(spawn_first, stack + 2 * half, CLONE_VM | CLONE_VFORK | CLONE_PIDFD, a,
 		    &pidfd) < 0)
 		r = -errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/*
 	 * Reaped through its pidfd, never by pid: an application that waits
 	 * with __WALL may have reaped it (ECHILD, harmless: it has left), and
-	 * its pid may then name another child of the application.
+	 * its pid may then name another child of the application.  Signals
+	 * stay blocked until then: the vfork wakes us before it is a zombie,
+	 * and a waitid() cut by a handler without SA_RESTART left one that
+	 * only a __WALL wait finds (exit signal 0).
 	 */
 	if (pidfd >= 0) {
-		waitid(P_PIDFD, pidfd, &si, WEXITED | __WALL);
+		while (waitid(P_PIDFD, pidfd, &si, WEXITED | __WALL) < 0 && errno == EINTR)
+			;
 		close(pidfd);
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!r && a->err)
 		r = -a->err;
 	munmap(stack, 2 * half);	/* both have exec'd or left */
 	return r;
+}
+
+/*
+ * PID 1 of its namespace (a container's entry point) or a subreaper: the
+ * orphaned odpx-uffd would be its child, and its wait() would wait for it.
+ */
+static bool reaps_orphans(void)
+{
+	int sub = 0;
+
+	return getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &sub) == 0 && sub);
 }
 
 /*
@@ -1197,6 +1218,7 @@ static int helper_start(void)
 	char *argv[] = { "odpx-uffd", NULL }, *envp[] = { NULL };
 	int dup[HELPER_FDS], life[2] = { -1, -1 }, hs[2] = { -1, -1 }, bell = -1, xfd, hfd = -1, r;
 	struct spawn_args sa = { .dup = dup, .argv = argv, .envp = envp };
+	const char *what;
 	pid_t pid = 0;
 
 	for (int i = 0; i < HELPER_FDS; i++)
@@ -1237,8 +1259,8 @@ static int helper_start(void)
 	}
 	close(hs[1]);
 	hs[1] = -1;
-	if ((r = helper_handoff(hs[0], &hfd, &pid)) < 0) {
-		helper_fail(r, "odpx-uffd handoff");
+	if ((r = helper_handoff(hs[0], &hfd, &pid, &what)) < 0) {
+		helper_fail(r, what);
 		goto out;	/* closing the lifeline lets odpx-uffd go */
 	}
 	mon.helper_pidfd = hfd;
@@ -1373,6 +1395,17 @@ int monitor_attach(struct odpx_ctx *ctx)
 
 		if (fd < 0) {
 			free(w);
+			/*
+			 * The kernel's refusal is for good; a limit (descriptors,
+			 * memory) may be lifted: the context's retry tries again.
+			 */
+			if (fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM || fd == -EAGAIN) {
+				if (!w)
+					snprintf(mon.why, sizeof(mon.why), "watch table: %s",
+						 strerror(-fd));
+				r = fd;
+				goto out;
+			}
 			mon.init_err = fd;
 			goto out_err;
 		}
@@ -1406,6 +1439,9 @@ out_err:
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "the process runs on one CPU");
 		else if (mon.mode == UFFD_MODE_MISSING)	/* its page faults want the zero page at once */
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "missing mode");
+		else if (reaps_orphans())	/* odpx-uffd would be its child, seen by its wait() */
+			snprintf(mon.helper_why, sizeof(mon.helper_why),
+				 "the process reaps orphans (PID 1 or a subreaper)");
 		else
 			helper_start();
 		if ((r = reader_start()) < 0) {
