@@ -27,10 +27,20 @@
 
 #include "internal.h"
 
+/*
+ * The ring carries transfers only (slot updates are io_uring_register()
+ * calls, which need no lock).  xfer_lock serializes the transfers: one
+ * request, and its cancel, in flight at a time, and next_tag.
+ */
 struct uring_be {
 	struct io_uring ring;
-	pthread_mutex_t xfer_lock;	/* one submitter at a time */
+	pthread_mutex_t xfer_lock;
+	uint64_t next_tag;		/* user_data of the next request (xfer_lock) */
 };
+
+/* user_data: UD_STALE for a NOP, a request's tag, a request's cancel */
+#define UD_STALE 0
+#define UD_CANCEL (1ULL << 63)
 
 static struct uring_be *be(struct odpx_ctx *ctx) { return ctx->be_priv; }
 
@@ -89,6 +99,7 @@ int uring_backend_open(struct odpx_ctx *ctx)
 	if (r < 0)
 		goto out_ring;
 	pthread_mutex_init(&b->xfer_lock, NULL);
+	b->next_tag = UD_STALE + 1;
 	ctx->be_priv = b;
 	return 0;
 out_ring:
@@ -96,6 +107,73 @@ out_ring:
 out_free:
 	free(b);
 	return r;
+}
+
+/*
+ * Submit what is queued, @sqe last.  If the kernel refuses it (nothing is
+ * taken then), @sqe becomes a NOP tagged UD_STALE: it goes in with the next
+ * submission and reap() drops its completion.
+ */
+static int submit(struct io_uring *ring, struct io_uring_sqe *sqe)
+{
+	int r = io_uring_submit(ring);
+
+	if (r > 0 && !io_uring_sq_ready(ring))
+		return 0;
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data64(sqe, UD_STALE);
+	return r < 0 ? r : -EAGAIN;
+}
+
+/*
+ * The result of the request tagged @tag, reaped: once submitted, a request
+ * is never left in flight.  A signal (or any failed wait) cancels it and the
+ * wait goes on, signals ignored, until both its completion and the cancel's
+ * are reaped; a request the cancel found done or running completes by
+ * itself.  Then a cancelled request returns -EINTR (or the wait's error),
+ * one that completed its result.  Completions of other tags are NOPs of
+ * refused submissions, dropped.  Only a ring that fails twice in one call
+ * (never seen) returns with the request in flight; its late completion is
+ * then dropped by its tag, not taken by the next transfer.
+ */
+static int reap(struct uring_be *b, uint64_t tag)
+{
+	bool cancelling = false, cancel_out = false, done = false;
+	int res = 0, why = 0;
+
+	while (!done || cancel_out) {
+		struct io_uring_cqe *cqe;
+		int r = io_uring_wait_cqe(&b->ring, &cqe);
+
+		if (r == -EINTR && cancelling)
+			continue;	/* bounded: the request is cancelled or ends */
+		if (r < 0) {
+			struct io_uring_sqe *sqe;
+
+			if (cancelling)
+				return why;
+			cancelling = true;
+			why = r;
+			sqe = io_uring_get_sqe(&b->ring);	/* the ring holds 8, we use 2 */
+			if (!sqe)
+				continue;
+			io_uring_prep_cancel64(sqe, tag, 0);
+			io_uring_sqe_set_data64(sqe, tag | UD_CANCEL);
+			cancel_out = submit(&b->ring, sqe) == 0;
+			continue;
+		}
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		if (ud == tag) {
+			res = cqe->res;
+			done = true;
+		} else if (ud == (tag | UD_CANCEL)) {
+			cancel_out = false;
+		}
+		io_uring_cqe_seen(&b->ring, cqe);
+	}
+	if (cancelling && (res == -ECANCELED || res == -EINTR))
+		return why;
+	return res;
 }
 
 ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
@@ -108,8 +186,8 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 	pthread_mutex_lock(&b->xfer_lock);
 	while (done < len) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
-		struct io_uring_cqe *cqe;
 		unsigned n = len - done > (1U << 30) ? 1U << 30 : (unsigned)(len - done);
+		uint64_t tag;
 
 		if (!sqe) {
 			r = -EBUSY;
@@ -119,14 +197,11 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 			io_uring_prep_read_fixed(sqe, fd, (char *)addr + done, n, off + done, idx);
 		else
 			io_uring_prep_write_fixed(sqe, fd, (char *)addr + done, n, off + done, idx);
-		r = io_uring_submit_and_wait(&b->ring, 1);
-		if (r < 0)
+		tag = b->next_tag++ & ~UD_CANCEL;
+		io_uring_sqe_set_data64(sqe, tag);
+		if ((r = submit(&b->ring, sqe)) < 0)
 			break;
-		r = io_uring_wait_cqe(&b->ring, &cqe);
-		if (r < 0)
-			break;
-		r = cqe->res;
-		io_uring_cqe_seen(&b->ring, cqe);
+		r = reap(b, tag);
 		if (r <= 0)
 			break;
 		done += (size_t)r;

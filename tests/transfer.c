@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+/*
+ * transfer: odpx_transfer's contract at its edges.
+ *   - A signal while a READ_FIXED waits (an empty pipe): the call returns
+ *     -EINTR, or the bytes moved before it, and the request is over: it
+ *     reads nothing from the pipe afterwards, writes nothing into the pages,
+ *     and the next transfers return exactly their own bytes.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "test.h"
+
+#define LEN (64 * 1024)
+
+static atomic_bool stop_kicking;
+static atomic_ulong handled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&handled, 1);
+}
+
+/* Signal the target every millisecond until told to stop: one lands in its wait. */
+static void *kicker(void *arg)
+{
+	pthread_t target = *(pthread_t *)arg;
+
+	while (!atomic_load(&stop_kicking)) {
+		struct timespec t = { 0, 1000000 };
+		pthread_kill(target, SIGUSR1);
+		nanosleep(&t, NULL);
+	}
+	return NULL;
+}
+
+/* odpx_transfer() from @fd while another thread signals this one. */
+static ssize_t transfer_signalled(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd, void *p,
+				  size_t len)
+{
+	pthread_t self = pthread_self(), k;
+	ssize_t n;
+
+	atomic_store(&stop_kicking, false);
+	CHECK(pthread_create(&k, NULL, kicker, &self) == 0, "pthread_create");
+	n = odpx_transfer(ctx, mr, fd, 0, p, len, ODPX_XFER_FROM_FD);
+	atomic_store(&stop_kicking, true);
+	pthread_join(k, NULL);
+	return n;
+}
+
+/* Each later transfer moves exactly its own bytes; nothing lands in @quiet meanwhile. */
+static void after_interrupt(struct odpx_ctx *ctx, struct odpx_mr *mr, char *buf, int rd, int wr,
+			    const char *quiet, size_t quiet_len, const char *what)
+{
+	int in = pattern_fd(8192, 3);
+	char got[8];
+
+	CHECK(write(wr, "AAAA", 4) == 4, "write pipe");
+	memset(buf + 8192, 0, 4096);
+	CHECK_RC(odpx_transfer(ctx, mr, in, 0, buf + 8192, 4096, ODPX_XFER_FROM_FD), 4096);
+	CHECK(pattern_ok((unsigned char *)buf + 8192, 4096, 3), "%s: file data wrong", what);
+	CHECK_RC(odpx_transfer(ctx, mr, in, 0, buf + 16384, 100, ODPX_XFER_FROM_FD), 100);
+	/* the interrupted read is gone: the pipe still holds what was written */
+	CHECK(fcntl(rd, F_SETFL, O_NONBLOCK) == 0, "fcntl");
+	CHECK_RC(read(rd, got, sizeof(got)), 4);
+	CHECK(!memcmp(got, "AAAA", 4), "%s: pipe gave %.4s", what, got);
+	CHECK(fcntl(rd, F_SETFL, 0) == 0, "fcntl");
+	CHECK(!memcmp(buf, quiet, quiet_len), "%s: the pages changed after the call returned: %.8s",
+	      what, buf);
+	/* and a transfer from the pipe takes its own bytes */
+	CHECK(write(wr, "BBBB", 4) == 4, "write pipe");
+	CHECK_RC(odpx_transfer(ctx, mr, rd, 0, buf + 24576, 4, ODPX_XFER_FROM_FD), 4);
+	CHECK(!memcmp(buf + 24576, "BBBB", 4), "%s: pipe transfer read %.4s", what, buf + 24576);
+	CHECK(!memcmp(buf, quiet, quiet_len), "%s: the pages changed: %.8s", what, buf);
+	close(in);
+}
+
+static void interrupted(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
+	struct odpx_ctx *ctx = open_pin(0);
+	char *buf = map_anon(NULL, LEN);
+	struct odpx_mr *mr;
+	int p[2];
+	ssize_t n;
+
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+	memset(buf, '.', LEN);
+	CHECK_RC(odpx_reg(ctx, buf, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	CHECK(pipe(p) == 0, "pipe");
+
+	/* nothing moved: -EINTR */
+	n = transfer_signalled(ctx, mr, p[0], buf, 4096);
+	CHECK(n == -EINTR, "empty pipe, signalled: %zd, want -EINTR", n);
+	CHECK(atomic_load(&handled) > 0, "no signal handled");
+	after_interrupt(ctx, mr, buf, p[0], p[1], "....", 4, "nothing moved");
+
+	/* a short read, then the wait for the rest is interrupted: the bytes moved */
+	CHECK(write(p[1], "CCCC", 4) == 4, "write pipe");
+	n = transfer_signalled(ctx, mr, p[0], buf, 4096);
+	CHECK(n == 4, "4 bytes in the pipe, signalled: %zd, want 4", n);
+	after_interrupt(ctx, mr, buf, p[0], p[1], "CCCC....", 8, "4 bytes moved");
+
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	close(p[0]);
+	close(p[1]);
+	munmap(buf, LEN);
+	signal(SIGUSR1, SIG_DFL);
+}
+
+int main(void)
+{
+	interrupted();
+	printf("ok\n");
+	return 0;
+}
