@@ -187,6 +187,8 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 	while (done < len) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
 		unsigned n = len - done > (1U << 30) ? 1U << 30 : (unsigned)(len - done);
+		/* -1, the file position, stays -1: the kernel advances it */
+		off_t at = off < 0 ? -1 : off + (off_t)done;
 		uint64_t tag;
 
 		if (!sqe) {
@@ -194,9 +196,9 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 			break;
 		}
 		if (dir == ODPX_XFER_FROM_FD)
-			io_uring_prep_read_fixed(sqe, fd, (char *)addr + done, n, off + done, idx);
+			io_uring_prep_read_fixed(sqe, fd, (char *)addr + done, n, at, idx);
 		else
-			io_uring_prep_write_fixed(sqe, fd, (char *)addr + done, n, off + done, idx);
+			io_uring_prep_write_fixed(sqe, fd, (char *)addr + done, n, at, idx);
 		tag = b->next_tag++ & ~UD_CANCEL;
 		io_uring_sqe_set_data64(sqe, tag);
 		if ((r = submit(&b->ring, sqe)) < 0)

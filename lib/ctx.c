@@ -515,6 +515,8 @@ ODPX_EXPORT ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int 
 		return odpx_fail(-EOPNOTSUPP, "transfer is the uring backend's DMA");
 	if (dir != ODPX_XFER_FROM_FD && dir != ODPX_XFER_TO_FD)
 		return odpx_fail(-EINVAL, "bad direction %d", dir);
+	if (offset < -1)
+		return odpx_fail(-EINVAL, "offset %lld: -1 or a position", (long long)offset);
 	uintptr_t s = (uintptr_t)odpx_mr_addr(mr), a = (uintptr_t)addr;
 	if (!len || a < s || a + len < a || a + len > s + odpx_mr_length(mr))
 		return odpx_fail(-EINVAL, "range outside the registration");

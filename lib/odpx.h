@@ -261,13 +261,15 @@ enum odpx_xfer_dir {
  *
  * The "DMA" of the uring backend: the bytes go through the pages pinned at
  * registration time, whatever the address now maps.  [@addr, @addr + @len)
- * must lie inside @mr.  The call goes on until @len bytes moved, end of
- * file, or an error; transfers of one context run one at a time.  A signal
- * that interrupts the wait cancels the request, and the call returns only
- * once it is over: nothing moves through the pages after the return.
+ * must lie inside @mr.  @offset is the position in @fd, or -1 for the file's
+ * current position, which the call advances (as read(2) and write(2));
+ * pipes and sockets ignore it.  The call goes on until @len bytes moved,
+ * end of file, or an error; transfers of one context run one at a time.  A
+ * signal that interrupts the wait cancels the request, and the call returns
+ * only once it is over: nothing moves through the pages after the return.
  * Return: bytes moved (those moved before an error or a signal, if any),
- * -EINTR when a signal came before any, -EINVAL (bad arguments), or the
- * -errno of the read or write.
+ * -EINTR when a signal came before any, -EINVAL (bad arguments, an offset
+ * below -1), or the -errno of the read or write.
  */
 ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd,
 		      off_t offset, void *addr, size_t len,

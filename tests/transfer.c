@@ -5,6 +5,8 @@
  *     -EINTR, or the bytes moved before it, and the request is over: it
  *     reads nothing from the pipe afterwards, writes nothing into the pages,
  *     and the next transfers return exactly their own bytes.
+ *   - Offset -1 reads at the file position and advances it, through every
+ *     chunk of the call (a short read then EOF, here).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -113,9 +115,41 @@ static void interrupted(void)
 	signal(SIGUSR1, SIG_DFL);
 }
 
+static void current_position(void)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *buf = map_anon(NULL, LEN);
+	int in = pattern_fd(100, 5), out = memfd_create("odpx-out", MFD_CLOEXEC);
+	unsigned char back[100];
+	struct odpx_mr *mr;
+
+	CHECK(out >= 0, "memfd_create");
+	CHECK_RC(odpx_reg(ctx, buf, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	/* 200 asked of 100 bytes: 100 read, then EOF at the position, not at 99 */
+	memset(buf, 0, LEN);
+	CHECK_RC(odpx_transfer(ctx, mr, in, -1, buf, 200, ODPX_XFER_FROM_FD), 100);
+	CHECK(pattern_ok((unsigned char *)buf, 100, 5), "offset -1: data wrong");
+	CHECK_RC(lseek(in, 0, SEEK_CUR), 100);
+	CHECK_RC(odpx_transfer(ctx, mr, in, -1, buf, 200, ODPX_XFER_FROM_FD), 0);
+	/* writes append at the position, twice */
+	CHECK_RC(odpx_transfer(ctx, mr, out, -1, buf, 50, ODPX_XFER_TO_FD), 50);
+	CHECK_RC(odpx_transfer(ctx, mr, out, -1, buf + 50, 50, ODPX_XFER_TO_FD), 50);
+	CHECK_RC(lseek(out, 0, SEEK_CUR), 100);
+	CHECK_RC(pread(out, back, sizeof(back), 0), 100);
+	CHECK(pattern_ok(back, 100, 5), "offset -1: written data wrong");
+	/* any other negative offset is refused */
+	CHECK_RC(odpx_transfer(ctx, mr, in, -2, buf, 100, ODPX_XFER_FROM_FD), -EINVAL);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	close(in);
+	close(out);
+	munmap(buf, LEN);
+}
+
 int main(void)
 {
 	interrupted();
+	current_position();
 	printf("ok\n");
 	return 0;
 }
