@@ -54,6 +54,7 @@ struct engine {
 	/* read by every producer; written only when the engine sleeps or wakes */
 	_Atomic int sleeping ALIGNED_LINE;
 	struct io_uring ring ALIGNED_LINE;
+	struct odpx_ctx *ctx;
 	int efd;
 	pthread_t thr;
 	_Atomic bool stop;
@@ -302,8 +303,8 @@ static bool work_pending(struct odpx_ctx *ctx)
 
 static void *engine_main(void *arg)
 {
-	struct odpx_ctx *ctx = arg;
-	struct engine *e = eng_of(ctx);
+	struct engine *e = arg;	/* ctx->eng may not be published yet */
+	struct odpx_ctx *ctx = e->ctx;
 	size_t served = 0;	/* work done since the engine last waited */
 	bool lingers = e->linger.tv_sec || e->linger.tv_nsec;
 
@@ -402,14 +403,21 @@ int engine_start(struct odpx_ctx *ctx)
 	}
 	if ((r = io_uring_queue_init(16, &e->ring, 0)) < 0)
 		goto out_efd;
-	atomic_store_explicit(&ctx->eng, e, memory_order_release);
+	e->ctx = ctx;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&e->thr, NULL, engine_main, ctx);
+	r = -pthread_create(&e->thr, NULL, engine_main, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r == 0)
+	if (r == 0) {
+		/*
+		 * Published once the thread exists, never before: kickers load
+		 * ctx->eng with no lock (app threads) or under mon.lock (the
+		 * monitor), so an engine seen by one must live until
+		 * engine_stop().  A failed start frees one nobody saw.
+		 */
+		atomic_store_explicit(&ctx->eng, e, memory_order_release);
 		goto out;
-	atomic_store_explicit(&ctx->eng, NULL, memory_order_release);
+	}
 	io_uring_queue_exit(&e->ring);
 out_efd:
 	close(e->efd);

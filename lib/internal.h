@@ -232,7 +232,7 @@ struct odpx_ctx {
 	_Atomic uint64_t monitor_retry_ns;	/* cache.c attach_monitor(); 0: none failed */
 
 	/* engine */
-	_Atomic(struct engine *) eng;	/* set under eng_lock; read by kickers */
+	_Atomic(struct engine *) eng;	/* set under eng_lock once its thread runs; read by kickers */
 	pthread_mutex_t eng_lock;	/* start/stop of the engine */
 	struct prefetch_cell *pq;
 	_Atomic uint64_t pq_head ALIGNED_LINE;	/* producers */
