@@ -265,11 +265,9 @@ static int attach_monitor(struct odpx_ctx *ctx)
 						     now + MONITOR_RETRY_NS))
 		return -ENOTSUP;
 	r = monitor_attach(ctx);
-	if (r < 0) {
+	if (r < 0)
 		atomic_store(&ctx->monitor_retry_ns, monitor_ns() + MONITOR_RETRY_NS);
-		return r;
-	}
-	return engine_start(ctx);
+	return r;
 }
 
 /* @seen: the seq of a lookup that found nothing, or odd (none) */
@@ -284,8 +282,15 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		STAT_INC(ctx, direct_no_monitor);
 		return direct_reg(ctx, s, end, acc, out);
 	}
-	if (unsafe && !engine_running(ctx) && (r = engine_start(ctx)) < 0)
-		return r;
+	/*
+	 * Cache only with an engine: it unpins the entries that die with no
+	 * miss to follow, and trims.  engine_start() tries again at most once
+	 * a second after a failure (engine.c).
+	 */
+	if (!engine_running(ctx) && engine_start(ctx) < 0) {
+		STAT_INC(ctx, direct_no_engine);
+		return direct_reg(ctx, s, end, acc, out);
+	}
 	bool watched = false;
 	uint64_t taken;
 

@@ -373,6 +373,14 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A failed start (a descriptor, memory or thread limit) is tried again at
+ * most once per ENGINE_RETRY_NS: the limit may be lifted, and its callers
+ * (each miss, each hint) must not pay the failing system calls every time.
+ * Meanwhile they get the failure's errno back.
+ */
+#define ENGINE_RETRY_NS 1000000000ULL
+
 int engine_start(struct odpx_ctx *ctx)
 {
 	struct engine *e;
@@ -384,13 +392,17 @@ int engine_start(struct odpx_ctx *ctx)
 	pthread_mutex_lock(&ctx->eng_lock);
 	if (atomic_load_explicit(&ctx->eng, memory_order_relaxed))
 		goto out;
+	if (ctx->eng_retry_ns && now_ns() < ctx->eng_retry_ns) {
+		r = ctx->eng_err;
+		goto out;
+	}
 	/* aligned: its ALIGNED_LINE fields must be alone on their lines */
 	e = aligned_alloc(64, sizeof(*e));
 	if (e)
 		memset(e, 0, sizeof(*e));
 	if (!e) {
 		r = -ENOMEM;
-		goto out;
+		goto out_free;	/* free(NULL): the failure is recorded there */
 	}
 	e->tick.tv_sec = ctx->tick_ms / 1000;
 	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
@@ -423,6 +435,8 @@ out_efd:
 	close(e->efd);
 out_free:
 	free(e);
+	ctx->eng_err = r;
+	ctx->eng_retry_ns = now_ns() + ENGINE_RETRY_NS;
 out:
 	pthread_mutex_unlock(&ctx->eng_lock);
 	return r < 0 ? odpx_fail(r, "engine start: %s", strerror(-r)) : 0;

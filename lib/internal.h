@@ -151,7 +151,7 @@ struct cold_stats {
 		prefetch_merged, prefetch_dropped, prefetch_issued,
 		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
 		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
-		engine_lingers;
+		engine_lingers, direct_no_engine;
 	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
@@ -234,6 +234,8 @@ struct odpx_ctx {
 	/* engine */
 	_Atomic(struct engine *) eng;	/* set under eng_lock once its thread runs; read by kickers */
 	pthread_mutex_t eng_lock;	/* start/stop of the engine */
+	uint64_t eng_retry_ns;		/* eng_lock: no start before, after a failed one */
+	int eng_err;			/* eng_lock: that failure's -errno */
 	struct prefetch_cell *pq;
 	_Atomic uint64_t pq_head ALIGNED_LINE;	/* producers */
 	_Atomic uint64_t pq_tail ALIGNED_LINE;	/* engine */

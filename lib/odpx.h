@@ -370,6 +370,9 @@ struct odpx_stats {
 	/* engine, appended */
 	uint64_t engine_lingers;	/* lingers that ended by their timeout: wake-ups that
 					   are neither a doorbell nor a tick (engine.c) */
+	/* direct-mode fallback, appended */
+	uint64_t direct_no_engine;	/* the engine thread could not start (a descriptor,
+					   memory or thread limit); retried once a second */
 };
 
 /**

@@ -132,6 +132,7 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 	st->engine_wakeups = CS(engine_wakeups);
 	st->engine_ticks = CS(engine_ticks);
 	st->engine_lingers = CS(engine_lingers);
+	st->direct_no_engine = CS(direct_no_engine);
 	st->evict_remiss = CS(evict_remiss);
 	st->odp_mrs = CS(odp_mrs);
 	st->odp_fallbacks = CS(odp_fallbacks);
