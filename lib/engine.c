@@ -177,10 +177,9 @@ static uint32_t merge_flags(uint32_t a, uint32_t b)
 	return ((a | b) & ODPX_PREFETCH_WRITE) | (a & b & ODPX_PREFETCH_NO_FAULT);
 }
 
-size_t prefetch_coalesce(struct pf_range *r, size_t n)
+/* By start; stable, so that a sorted copy and a sort in place agree. */
+static void sort_ranges(struct pf_range *r, size_t n)
 {
-	size_t out = 0;
-
 	for (size_t i = 1; i < n; i++) {	/* insertion sort: n is small */
 		struct pf_range x = r[i];
 		size_t j = i;
@@ -190,12 +189,23 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n)
 		}
 		r[j] = x;
 	}
+}
+
+size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint32_t *first)
+{
+	size_t out = 0;
+
+	sort_ranges(r, n);
 	for (size_t i = 0; i < n; i++) {
-		if (out && r[i].start <= r[out - 1].end) {	/* overlapping or adjacent */
+		/* overlapping or adjacent, and the union within max_bytes */
+		if (out && r[i].start <= r[out - 1].end &&
+		    (r[i].end <= r[out - 1].end || r[i].end - r[out - 1].start <= max_bytes)) {
 			if (r[i].end > r[out - 1].end)
 				r[out - 1].end = r[i].end;
 			r[out - 1].flags = merge_flags(r[out - 1].flags, r[i].flags);
 		} else {
+			if (first)
+				first[out] = (uint32_t)i;
 			r[out++] = r[i];
 		}
 	}
@@ -230,10 +240,23 @@ static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_ran
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
+/* Pin mode: pre-pin into the cache, leave it as an unused entry. */
+static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
+{
+	struct entry *en;
+	int rc = cache_reg(ctx, r->start, r->end - r->start, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask,
+			   &en);
+
+	if (rc == 0)
+		cache_dereg(ctx, en);
+	return rc;
+}
+
 /* Returns the hints taken off the queue. */
 static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 {
-	struct pf_range r[BATCH];
+	struct pf_range orig[BATCH], r[BATCH];
+	uint32_t first[BATCH];
 	size_t n = 0, m;
 	uint64_t now;
 
@@ -241,11 +264,12 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 		n++;
 	if (!n)
 		return 0;
-	m = prefetch_coalesce(r, n);
-	STAT_ADD(ctx, prefetch_merged, n - m);
 	now = now_ns();
 	if (ctx->be->advise && ctx->mode != ODPX_MODE_PIN && ctx->mode != ODPX_MODE_DIRECT) {
 		size_t k = 0;
+
+		m = prefetch_coalesce(r, n, UINT64_MAX, NULL);
+		STAT_ADD(ctx, prefetch_merged, n - m);
 		for (size_t i = 0; i < m; i++) {	/* drop repeats, then one batch */
 			if (recently_done(ctx, e, &r[i], now)) {
 				STAT_INC(ctx, prefetch_merged);
@@ -258,25 +282,45 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			ctx->be->advise(ctx, r, k);
 		return n;
 	}
+	/*
+	 * Pin mode: a merged range is one cache entry, so no union beyond
+	 * max_entry_bytes; and a union that fails (it reaches read-only or
+	 * unmapped memory, or the pinned limit, where its hints do not) is
+	 * served hint by hint: orig keeps them, sorted as coalescing sorts
+	 * them, and range i holds orig[first[i]] up to the next range's first.
+	 */
+	sort_ranges(r, n);
+	memcpy(orig, r, n * sizeof(r[0]));
+	m = prefetch_coalesce(r, n, ctx->lim.max_entry_bytes, first);
 	for (size_t i = 0; i < m; i++) {
+		size_t k = (i + 1 < m ? first[i + 1] : n) - first[i];
+
 		if (recently_done(ctx, e, &r[i], now)) {
-			STAT_INC(ctx, prefetch_merged);
+			STAT_ADD(ctx, prefetch_merged, k);
 			continue;
 		}
 		if (ctx->mode != ODPX_MODE_PIN) {
+			STAT_ADD(ctx, prefetch_merged, k - 1);
 			remember(ctx, e, &r[i], now);
 			continue;
 		}
-		/* pin mode: pre-pin into the cache, leave it as an unused entry */
-		struct entry *en;
-		int rc = cache_reg(ctx, r[i].start, r[i].end - r[i].start,
-				   ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask, &en);
-		if (rc == 0) {
-			cache_dereg(ctx, en);
+		if (prepin(ctx, &r[i]) == 0) {
+			STAT_ADD(ctx, prefetch_merged, k - 1);
 			STAT_INC(ctx, prefetch_issued);
 			remember(ctx, e, &r[i], now);	/* failures are not repeats */
-		} else {
+			continue;
+		}
+		if (k == 1) {
 			STAT_INC(ctx, prefetch_failed);
+			continue;
+		}
+		for (size_t j = first[i]; j < first[i] + k; j++) {
+			if (prepin(ctx, &orig[j]) == 0) {
+				STAT_INC(ctx, prefetch_issued);
+				remember(ctx, e, &orig[j], now);
+			} else {
+				STAT_INC(ctx, prefetch_failed);
+			}
 		}
 	}
 	return n;

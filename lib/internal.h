@@ -360,8 +360,12 @@ bool engine_asleep(struct odpx_ctx *ctx);
 void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
-/* prefetch coalescing, pure (engine.c): sort and merge, return the count */
-size_t prefetch_coalesce(struct pf_range *r, size_t n);
+/*
+ * prefetch coalescing, pure (engine.c): sort and merge overlapping and
+ * adjacent ranges, no union beyond @max_bytes; return the count.  @first,
+ * if not NULL: per output range, the index of its first input once sorted.
+ */
+size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint32_t *first);
 
 /* backend_uring.c */
 extern const struct backend_ops uring_ops;

@@ -6,9 +6,14 @@
  * - prefetch_coalesce(), the pure function behind the engine's batches: a
  *   table of inputs and merged outputs (overlap, adjacency, containment,
  *   order, flags: write wins, no-fault only if every merged hint has it);
+ *   and, with a cap (max_entry_bytes in pin mode), no union beyond it, and
+ *   the index of each output range's first input;
  * - pin mode: after prefetch_issued, odpx_reg of the hinted range is a hit
  *   with no new miss; a hint over unmapped memory counts prefetch_failed and
  *   the engine goes on; a direct-mode context counts and drops hints;
+ * - pin mode, hints served in one batch: adjacent hints whose union exceeds
+ *   max_entry_bytes are each pre-pinned, and a union that fails (it reaches
+ *   read-only memory) is served hint by hint: only the read-only one fails;
  * - the engine is held inside a pin (the application's own userfaultfd sits
  *   on the page it pins, and answers only when told): odpx_prefetch still
  *   returns at once, the queue takes PREFETCH_QLEN hints, then -EAGAIN,
@@ -88,6 +93,47 @@ static const struct coalesce_case cases[] = {
 	  { { 0x0000, 0x2000, W }, { 0x3000, 0x4000, NF } } },
 };
 
+/* A cap of 16 pages: [inputs], then per output range its bounds and first input. */
+static void coalesce_capped(void)
+{
+	static const struct {
+		const char *name;
+		size_t n;
+		struct pf_range in[4];
+		size_t m;
+		struct { uint64_t start, end; uint32_t first; } out[4];
+	} cc[] = {
+		{ "adjacent, each 12 pages", 3, { { 0x18000, 0x24000, 0 }, { 0x0000, 0xc000, 0 },
+						  { 0xc000, 0x18000, 0 } }, 3,
+		  { { 0x0000, 0xc000, 0 }, { 0xc000, 0x18000, 1 }, { 0x18000, 0x24000, 2 } } },
+		{ "two merge up to the cap, the third not", 3, { { 0x8000, 0x14000, 0 },
+			{ 0x0000, 0x4000, 0 }, { 0x4000, 0x8000, 0 } }, 2,
+		  { { 0x0000, 0x8000, 0 }, { 0x8000, 0x14000, 2 } } },
+		{ "exactly the cap", 2, { { 0x0000, 0x8000, 0 }, { 0x8000, 0x10000, 0 } }, 1,
+		  { { 0x0000, 0x10000, 0 } } },
+		{ "contained: no growth, merged", 2, { { 0x0000, 0x10000, 0 }, { 0x4000, 0x8000, 0 } }, 1,
+		  { { 0x0000, 0x10000, 0 } } },
+		{ "overlapping beyond the cap: apart", 2, { { 0x8000, 0x14000, 0 }, { 0x0000, 0xc000, 0 } }, 2,
+		  { { 0x0000, 0xc000, 0 }, { 0x8000, 0x14000, 1 } } },
+	};
+	struct pf_range r[4];
+	uint32_t first[4];
+
+	for (size_t c = 0; c < sizeof(cc) / sizeof(cc[0]); c++) {
+		size_t m;
+
+		memcpy(r, cc[c].in, sizeof(r));
+		m = prefetch_coalesce(r, cc[c].n, 16 * PG, first);
+		CHECK(m == cc[c].m, "capped \"%s\": %zu ranges, want %zu", cc[c].name, m, cc[c].m);
+		for (size_t i = 0; i < m; i++)
+			CHECK(r[i].start == cc[c].out[i].start && r[i].end == cc[c].out[i].end &&
+			      first[i] == cc[c].out[i].first,
+			      "capped \"%s\": [%zu] = %#lx-%#lx first %u, want %#lx-%#lx first %u",
+			      cc[c].name, i, U(r[i].start), U(r[i].end), first[i], U(cc[c].out[i].start),
+			      U(cc[c].out[i].end), cc[c].out[i].first);
+	}
+}
+
 static void coalesce_table(void)
 {
 	struct pf_range r[300];
@@ -97,7 +143,7 @@ static void coalesce_table(void)
 		const struct coalesce_case *t = &cases[c];
 
 		memcpy(r, t->in, sizeof(t->in));
-		m = prefetch_coalesce(r, t->n);
+		m = prefetch_coalesce(r, t->n, UINT64_MAX, NULL);
 		CHECK(m == t->m, "coalesce \"%s\": %zu ranges, want %zu", t->name, m, t->m);
 		for (size_t i = 0; i < m; i++)
 			CHECK(r[i].start == t->out[i].start && r[i].end == t->out[i].end &&
@@ -109,18 +155,19 @@ static void coalesce_table(void)
 	/* a whole batch: 256 adjacent pages in reverse order, one without no-fault */
 	for (size_t i = 0; i < 256; i++)
 		r[i] = (struct pf_range){ (255 - i) * PG, (256 - i) * PG, i == 100 ? 0 : NF };
-	m = prefetch_coalesce(r, 256);
+	m = prefetch_coalesce(r, 256, UINT64_MAX, NULL);
 	CHECK(m == 1 && r[0].start == 0 && r[0].end == 256 * PG && r[0].flags == 0,
 	      "coalesce of 256 adjacent pages: %zu ranges, first %#lx-%#lx flags %#x", m, U(r[0].start),
 	      U(r[0].end), r[0].flags);
 	/* every other page: nothing merges, the output is sorted */
 	for (size_t i = 0; i < 256; i++)
 		r[i] = (struct pf_range){ (2 * (255 - i)) * PG, (2 * (255 - i) + 1) * PG, W };
-	m = prefetch_coalesce(r, 256);
+	m = prefetch_coalesce(r, 256, UINT64_MAX, NULL);
 	CHECK(m == 256, "coalesce of 256 separate pages: %zu ranges", m);
 	for (size_t i = 0; i < 256; i++)
 		CHECK(r[i].start == 2 * i * PG && r[i].end == (2 * i + 1) * PG && r[i].flags == W,
 		      "coalesce of separate pages: [%zu] = %#lx-%#lx", i, U(r[i].start), U(r[i].end));
+	coalesce_capped();
 }
 
 /* ---- the engine ---- */
@@ -319,6 +366,67 @@ static void linger(void)
 }
 
 /* Direct mode: nothing to prefetch into; counted, never pinned. */
+/*
+ * Pin mode, one batch: four adjacent hints of 768 KiB under a 1 MiB
+ * max_entry_bytes (merged: one 3 MiB range, E2BIG), then a hint on
+ * writable memory beside one on read-only memory (merged: EFAULT, where the
+ * first alone pins).  A first hint puts the engine in a 1 s linger, during
+ * which the others are queued: it takes them in one batch.  (Were they
+ * served apart, the outcome would be the same: each alone.)
+ */
+#define HINT (768 * 1024UL)
+#define SMALL (64 * 1024UL)
+
+static int drained_ctx(struct odpx_ctx *c, struct odpx_stats *st)
+{
+	*st = stats_of(c);
+	return st->prefetch_merged + st->prefetch_issued + st->prefetch_failed == st->prefetch_queued;
+}
+
+static void prepin_capped(void)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LIMITS | ODPX_ATTR_LINGER | ODPX_ATTR_TICK,
+			       .linger_us = 1000000, .tick_ms = 60000 };
+	unsigned char *prime = map_anon(NULL, PG);
+	unsigned char *h = map_anon(NULL, 4 * HINT + PG + 2 * SMALL);
+	unsigned char *w = h + 4 * HINT + PG, *ro = w + SMALL;
+	struct odpx_stats st0, st1, st2;
+	struct odpx_mr *mr;
+	struct odpx_ctx *c;
+
+	a.limits.max_entry_bytes = 1 << 20;
+	memset(h, 6, 4 * HINT + PG + 2 * SMALL);
+	CHECK(munmap(h + 4 * HINT, PG) == 0, "munmap");	/* keeps the two groups apart */
+	CHECK(mprotect(ro, SMALL, PROT_READ) == 0, "mprotect");
+	CHECK_RC(odpx_open_uring(&a, &c), 0);
+	CHECK_RC(odpx_prefetch(c, prime, PG, 0), 0);
+	CHECK(WAIT_FOR(issued_to(c, 1), 5), "capped: first hint not served");
+	st0 = stats_of(c);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_RC(odpx_prefetch(c, h + i * HINT, HINT, 0), 0);
+	CHECK_RC(odpx_prefetch(c, w, SMALL, 0), 0);
+	CHECK_RC(odpx_prefetch(c, ro, SMALL, 0), 0);
+	CHECK(WAIT_FOR(drained_ctx(c, &st1), 10), "capped: the engine did not drain the queue");
+	CHECK(st1.prefetch_issued == st0.prefetch_issued + 5 && st1.prefetch_failed == st0.prefetch_failed + 1 &&
+	      st1.prefetch_merged == st0.prefetch_merged,
+	      "capped: issued +%lu (want 5), failed +%lu (want 1: the read-only hint), merged +%lu (want 0)",
+	      U(st1.prefetch_issued - st0.prefetch_issued), U(st1.prefetch_failed - st0.prefetch_failed),
+	      U(st1.prefetch_merged - st0.prefetch_merged));
+	for (unsigned i = 0; i < 5; i++) {
+		unsigned char *p = i < 4 ? h + i * HINT : w;
+		size_t len = i < 4 ? HINT : SMALL;
+
+		CHECK_RC(odpx_reg(c, p, len, 0, &mr), 0);
+		st2 = stats_of(c);
+		CHECK(st2.misses == st1.misses, "capped: hint %u was not pre-pinned (a miss)", i);
+		CHECK_RC(odpx_dereg(c, mr), 0);
+	}
+	CHECK_RC(odpx_close(c), 0);
+	munmap(h, 4 * HINT);
+	munmap(w, 2 * SMALL);
+	munmap(prime, PG);
+}
+
 static void direct_mode(void)
 {
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_DIRECT };
@@ -580,6 +688,7 @@ int main(void)
 	CHECK_RC(odpx_close(ctx), 0);
 	close_while_queued();
 	linger();
+	prepin_capped();
 	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
 	munmap(stall_pages, ROUNDS * PG);
 	munmap(qbuf, 16 * PG);

@@ -82,7 +82,7 @@ int main(void)
 	}
 	for (size_t off = 0; off < n; off += 256) {
 		size_t w = n - off < 256 ? n - off : 256;
-		size_t m = prefetch_coalesce(r + off, w);
+		size_t m = prefetch_coalesce(r + off, w, UINT64_MAX, NULL);
 		CHECK(m >= 1 && m <= w, "coalesce");
 		for (size_t j = 1; j < m; j++)
 			CHECK(r[off + j - 1].end < r[off + j].start, "coalesced ranges overlap or touch");
@@ -97,7 +97,7 @@ int main(void)
 		size_t pg = (i * 7919) % 5000;
 		r[i] = (struct pf_range){ BASE + pg * 4096, BASE + (pg + 1) * 4096, ODPX_PREFETCH_WRITE };
 	}
-	k = prefetch_coalesce(r, n);
+	k = prefetch_coalesce(r, n, UINT64_MAX, NULL);
 	CHECK(k == 1 && r[0].start == BASE && r[0].end == BASE + 5000 * 4096UL, "one range");
 	return 0;
 }
