@@ -120,8 +120,11 @@ int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t 
 			stats_prefetch(ctx);	/* counted, nothing to prefetch into */
 			return 0;
 		}
-		if ((r = engine_start(ctx)) < 0)
-			return r;
+		/* a hint with no engine to serve it is dropped, as on a full queue */
+		if ((r = engine_start(ctx)) < 0) {
+			STAT_INC(ctx, prefetch_dropped);
+			return odpx_fail(-EAGAIN, "prefetch dropped: no engine (%s)", strerror(-r));
+		}
 	}
 	for (;;) {
 		c = &ctx->pq[pos & (PREFETCH_QLEN - 1)];

@@ -299,8 +299,10 @@ enum odpx_prefetch_flags {
  * implicit MR, or the chunk's): a device maps pages per MR, so a later
  * registration served by another MR (remote access, or access 0 in
  * explicit mode) finds the pages resident but takes its own device faults.
- * Return: 0 queued (or done), -EAGAIN queue full (counted as dropped),
- * -EINVAL, or the error of a synchronous prefetch.
+ * Return: 0 queued (or done), -EAGAIN dropped (counted in prefetch_dropped:
+ * the queue is full, or the engine thread could not start, which
+ * odpx_last_reason() tells and a hint a second later tries again), -EINVAL,
+ * or the error of a synchronous prefetch.
  */
 int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags);
 

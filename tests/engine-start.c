@@ -7,7 +7,8 @@
  *   - no thread allowed (nobody, RLIMIT_NPROC 0): its pthread_create fails
  *     with EAGAIN, after its eventfd and ring were made (and are freed);
  * in both the miss is served direct and counted in direct_no_engine, not
- * direct_no_monitor; nothing is cached without an engine; once the limit is
+ * direct_no_monitor; nothing is cached without an engine; a hint is dropped
+ * (-EAGAIN, counted in prefetch_dropped) as on a full queue; once the limit is
  * lifted a later miss starts it (a second after the failure), the context
  * caches, and an entry munmapped with no miss after it is unpinned by the
  * engine.  Each case runs in a child of its own.
@@ -111,7 +112,12 @@ static int engine_refused(void *arg)
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 	CHECK_RC(odpx_reg(ctx, p, LEN, 0, &mr), 0);	/* within the second: no new start */
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	/* a hint with no engine is dropped, as on a full queue: -EAGAIN, counted */
+	CHECK_RC(odpx_prefetch(ctx, p, LEN, 0), -EAGAIN);
 	st = stats_of(ctx);
+	CHECK(st.prefetch_dropped == 1 && st.prefetch_queued == 0, "%s: a hint with no engine:"
+	      " prefetch_dropped %lu (want 1), prefetch_queued %lu", l->what, U(st.prefetch_dropped),
+	      U(st.prefetch_queued));
 	CHECK(!engine_running(ctx), "%s: the engine runs", l->what);
 	CHECK(st.direct_no_monitor == 0 && st.direct_no_engine == 2 && st.direct_regs == 2 &&
 	      st.entries == 0, "%s: direct_no_monitor %lu (want 0), direct_no_engine %lu (want 2),"
