@@ -243,15 +243,22 @@ static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_ran
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
-/* Pin mode: pre-pin into the cache, leave it as an unused entry. */
+/*
+ * Pin mode: pre-pin into the cache, leave it as an unused entry.  One
+ * served direct (shared memory, raced invalidations, no budget) is undone
+ * by its release: nothing was prefetched, and it counts as failed.
+ */
 static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 {
 	struct entry *en;
 	int rc = cache_reg(ctx, r->start, r->end - r->start, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask,
 			   &en);
 
-	if (rc == 0)
+	if (rc == 0) {
+		if (KIND(en) == KIND_DIRECT)
+			rc = -EAGAIN;
 		cache_dereg(ctx, en);
+	}
 	return rc;
 }
 

@@ -348,7 +348,8 @@ struct odpx_stats {
 					   zapped, or one at each miss retry */
 	/* prefetch */
 	uint64_t prefetch_queued, prefetch_merged, prefetch_dropped;
-	uint64_t prefetch_issued, prefetch_failed;
+	uint64_t prefetch_issued, prefetch_failed;	/* failed: also a pre-pin served direct
+							   (pin mode: nothing was cached) */
 	/* engine */
 	uint64_t engine_wakeups, engine_ticks;
 	uint64_t unsafe_no_monitor;	/* 1 when opened ODPX_OPEN_UNSAFE_NO_MONITOR */
