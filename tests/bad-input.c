@@ -341,8 +341,11 @@ static void bad_regs(struct odpx_ctx *ctx, const char *tag)
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)buf), -EINVAL);
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)((char *)held + 1)), -EINVAL);
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)((char *)held + sizeof(struct entry) / 2)), -EINVAL);
-	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + 4095)), -EINVAL);	/* never handed out */
-	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + 4096)), -EINVAL);	/* past the slab */
+	/* a slot never handed out: any but held's (the slab has a prime count of slots) */
+	uint32_t unused = (uint32_t)odpx_mr_buf_index(held) == 4095 ? 4094 : 4095;
+	CHECK(ctx->max_entries > 4095, "a slab of %u slots", ctx->max_entries);
+	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + unused)), -EINVAL);
+	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + ctx->max_entries)), -EINVAL);	/* past it */
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab - 1)), -EINVAL);	/* before it */
 	free(heap);
 

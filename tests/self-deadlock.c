@@ -80,6 +80,8 @@ static void munmap_while_hitting(void)
 		pthread_join(t[i], NULL);
 	printf("munmaps of cached memory: %lu, concurrent hits: %lu\n", n, atomic_load(&hits));
 	CHECK(stats_of(ctx).inval_unmap >= n, "unmaps not all seen");
+	CHECK(atomic_load(&hits) > 0 && n > 0, "no munmap beside hits: %lu munmaps, %lu hits", n,
+	      atomic_load(&hits));
 }
 
 static int run(void (*fn)(void), const char *name)

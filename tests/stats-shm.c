@@ -91,8 +91,11 @@ static int shm_case(void *arg)
 	char buf[4096] = { 1 };
 	int fd;
 
-	if (unshare(CLONE_NEWNS) < 0)
-		SKIP("unshare(CLONE_NEWNS): %s: no private mount of /dev/shm", strerror(errno));
+	if (unshare(CLONE_NEWNS) < 0) {	/* only the lack of privilege is a reason to skip */
+		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+		SKIP("unshare(CLONE_NEWNS): %s as uid %d: no private mount of /dev/shm",
+		     strerror(errno), (int)geteuid());
+	}
 	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "private mounts: %s",
 	      strerror(errno));
 	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", ro ? MS_RDONLY : 0, "size=64k") == 0,
@@ -191,8 +194,11 @@ static int pidns_case(void *arg)
 	pid_t g;
 
 	(void)arg;
-	if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
-		SKIP("unshare(CLONE_NEWPID): %s: no PID namespace of our own", strerror(errno));
+	if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0) {
+		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWPID): %s", strerror(errno));
+		SKIP("unshare(CLONE_NEWPID): %s as uid %d: no PID namespace of our own",
+		     strerror(errno), (int)geteuid());
+	}
 	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
 	fflush(stdout);
 	if (!(g = fork())) {

@@ -456,7 +456,7 @@ static int pool_main(void)
 	ctx = open_pin(0);
 	st0 = stats_of(ctx);
 	for (unsigned i = 0; i < POOL_N; i++)
-		odpx_dereg(ctx, reg(p + i * POOL_STRIDE, 4096));
+		CHECK_RC(odpx_dereg(ctx, reg(p + i * POOL_STRIDE, 4096)), 0);
 	st = stats_of(ctx);
 	CHECK(st.direct_budget - st0.direct_budget == (exact ? POOL_N - 2 : 0) &&
 	      st.entries - st0.entries == (exact ? 2 : POOL_N),
@@ -485,7 +485,7 @@ static int pool_main(void)
 	st0 = stats_of(ctx);
 	for (unsigned i = 0; i < POOL_N; i++)
 		if (i != 9)
-			odpx_dereg(ctx, reg(p + i * POOL_STRIDE, 4096));
+			CHECK_RC(odpx_dereg(ctx, reg(p + i * POOL_STRIDE, 4096)), 0);
 	st = stats_of(ctx);
 	CHECK(st.hits - st0.hits == POOL_N - 1, "pool after the munmaps: %lu hits of %u",
 	      U(st.hits - st0.hits), POOL_N - 1);
@@ -527,7 +527,7 @@ static const struct backend_ops hold_ops = {
 
 static void *miss_main(void *p)
 {
-	odpx_dereg(ctx, reg(p, LEN));
+	CHECK_RC(odpx_dereg(ctx, reg(p, LEN)), 0);
 	return NULL;
 }
 
@@ -540,7 +540,7 @@ static int reclaim_main(void)
 
 	CHECK(sem_init(&pin_entered, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
 	CHECK_RC(odpx_open_backend(&hold_ops, NULL, &ctx), 0);
-	odpx_dereg(ctx, reg(v2, LEN));	/* v2's record holds an entry: never idle */
+	CHECK_RC(odpx_dereg(ctx, reg(v2, LEN)), 0);	/* v2's record holds an entry: never idle */
 	CHECK(monitor_watch((uintptr_t)v1, (uintptr_t)v1 + LEN) == 0, "watch v1");
 	CHECK(mon.nw == 2, "%u watched ranges, want 2", mon.nw);
 
