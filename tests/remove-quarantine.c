@@ -210,9 +210,14 @@ static void late_insert(void)
 	on_cpu(spin, 1);
 	a = stats_of(lctx);
 
+	/*
+	 * Under mon.lock: the monitor's thread writes it there (log_inval), also
+	 * while odpx-uffd is stopped (it applies what was published).  Before the
+	 * hold: the thread's hold is mon.lock itself.  No REMOVE is pending here.
+	 */
+	nrm = removes_read();
 	/* the REMOVE is queued and its thread waits; the reader cannot read it yet */
 	hold_reader(true);
-	nrm = mon.nrm;
 	pthread_create(&mad, NULL, madviser, NULL);
 	on_cpu(mad, 1);
 	usleep(50 * 1000);
