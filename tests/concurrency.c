@@ -26,6 +26,12 @@
  * the library's default quarantine (100 ms), fixed here: a run with
  * another ODPX_REMOVE_QUARANTINE_MS is judged against it (with 0, the race
  * shows and the test fails), never exempted by the knob it tests.
+ *
+ * First, a control: the same threads for CONTROL_SECS in a child, with a
+ * context opened ODPX_OPEN_UNSAFE_NO_MONITOR (a cache nobody invalidates)
+ * and remaps by munmap+mmap and MAP_FIXED only (no DONTNEED, no residual
+ * window).  Its data checks must see stale transfers, or the check could
+ * not catch them: the test fails.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,7 +48,9 @@
 #define RACERS 2
 #define HITTERS 1
 #define NWORKERS (CHECKERS + REMAPPERS + RACERS + HITTERS)
+#define CONTROL_SECS 1.5
 #define QUARANTINE_MS 100.0	/* the library's default ODPX_REMOVE_QUARANTINE_MS (README) */
+enum { OK = 0, STALE = 2 };	/* the control's exit status */
 /* 20 s counted in the watchdog's own 100 ms naps: a jump of the clock is one nap */
 #define HANG_NAPS 200
 
@@ -63,6 +71,8 @@ static bool slot_lost[SLOTS];	/* another mapping took the hole (slot_lock) */
 static double slot_slow_ms[SLOTS];
 static atomic_ulong residual;		/* stale checks of such slots */
 static _Atomic double residual_ms;	/* the longest such DONTNEED */
+static bool control;			/* no monitor: stale checks are counted, not failed */
+static atomic_ulong stale_seen;		/* the control's stale checks */
 static atomic_bool stop;
 static atomic_ulong checks, remaps, races, hits;
 static struct worker wk[NWORKERS + 1];	/* the last is main: joins and close */
@@ -99,6 +109,10 @@ static void check_slot(char *p, size_t len, int in, int out, unsigned char seed,
 	CHECK(pread(out, buf, sizeof(buf), len - sizeof(buf)) == sizeof(buf), "pread");
 	if (!stale && buf[0] != (unsigned char)(seed ^ 0xff))
 		stale = "device read old pages";
+	if (stale && control) {
+		atomic_fetch_add(&stale_seen, 1);
+		stale = NULL;
+	}
 	CHECK(!stale || slow_ms > 0, "STALE: %s (%p), no DONTNEED over the quarantine behind it",
 	      stale, p);
 	if (stale) {
@@ -159,7 +173,7 @@ static void *remapper(void *arg)
 		char *p = area + (size_t)s * SLOT_LEN;
 		pthread_rwlock_wrlock(&slot_lock[s]);
 		slot_slow_ms[s] = 0;
-		switch (rnd(&seed) % 3) {
+		switch (rnd(&seed) % (control ? 2 : 3)) {	/* the control: no DONTNEED */
 		case 0:
 			if (slot_lost[s])
 				break;
@@ -278,7 +292,8 @@ static bool pins_balance(struct odpx_stats *st)
 	return st->pins - st->unpins == st->entries;
 }
 
-int main(void)
+/* The run; @arg non-NULL: the control (in a child): STALE when it saw stale data, else OK. */
+static int stress(void *arg)
 {
 	const char *env = getenv("ODPX_STRESS_SECS");
 	double secs = env ? atof(env) : 10;
@@ -288,7 +303,10 @@ int main(void)
 	long pin0 = vm_pinned_kb();
 	int n = 0;
 
-	ctx = open_pin(0);
+	control = arg != NULL;
+	if (control)
+		secs = CONTROL_SECS;
+	ctx = open_pin(control ? ODPX_OPEN_UNSAFE_NO_MONITOR : 0);
 	area = map_anon(NULL, SLOTS * SLOT_LEN);
 	for (int i = 0; i < SLOTS; i++)
 		pthread_rwlock_init(&slot_lock[i], NULL);
@@ -324,12 +342,21 @@ int main(void)
 		atomic_fetch_add(&me->beat, 1);
 	}
 	struct odpx_stats st = stats_of(ctx);
-	printf("%.0f s: %lu data checks, %lu remaps, %lu racing regs, %lu hits; "
+	printf("%s%.1f s: %lu data checks, %lu remaps, %lu racing regs, %lu hits; "
 	       "invalidated %lu entries, %lu miss retries, %lu direct (%lu racing), %lu superseded\n",
-	       secs, atomic_load(&checks), atomic_load(&remaps), atomic_load(&races),
+	       control ? "control (no monitor), " : "", secs, atomic_load(&checks), atomic_load(&remaps), atomic_load(&races),
 	       atomic_load(&hits), (unsigned long)st.inval_entries, (unsigned long)st.miss_retries,
 	       (unsigned long)st.direct_regs, (unsigned long)st.direct_racing,
 	       (unsigned long)st.superseded);
+	if (control) {
+		CHECK_RC(odpx_close(ctx), 0);
+		atomic_store(&done, true);
+		pthread_join(dog, NULL);
+		CHECK(vm_pinned_kb() == pin0, "control: VmPin %ld kB after close, %ld before: leaked pins",
+		      vm_pinned_kb(), pin0);
+		printf("control: %lu stale checks\n", atomic_load(&stale_seen));
+		return atomic_load(&stale_seen) ? STALE : OK;
+	}
 	CHECK(atomic_load(&checks) > 100 && atomic_load(&remaps) > 100, "too little work done");
 	CHECK(st.inval_entries > 0, "no invalidation happened");
 	/*
@@ -354,4 +381,13 @@ int main(void)
 		       "%.0f ms quarantine: the residual window of REMOVE (README)\n",
 		       atomic_load(&residual), atomic_load(&residual_ms), QUARANTINE_MS);
 	return 0;
+}
+
+int main(void)
+{
+	int r = run_forked(NULL, stress, (void *)1);
+
+	CHECK(r == STALE, "control: %s with the monitor off (exit %d): the data check cannot catch"
+	      " stale transfers", r == OK ? "no stale data check" : "the run failed", r);
+	return stress(NULL);
 }
