@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -259,6 +263,62 @@ static inline struct odpx_ctx *open_pin(uint32_t flags)
 		FAIL("io_uring unavailable here (%s): the suite needs it", strerror(-r));
 	CHECK_RC(r, 0);
 	return ctx;
+}
+
+/*
+ * A storm of SIGUSR1 at the calling thread, from a thread of its own, a
+ * signal every @gap_ns (0: back to back) from storm_begin() to storm_end(),
+ * so that some land inside its system calls (EINTR).  The handler counts
+ * (storm_count()) and has no SA_RESTART; it stays installed after the
+ * storm, since a signal still pending then would kill the test.
+ */
+struct storm {
+	pthread_t target, thr;
+	long gap_ns;
+	atomic_bool over;
+};
+
+static inline atomic_ulong *storm_count(void)
+{
+	static atomic_ulong n;
+	return &n;
+}
+
+static inline void storm_on_usr1(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(storm_count(), 1);
+}
+
+static inline void *storm_main(void *arg)
+{
+	struct storm *s = arg;
+
+	while (!atomic_load(&s->over)) {
+		pthread_kill(s->target, SIGUSR1);
+		if (s->gap_ns) {
+			struct timespec t = { 0, s->gap_ns };
+			nanosleep(&t, NULL);
+		}
+	}
+	return NULL;
+}
+
+static inline void storm_begin(struct storm *s, long gap_ns)
+{
+	struct sigaction sa = { .sa_handler = storm_on_usr1 };
+
+	s->target = pthread_self();
+	s->gap_ns = gap_ns;
+	atomic_store(&s->over, false);
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+	CHECK(pthread_create(&s->thr, NULL, storm_main, s) == 0, "pthread_create");
+}
+
+static inline void storm_end(struct storm *s)
+{
+	atomic_store(&s->over, true);
+	pthread_join(s->thr, NULL);
 }
 
 #endif

@@ -17,40 +17,16 @@
 
 #define LEN (64 * 1024)
 
-static atomic_bool stop_kicking;
-static atomic_ulong handled;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	atomic_fetch_add(&handled, 1);
-}
-
-/* Signal the target every millisecond until told to stop: one lands in its wait. */
-static void *kicker(void *arg)
-{
-	pthread_t target = *(pthread_t *)arg;
-
-	while (!atomic_load(&stop_kicking)) {
-		struct timespec t = { 0, 1000000 };
-		pthread_kill(target, SIGUSR1);
-		nanosleep(&t, NULL);
-	}
-	return NULL;
-}
-
 /* odpx_transfer() from @fd while another thread signals this one. */
 static ssize_t transfer_signalled(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd, void *p,
 				  size_t len)
 {
-	pthread_t self = pthread_self(), k;
+	struct storm s;
 	ssize_t n;
 
-	atomic_store(&stop_kicking, false);
-	CHECK(pthread_create(&k, NULL, kicker, &self) == 0, "pthread_create");
+	storm_begin(&s, 1000000);	/* every millisecond: one lands in its wait */
 	n = odpx_transfer(ctx, mr, fd, 0, p, len, ODPX_XFER_FROM_FD);
-	atomic_store(&stop_kicking, true);
-	pthread_join(k, NULL);
+	storm_end(&s);
 	return n;
 }
 
@@ -83,14 +59,12 @@ static void after_interrupt(struct odpx_ctx *ctx, struct odpx_mr *mr, char *buf,
 
 static void interrupted(void)
 {
-	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
 	struct odpx_ctx *ctx = open_pin(0);
 	char *buf = map_anon(NULL, LEN);
 	struct odpx_mr *mr;
 	int p[2];
 	ssize_t n;
 
-	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
 	memset(buf, '.', LEN);
 	CHECK_RC(odpx_reg(ctx, buf, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
 	CHECK(pipe(p) == 0, "pipe");
@@ -98,7 +72,7 @@ static void interrupted(void)
 	/* nothing moved: -EINTR */
 	n = transfer_signalled(ctx, mr, p[0], buf, 4096);
 	CHECK(n == -EINTR, "empty pipe, signalled: %zd, want -EINTR", n);
-	CHECK(atomic_load(&handled) > 0, "no signal handled");
+	CHECK(atomic_load(storm_count()) > 0, "no signal handled");
 	after_interrupt(ctx, mr, buf, p[0], p[1], "....", 4, "nothing moved");
 
 	/* a short read, then the wait for the rest is interrupted: the bytes moved */

@@ -290,24 +290,6 @@ static void killed_in_section(void)
  * signal must land inside one of the waiter's polls: the old code failed
  * 6 runs of 6 with a 2 s wait (2 of 4 with 1 s).
  */
-static pthread_t waiter;
-static atomic_bool storm_over;
-static atomic_ulong storm_sigs;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	atomic_fetch_add(&storm_sigs, 1);
-}
-
-static void *storm(void *arg)
-{
-	(void)arg;
-	while (!atomic_load(&storm_over))	/* some land inside its poll(): EINTR */
-		pthread_kill(waiter, SIGUSR1);
-	return NULL;
-}
-
 static void *end_section(void *arg)
 {
 	pid_t pid = *(pid_t *)arg;
@@ -320,37 +302,32 @@ static void *end_section(void *arg)
 
 static void signalled_while_waiting(void)
 {
-	struct sigaction sa = { .sa_handler = on_usr1 }, old;	/* no SA_RESTART */
 	struct odpx_ctx *ctx = open_pin(0);
 	char *p = cached(ctx, NULL);
 	pid_t pid = mon.helper_pid;
 	struct odpx_stats st0 = stats_of(ctx), st;
-	pthread_t t1, t2;
+	struct storm storm;
+	pthread_t t2;
 
 	CHECK(st0.reader_process == 1, "no odpx-uffd: %s", mon.helper_why);
-	CHECK(sigaction(SIGUSR1, &sa, &old) == 0, "sigaction");
 	CHECK(kill(pid, SIGSTOP) == 0, "SIGSTOP odpx-uffd");
 	CHECK(WAIT_FOR(proc_state(pid) == 'T', 2), "odpx-uffd did not stop");
 	atomic_fetch_add(&mon.sh->gate, 1);	/* inside a section */
-	waiter = pthread_self();
-	atomic_store(&storm_over, false);
-	CHECK(pthread_create(&t1, NULL, storm, NULL) == 0 &&
-	      pthread_create(&t2, NULL, end_section, &pid) == 0, "threads");
+	storm_begin(&storm, 0);	/* some land inside its poll(): EINTR */
+	CHECK(pthread_create(&t2, NULL, end_section, &pid) == 0, "thread");
 	st = stats_of(ctx);	/* mon_lock(): waits for the section */
-	atomic_store(&storm_over, true);
-	pthread_join(t1, NULL);
+	storm_end(&storm);
 	pthread_join(t2, NULL);
-	CHECK(sigaction(SIGUSR1, &old, NULL) == 0, "sigaction");
 	CHECK(st.reader_process == 1 && st.reader_fallbacks == st0.reader_fallbacks &&
 	      st.entries == st0.entries && !exited(pid),
 	      "after %lu signals: reader_process %lu, reader_fallbacks %lu -> %lu, entries %lu ->"
-	      " %lu: a live odpx-uffd taken for dead", U(storm_sigs), U(st.reader_process),
+	      " %lu: a live odpx-uffd taken for dead", U(atomic_load(storm_count())), U(st.reader_process),
 	      U(st0.reader_fallbacks), U(st.reader_fallbacks), U(st0.entries), U(st.entries));
 	remap_and_check(ctx, p, 5);
 	munmap(p, LEN);
 	CHECK_RC(odpx_close(ctx), 0);
 	printf("a section waited out under %lu signals: odpx-uffd still reads: ok\n",
-	       U(storm_sigs));
+	       U(atomic_load(storm_count())));
 }
 
 /*
@@ -727,16 +704,12 @@ static int no_thread_allowed(void *arg)
  */
 static int spawn_under_signals(void *arg)
 {
-	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
 	unsigned starts = 0, left = 0;
-	pthread_t t;
+	struct storm storm;
 	siginfo_t si;
 
 	(void)arg;
-	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
-	waiter = pthread_self();
-	atomic_store(&storm_over, false);
-	CHECK(pthread_create(&t, NULL, storm, NULL) == 0, "thread");
+	storm_begin(&storm, 0);
 	for (int i = 0; i < 150; i++) {
 		struct odpx_ctx *ctx = open_pin(0);
 		char *p = cached(ctx, NULL);
@@ -744,8 +717,7 @@ static int spawn_under_signals(void *arg)
 		munmap(p, LEN);
 		CHECK_RC(odpx_close(ctx), 0);
 	}
-	atomic_store(&storm_over, true);
-	pthread_join(t, NULL);
+	storm_end(&storm);
 	while (memset(&si, 0, sizeof(si)),
 	       waitid(P_ALL, 0, &si, WEXITED | __WALL | WNOHANG) == 0 && si.si_pid)
 		left++;
