@@ -423,6 +423,42 @@ int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s)
 }
 
 /* /proc/<pid>/stat: minflt (field 10) and majflt (12), after the ")" of comm. */
+/*
+ * Process @pid's main thread is a zombie: has the process ended, or only
+ * that thread (pthread_exit() in main, the others running)?  Ended when no
+ * task of it is other than a zombie or dead.
+ */
+static bool pid_ended(const struct stats_roots *r, pid_t pid)
+{
+	char path[PATH_MAX + 64], buf[512], *p;
+	struct dirent *d;
+	bool ended = true;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s/%d/task", r->proc, (int)pid);
+	if (!(dir = opendir(path)))
+		return true;
+	while (ended && (d = readdir(dir))) {
+		int fd;
+		ssize_t n;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%d/task/%.20s/stat", r->proc, (int)pid, d->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;	/* gone meanwhile */
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		if ((p = strrchr(buf, ')')) && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X')
+			ended = false;
+	}
+	closedir(dir);
+	return ended;
+}
+
 int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 {
 	char path[PATH_MAX + 32], buf[1024], where[24], *p, *tok, *save = NULL;
@@ -445,7 +481,7 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 	}
 	for (tok = strtok_r(p + 1, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
 		field++;
-		if (field == 3 && (*tok == 'Z' || *tok == 'X'))
+		if (field == 3 && (*tok == 'Z' || *tok == 'X') && pid_ended(r, pid))
 			return -ESRCH;	/* ended, not yet reaped: nothing of it runs */
 		if (field == 10)
 			got_min = ctr_parse_value(tok, strlen(tok), &minflt) == 0;

@@ -280,6 +280,21 @@ static pid_t spawn(int *to_child, int *from_child, struct handoff *h, bool hold_
 	return pid;
 }
 
+/* The state letter in /proc/<pid>/stat at @path, '?' if none. */
+static char proc_state_of(const char *path)
+{
+	char buf[512], *p;
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return (p = strrchr(buf, ')')) && p[1] == ' ' ? p[2] : '?';
+}
+
 /* odpstat -p of a process that ends during the run: says so, status 0, and stops */
 static void target_ends(void)
 {
@@ -296,6 +311,8 @@ static void target_ends(void)
 		struct odpx_ctx *ctx = open_pin(0);
 		struct odpx_mr *mr;
 
+		close(down[1]);	/* our parent's end: its exit, even a failed one, ends us */
+		close(up[0]);
 		CHECK_RC(odpx_reg(ctx, buf, 4096, 0, &mr), 0);
 		CHECK(write(up[1], "r", 1) == 1 && read(down[0], &c, 1) == 1, "handshake");
 		_exit(0);	/* unreaped until odpstat ends: a zombie ends the run too */
@@ -315,6 +332,65 @@ static void target_ends(void)
 	CHECK(strstr(out, "exited") && rows < 90, "odpstat of a process that ended: %d rows, %.300s",
 	      rows, out);
 	printf("odpstat -p of a process that ended: stopped after %d lines\n", rows);
+}
+
+/*
+ * odpx -p of a process whose main thread left (pthread_exit()) while
+ * another runs: its /proc/<pid>/stat reads Z, yet it has not ended, and
+ * odpstat goes on.  (Taking Z alone for the end stopped it after a sample.)
+ */
+static int leader_gone_fd;
+
+static void *outlive_main(void *arg)
+{
+	char c;
+
+	(void)arg;
+	if (read(leader_gone_fd, &c, 1) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+static void leader_exits(void)
+{
+	char cmd[PATH_MAX + 64], out[1 << 16], c;
+	int up[2], down[2], rows = 0;
+	FILE *p;
+	size_t n;
+	pid_t pid;
+
+	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	fflush(stdout);
+	if (!(pid = fork())) {
+		struct odpx_ctx *ctx = open_pin(0);
+		char *buf = map_anon(NULL, 4096);
+		struct odpx_mr *mr;
+		pthread_t t;
+
+		close(down[1]);	/* our parent's end: its exit, even a failed one, ends us */
+		close(up[0]);
+		CHECK_RC(odpx_reg(ctx, buf, 4096, 0, &mr), 0);
+		leader_gone_fd = down[0];
+		CHECK(pthread_create(&t, NULL, outlive_main, NULL) == 0, "thread");
+		CHECK(write(up[1], "r", 1) == 1, "handshake");
+		pthread_exit(NULL);
+	}
+	CHECK(read(up[0], &c, 1) == 1, "child ready");
+	char st[64];
+	CHECK(WAIT_FOR((snprintf(st, sizeof(st), "/proc/%d/stat", (int)pid),
+			proc_state_of(st) == 'Z'), 5), "the main thread did not leave");
+	snprintf(cmd, sizeof(cmd), "%s -p %d 0.1 5 2>&1", odpstat, (int)pid);
+	CHECK((p = popen(cmd, "r")), "popen");
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	CHECK(pclose(p) == 0, "odpstat: %s", out);
+	for (char *l = out; (l = strchr(l, '\n')); l++)
+		rows += l[1] && l[1] != '#';
+	CHECK(!strstr(out, "exited") && rows >= 5, "a process whose main thread left: %d rows, %.300s",
+	      rows, out);
+	CHECK(write(down[1], "x", 1) == 1, "end the child");
+	waitpid(pid, NULL, 0);
+	printf("odpstat -p of a process whose main thread left: went on, %d lines\n", rows);
 }
 
 int main(void)
@@ -437,5 +513,6 @@ int main(void)
 	CHECK(run(cmd, out, sizeof(out)) == 1 && strstr(out, "count"), "huge count: %s", out);
 	rate_across_close();
 	target_ends();
+	leader_exits();
 	return 0;
 }
