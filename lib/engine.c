@@ -244,9 +244,9 @@ static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_ran
 }
 
 /*
- * Pin mode: pre-pin into the cache, leave it as an unused entry.  One
- * served direct (shared memory, raced invalidations, no budget) is undone
- * by its release: nothing was prefetched, and it counts as failed.
+ * Pin mode: pre-pin into the cache, leave it as an unused entry.  0, 1 when
+ * it was served direct (shared memory, raced invalidations, no budget),
+ * which its release undoes: nothing was prefetched, or -errno.
  */
 static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 {
@@ -255,8 +255,7 @@ static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 			   &en);
 
 	if (rc == 0) {
-		if (KIND(en) == KIND_DIRECT)
-			rc = -EAGAIN;
+		rc = KIND(en) == KIND_DIRECT;
 		cache_dereg(ctx, en);
 	}
 	return rc;
@@ -294,9 +293,9 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	}
 	/*
 	 * Pin mode: a merged range is one cache entry, so no union beyond
-	 * max_entry_bytes; and a union that fails (it reaches read-only or
-	 * unmapped memory, or the pinned limit, where its hints do not) is
-	 * served hint by hint: orig keeps them, sorted as coalescing sorts
+	 * max_entry_bytes; and a union that fails with an error (it reaches
+	 * read-only or unmapped memory, or the pinned limit, where its hints
+	 * do not) is served hint by hint: orig keeps them, sorted as coalescing sorts
 	 * them, and range i holds orig[first[i]] up to the next range's first.
 	 */
 	sort_ranges(r, n);
@@ -314,23 +313,30 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			remember(ctx, e, &r[i], now);
 			continue;
 		}
-		if (prepin(ctx, &r[i]) == 0) {
+		int pr = prepin(ctx, &r[i]);
+
+		if (pr >= 0 || k == 1) {
+			/*
+			 * Pinned, or served direct: its hints would be too (the
+			 * same mappings), and a repeat soon after as well.  An
+			 * error is no repeat: it may not hold a moment later.
+			 */
 			STAT_ADD(ctx, prefetch_merged, k - 1);
-			STAT_INC(ctx, prefetch_issued);
-			remember(ctx, e, &r[i], now);	/* failures are not repeats */
-			continue;
-		}
-		if (k == 1) {
-			STAT_INC(ctx, prefetch_failed);
+			if (pr == 0)
+				STAT_INC(ctx, prefetch_issued);
+			else
+				STAT_INC(ctx, prefetch_failed);
+			if (pr >= 0)
+				remember(ctx, e, &r[i], now);
 			continue;
 		}
 		for (size_t j = first[i]; j < first[i] + k; j++) {
-			if (prepin(ctx, &orig[j]) == 0) {
+			if ((pr = prepin(ctx, &orig[j])) == 0)
 				STAT_INC(ctx, prefetch_issued);
-				remember(ctx, e, &orig[j], now);
-			} else {
+			else
 				STAT_INC(ctx, prefetch_failed);
-			}
+			if (pr >= 0)
+				remember(ctx, e, &orig[j], now);
 		}
 	}
 	return n;

@@ -450,6 +450,44 @@ static void prepin_capped(void)
 	munmap(prime, PG);
 }
 
+/*
+ * Hints into shared memory, whose registrations are served direct: a union
+ * served direct is one failure for its hints, and a repeat soon after is
+ * skipped.  Taking it for an error pinned and unpinned each hint again,
+ * each round (review: 650 direct registrations for 10 rounds of 64 hints).
+ */
+static void prepin_shared(void)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LINGER | ODPX_ATTR_TICK,
+			       .linger_us = 1000000, .tick_ms = 60000 };
+	unsigned char *sh = mmap(NULL, 64 * PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				 -1, 0), *prime = map_anon(NULL, PG);
+	struct odpx_stats st0, st1;
+	struct odpx_ctx *c;
+
+	CHECK(sh != MAP_FAILED, "mmap shared");
+	memset(sh, 7, 64 * PG);
+	CHECK_RC(odpx_open_uring(&a, &c), 0);
+	CHECK_RC(odpx_prefetch(c, prime, PG, 0), 0);
+	CHECK(WAIT_FOR(issued_to(c, 1), 5), "shared: first hint not served");
+	st0 = stats_of(c);
+	for (unsigned round = 0; round < 10; round++) {
+		for (unsigned i = 0; i < 64; i++)
+			CHECK_RC(odpx_prefetch(c, sh + i * PG, PG, 0), 0);
+		CHECK(WAIT_FOR(drained_ctx(c, &st1), 10), "shared: the engine did not drain the queue");
+	}
+	CHECK(st1.direct_regs - st0.direct_regs <= 40 && st1.prefetch_issued == st0.prefetch_issued &&
+	      st1.prefetch_failed > st0.prefetch_failed,
+	      "shared: 640 hints in 10 rounds: %lu direct registrations (want a few a round, at most 40), issued +%lu"
+	      " (want 0), failed +%lu", U(st1.direct_regs - st0.direct_regs),
+	      U(st1.prefetch_issued - st0.prefetch_issued), U(st1.prefetch_failed - st0.prefetch_failed));
+	printf("shared memory: 640 hints in 10 rounds, %lu direct registrations, %lu failed\n",
+	       U(st1.direct_regs - st0.direct_regs), U(st1.prefetch_failed - st0.prefetch_failed));
+	CHECK_RC(odpx_close(c), 0);
+	munmap(sh, 64 * PG);
+	munmap(prime, PG);
+}
+
 static void direct_mode(void)
 {
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_DIRECT };
@@ -713,6 +751,7 @@ int main(void)
 	close_while_queued();
 	linger();
 	prepin_capped();
+	prepin_shared();
 	CHECK(vm_pinned_kb() == kb0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), kb0);
 	munmap(stall_pages, ROUNDS * PG);
 	munmap(qbuf, 16 * PG);
