@@ -295,101 +295,110 @@ static char proc_state_of(const char *path)
 	return (p = strrchr(buf, ')')) && p[1] == ' ' ? p[2] : '?';
 }
 
-/* odpstat -p of a process that ends during the run: says so, status 0, and stops */
-static void target_ends(void)
-{
-	char cmd[PATH_MAX + 64], out[1 << 16], c;
-	int up[2], down[2], rows = 0;
-	FILE *p;
-	size_t n;
-	pid_t pid;
-
-	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
-	fflush(stdout);
-	if (!(pid = fork())) {
-		char *buf = map_anon(NULL, 4096);
-		struct odpx_ctx *ctx = open_pin(0);
-		struct odpx_mr *mr;
-
-		close(down[1]);	/* our parent's end: its exit, even a failed one, ends us */
-		close(up[0]);
-		CHECK_RC(odpx_reg(ctx, buf, 4096, 0, &mr), 0);
-		CHECK(write(up[1], "r", 1) == 1 && read(down[0], &c, 1) == 1, "handshake");
-		_exit(0);	/* unreaped until odpstat ends: a zombie ends the run too */
-	}
-	CHECK(read(up[0], &c, 1) == 1, "child ready");
-	/* 100 rows of 0.1 s unless the end is seen */
-	snprintf(cmd, sizeof(cmd), "%s -p %d 0.1 100 2>&1", odpstat, (int)pid);
-	CHECK((p = popen(cmd, "r")), "popen");
-	usleep(300 * 1000);
-	CHECK(write(down[1], "x", 1) == 1, "end the child");
-	n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = 0;
-	CHECK(pclose(p) == 0, "odpstat: %s", out);
-	waitpid(pid, NULL, 0);
-	for (char *l = out; (l = strchr(l, '\n')); l++)
-		rows += l[1] && l[1] != '#';
-	CHECK(strstr(out, "exited") && rows < 90, "odpstat of a process that ended: %d rows, %.300s",
-	      rows, out);
-	printf("odpstat -p of a process that ended: stopped after %d lines\n", rows);
-}
-
 /*
- * odpx -p of a process whose main thread left (pthread_exit()) while
- * another runs: its /proc/<pid>/stat reads Z, yet it has not ended, and
- * odpstat goes on.  (Taking Z alone for the end stopped it after a sample.)
+ * A child with a context that cached 4 KiB: it ends when a byte comes on
+ * *@end (or its parent ends).  @leader_leaves: its main thread leaves at
+ * once (pthread_exit()), another thread waits for that byte.
  */
-static int leader_gone_fd;
+static int end_fd;
 
-static void *outlive_main(void *arg)
+static void *wait_end(void *arg)
 {
 	char c;
 
 	(void)arg;
-	if (read(leader_gone_fd, &c, 1) < 0)
-		_exit(1);
-	_exit(0);
+	_exit(read(end_fd, &c, 1) < 0);
 }
 
-static void leader_exits(void)
+static pid_t target(int *end, bool leader_leaves)
 {
-	char cmd[PATH_MAX + 64], out[1 << 16], c;
-	int up[2], down[2], rows = 0;
-	FILE *p;
-	size_t n;
+	int up[2], down[2];
+	char c;
 	pid_t pid;
 
 	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
 	fflush(stdout);
 	if (!(pid = fork())) {
-		struct odpx_ctx *ctx = open_pin(0);
 		char *buf = map_anon(NULL, 4096);
+		struct odpx_ctx *ctx = open_pin(0);
 		struct odpx_mr *mr;
 		pthread_t t;
 
 		close(down[1]);	/* our parent's end: its exit, even a failed one, ends us */
 		close(up[0]);
 		CHECK_RC(odpx_reg(ctx, buf, 4096, 0, &mr), 0);
-		leader_gone_fd = down[0];
-		CHECK(pthread_create(&t, NULL, outlive_main, NULL) == 0, "thread");
+		end_fd = down[0];
+		if (leader_leaves)
+			CHECK(pthread_create(&t, NULL, wait_end, NULL) == 0, "thread");
 		CHECK(write(up[1], "r", 1) == 1, "handshake");
-		pthread_exit(NULL);
+		if (leader_leaves)
+			pthread_exit(NULL);
+		wait_end(NULL);	/* unreaped until odpstat ends: a zombie ends the run too */
 	}
+	close(down[0]);
+	close(up[1]);
 	CHECK(read(up[0], &c, 1) == 1, "child ready");
-	char st[64];
-	CHECK(WAIT_FOR((snprintf(st, sizeof(st), "/proc/%d/stat", (int)pid),
-			proc_state_of(st) == 'Z'), 5), "the main thread did not leave");
-	snprintf(cmd, sizeof(cmd), "%s -p %d 0.1 5 2>&1", odpstat, (int)pid);
-	CHECK((p = popen(cmd, "r")), "popen");
-	n = fread(out, 1, sizeof(out) - 1, p);
+	close(up[0]);
+	*end = down[1];
+	return pid;
+}
+
+/* Read @p, the popen() of @cmd, to its end: the output in @out, its rows (not "#") returned. */
+static int odpstat_rows(const char *cmd, FILE *p, char *out, size_t cap)
+{
+	size_t n = fread(out, 1, cap - 1, p);
+	int rows = 0;
+
 	out[n] = 0;
-	CHECK(pclose(p) == 0, "odpstat: %s", out);
+	CHECK(pclose(p) == 0, "%s: %s", cmd, out);
 	for (char *l = out; (l = strchr(l, '\n')); l++)
 		rows += l[1] && l[1] != '#';
+	return rows;
+}
+
+/* odpstat -p of a process that ends during the run: says so, status 0, and stops */
+static void target_ends(void)
+{
+	char cmd[PATH_MAX + 64], out[1 << 16];
+	int end, rows;
+	pid_t pid = target(&end, false);
+	FILE *p;
+
+	/* 100 rows of 0.1 s unless the end is seen */
+	snprintf(cmd, sizeof(cmd), "%s -p %d 0.1 100 2>&1", odpstat, (int)pid);
+	CHECK((p = popen(cmd, "r")), "popen");
+	usleep(300 * 1000);
+	CHECK(write(end, "x", 1) == 1, "end the child");
+	rows = odpstat_rows(cmd, p, out, sizeof(out));
+	waitpid(pid, NULL, 0);
+	close(end);
+	CHECK(strstr(out, "exited") && rows < 90, "odpstat of a process that ended: %d rows, %.300s",
+	      rows, out);
+	printf("odpstat -p of a process that ended: stopped after %d lines\n", rows);
+}
+
+/*
+ * odpstat -p of a process whose main thread left (pthread_exit()) while
+ * another runs: its /proc/<pid>/stat reads Z, yet it has not ended, and
+ * odpstat goes on.  (Taking Z alone for the end stopped it after a sample.)
+ */
+static void leader_exits(void)
+{
+	char cmd[PATH_MAX + 64], out[1 << 16], st[64];
+	int end, rows;
+	pid_t pid = target(&end, true);
+	FILE *p;
+
+	snprintf(st, sizeof(st), "/proc/%d/stat", (int)pid);
+	CHECK(WAIT_FOR(proc_state_of(st) == 'Z', 5), "the main thread did not leave");
+	snprintf(cmd, sizeof(cmd), "%s -p %d 0.1 5 2>&1", odpstat, (int)pid);
+	CHECK((p = popen(cmd, "r")), "popen");
+	rows = odpstat_rows(cmd, p, out, sizeof(out));
 	CHECK(!strstr(out, "exited") && rows >= 5, "a process whose main thread left: %d rows, %.300s",
 	      rows, out);
-	CHECK(write(down[1], "x", 1) == 1, "end the child");
+	CHECK(write(end, "x", 1) == 1, "end the child");
 	waitpid(pid, NULL, 0);
+	close(end);
 	printf("odpstat -p of a process whose main thread left: went on, %d lines\n", rows);
 }
 
