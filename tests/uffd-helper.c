@@ -528,13 +528,15 @@ static int wall_waiter(void *arg)
  * EPERM): the spawn's second process reports it and leaves, the first
  * reaps it and leaves, odpx reaps the first; the thread reads instead
  * (reader_fallbacks), and no child of ours is left, not even a zombie.
- * close_range() refused likewise (an older container profile): odpx-uffd
- * would keep the application's descriptors open, so it leaves before it
- * hands its pidfd over, and the thread reads.
+ * close_range() refused (an older container profile, a kernel before 5.9):
+ * odpx-uffd closes the application's descriptors one by one as
+ * /proc/self/fd lists them, and serves.  If the listing is refused too, it
+ * would keep them open, so it leaves before it hands its pidfd over, and
+ * the thread reads.
  */
 struct refusal {
-	long nr;		/* the system call refused (EPERM) */
-	const char *what, *why;	/* its name, and what mon.helper_why must say */
+	long nr, nr2;		/* the system calls refused (EPERM); nr2 0: one */
+	const char *what, *why;	/* a name, and what mon.helper_why must say (NULL: it serves) */
 };
 
 static int refused(void *arg)
@@ -545,7 +547,8 @@ static int refused(void *arg)
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)rf->nr, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)rf->nr, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)(rf->nr2 ? rf->nr2 : rf->nr), 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -556,11 +559,24 @@ static int refused(void *arg)
 	char *p;
 
 	(void)arg;
+	int fds[2];
+
 	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
 	      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "seccomp: %s", strerror(errno));
+	CHECK(pipe(fds) == 0, "pipe");	/* not close-on-exec: odpx-uffd must close it */
 	ctx = open_pin(0);
 	p = cached(ctx, NULL);
 	st = stats_of(ctx);
+	if (!rf->why) {
+		CHECK(st.reader_fallbacks == 0, "%s refused: reader_fallbacks %lu: %s", rf->what,
+		      U(st.reader_fallbacks), mon.helper_why);
+		runs_alone(ctx, fds);	/* none of our descriptors, the pipe's end among them */
+		remap_and_check(ctx, p, 13);
+		CHECK(stats_of(ctx).inval_unmap == 1, "odpx-uffd did not read the UNMAP");
+		munmap(p, LEN);
+		CHECK_RC(odpx_close(ctx), 0);
+		return 0;
+	}
 	CHECK(st.reader_process == 0 && st.reader_fallbacks == 1,
 	      "%s refused: reader_process %lu, reader_fallbacks %lu (want 0, 1)", rf->what,
 	      U(st.reader_process), U(st.reader_fallbacks));
@@ -860,12 +876,16 @@ int main(void)
 	char exec_why[96], close_why[96];
 	snprintf(exec_why, sizeof(exec_why), "spawn odpx-uffd: %s", strerror(EPERM));
 	snprintf(close_why, sizeof(close_why), "odpx-uffd's close_range: %s", strerror(EPERM));
-	struct refusal exec_no = { SYS_execveat, "exec", exec_why },
-		       close_no = { SYS_close_range, "close_range", close_why };
+	struct refusal exec_no = { SYS_execveat, 0, "exec", exec_why },
+		       close_no = { SYS_close_range, 0, "close_range", NULL },
+		       close_list_no = { SYS_close_range, SYS_getdents64, "close_range+getdents64",
+					 close_why };
 	CHECK(run_forked(NULL, refused, &exec_no) == 0, "exec refused");
 	printf("exec of odpx-uffd refused: the thread reads, nothing left: ok\n");
 	CHECK(run_forked(NULL, refused, &close_no) == 0, "close_range refused");
-	printf("close_range refused: odpx-uffd leaves, the thread reads, nothing left: ok\n");
+	printf("close_range refused: odpx-uffd closes our descriptors one by one, serves: ok\n");
+	CHECK(run_forked(NULL, refused, &close_list_no) == 0, "close_range and the listing refused");
+	printf("close_range and getdents64 refused: odpx-uffd leaves, the thread reads: ok\n");
 	CHECK(run_forked(NULL, no_thread_allowed, NULL) == 0, "no thread allowed");
 	printf("no thread allowed: direct, then cached once lifted: ok\n");
 	CHECK(run_forked(NULL, spawn_under_signals, NULL) == 0, "starts under signals");

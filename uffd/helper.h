@@ -43,7 +43,7 @@ enum { HELPER_FD_UFFD = 3, HELPER_FD_SHARED, HELPER_FD_LIFELINE, HELPER_FD_DOORB
 #define HELPER_FDS (HELPER_FD_FIRST_FREE - HELPER_FD_UFFD)
 
 struct helper_handoff {
-	int32_t pid;		/* odpx-uffd's; sent with no pidfd: -errno of its close_range */
+	int32_t pid;		/* odpx-uffd's; with no pidfd: close_range's -errno, no listing either */
 };
 
 struct helper_shared {

@@ -26,6 +26,7 @@
  * caller (one ring per two events there, measured, and 5 x the munmap).
  */
 #include <asm/unistd.h>
+#include <linux/fcntl.h>
 #include <linux/mman.h>
 #include <linux/poll.h>
 #include <linux/prctl.h>
@@ -130,6 +131,39 @@ static void detach(void)
 		leave(4);
 }
 
+/*
+ * close_range() refused (a kernel before 5.9, a seccomp profile): close the
+ * application's descriptors one by one, as /proc/self/fd lists them.  One
+ * pass: nothing else runs in this process to open more.
+ */
+struct dirent64_ { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; };
+
+static long close_listed(void)
+{
+	char buf[2048] __attribute__((aligned(8)));
+	long dir = sc(__NR_openat, AT_FDCWD, (long)"/proc/self/fd",
+		      O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0), n;
+
+	if (dir < 0)
+		return dir;
+	while ((n = sc(__NR_getdents64, dir, (long)buf, sizeof(buf), 0, 0, 0)) > 0)
+		for (long at = 0; at < n;) {
+			struct dirent64_ *d = (struct dirent64_ *)(buf + at);
+			long fd = 0;
+			const char *c = d->name;
+
+			at += d->reclen;
+			for (; *c >= '0' && *c <= '9'; c++)
+				fd = fd * 10 + (*c - '0');
+			if (c == d->name || *c || fd == dir ||
+			    (fd >= HELPER_FD_UFFD && fd < HELPER_FD_FIRST_FREE))
+				continue;	/* ".", "..", the listing, ours */
+			sc(__NR_close, fd, 0, 0, 0, 0, 0);
+		}
+	sc(__NR_close, dir, 0, 0, 0, 0, 0);
+	return n;
+}
+
 /* Tell the application why we cannot serve (@err: -errno of close_range), and leave. */
 static __attribute__((noreturn)) void refuse(long err)
 {
@@ -189,12 +223,14 @@ void helper_main(void)
 
 	/*
 	 * The application's: its stdio and anything it did not mark
-	 * close-on-exec.  Refused (a seccomp profile), we would keep its pipes
-	 * open: say so and leave, before the handoff, and the thread reads.
+	 * close-on-exec.  If neither close_range() nor the listing can close
+	 * them, we would keep its pipes open: say so and leave, before the
+	 * handoff, and the thread reads.
 	 */
 	long r = sc(__NR_close_range, 0, HELPER_FD_UFFD - 1, 0, 0, 0, 0);
 	if (r < 0 || (r = sc(__NR_close_range, HELPER_FD_FIRST_FREE, ~0U, 0, 0, 0, 0)) < 0)
-		refuse(r);
+		if (close_listed() < 0)
+			refuse(r);
 	sc(__NR_prctl, PR_SET_NAME, (long)"odpx-uffd", 0, 0, 0, 0);
 	detach();
 	long m = sc(__NR_mmap, 0, HELPER_SHARED_BYTES, PROT_READ | PROT_WRITE,

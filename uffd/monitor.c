@@ -1079,7 +1079,7 @@ static int helper_handoff(int sock, int *pidfd, pid_t *pid, const char **what)
 		return -errno;
 	c = CMSG_FIRSTHDR(&m);
 	if (!c && n == (ssize_t)sizeof(h) && h.pid < 0 && h.pid > -4096) {
-		*what = "odpx-uffd's close_range";	/* it would keep the application's fds */
+		*what = "odpx-uffd's close_range";	/* and no listing: it would keep our fds */
 		return h.pid;
 	}
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
