@@ -71,17 +71,31 @@ ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
 }
 
+/* engine first, then the monitor: no start of the monitor starts an engine */
+static void atfork_prepare(void)
+{
+	engine_atfork_prepare();
+	monitor_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	monitor_atfork_parent();
+	engine_atfork_parent();
+}
+
 /* The child of a fork gets no registrations: its contexts are stale. */
 static void atfork_child(void)
 {
 	atomic_fetch_add(&odpx_fork_gen, 1);
 	monitor_atfork_child();
+	engine_atfork_child();
 	pthread_mutex_init(&ctx_list_lock, NULL);
 }
 
 static void init_once(void)
 {
-	pthread_atfork(monitor_atfork_prepare, monitor_atfork_parent, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 static bool has_ipc_lock(void)

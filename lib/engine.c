@@ -441,6 +441,29 @@ static void *engine_main(void *arg)
  */
 #define ENGINE_RETRY_NS 1000000000ULL
 
+/*
+ * Held from the engine's first descriptor to its publication, and by
+ * fork()'s prepare handler: a child then inherits either no engine or a
+ * published one, which its close forgets (engine_forget()), never a ring
+ * and an eventfd that nothing points to.
+ */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void engine_atfork_prepare(void)
+{
+	pthread_mutex_lock(&start_lock);
+}
+
+void engine_atfork_parent(void)
+{
+	pthread_mutex_unlock(&start_lock);
+}
+
+void engine_atfork_child(void)
+{
+	pthread_mutex_init(&start_lock, NULL);
+}
+
 int engine_start(struct odpx_ctx *ctx)
 {
 	struct engine *e;
@@ -468,9 +491,11 @@ int engine_start(struct odpx_ctx *ctx)
 	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
 	e->linger.tv_sec = ctx->linger_us / 1000000;
 	e->linger.tv_nsec = (long long)(ctx->linger_us % 1000000) * 1000LL;
+	pthread_mutex_lock(&start_lock);
 	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->efd < 0) {
 		r = -errno;
+		pthread_mutex_unlock(&start_lock);
 		goto out_free;
 	}
 	if ((r = io_uring_queue_init(16, &e->ring, 0)) < 0)
@@ -488,11 +513,13 @@ int engine_start(struct odpx_ctx *ctx)
 		 * engine_stop().  A failed start frees one nobody saw.
 		 */
 		atomic_store_explicit(&ctx->eng, e, memory_order_release);
+		pthread_mutex_unlock(&start_lock);
 		goto out;
 	}
 	io_uring_queue_exit(&e->ring);
 out_efd:
 	close(e->efd);
+	pthread_mutex_unlock(&start_lock);
 out_free:
 	free(e);
 	ctx->eng_err = r;

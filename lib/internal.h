@@ -358,6 +358,9 @@ void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
 bool engine_running(struct odpx_ctx *ctx);
 bool engine_asleep(struct odpx_ctx *ctx);
 void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
+void engine_atfork_prepare(void);
+void engine_atfork_parent(void);
+void engine_atfork_child(void);
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
 /*

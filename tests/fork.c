@@ -18,6 +18,7 @@
  */
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -228,6 +229,107 @@ static int scenario_of(void *arg)
 	return scenario();
 }
 
+/*
+ * fork() while a context's engine starts: the first miss makes the
+ * engine's eventfd and ring, starts its thread and publishes it.  A child
+ * forked inside that window must not keep them: its close of the
+ * inherited context finds no published engine to forget.  The main thread
+ * forks at a moment swept across the first miss, round by round; a
+ * context kept open meanwhile keeps the monitor (and odpx-uffd) running,
+ * so that the first miss is the engine's start and little else.
+ */
+#define START_ROUNDS 240
+
+struct first_miss {
+	struct odpx_ctx *ctx;
+	void *p;
+	_Atomic int go;
+	int rc;
+	uint64_t ns;
+};
+
+static void *first_miss_main(void *arg)
+{
+	struct first_miss *f = arg;
+	struct odpx_mr *mr;
+	double t0;
+
+	while (!atomic_load(&f->go))
+		;
+	t0 = now_s();
+	if (!(f->rc = odpx_reg(f->ctx, f->p, LEN, 0, &mr)))
+		f->rc = odpx_dereg(f->ctx, mr);
+	f->ns = (uint64_t)((now_s() - t0) * 1e9);
+	return NULL;
+}
+
+/* our descriptors that are an eventfd or an io_uring */
+static int engine_like_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[300], to[64];
+	int n = 0;
+
+	CHECK(d, "opendir /proc/self/fd");
+	while ((e = readdir(d))) {
+		ssize_t k;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		if (e->d_name[0] == '.' || (k = readlink(path, to, sizeof(to) - 1)) < 0)
+			continue;
+		to[k] = 0;
+		n += !strcmp(to, "anon_inode:[eventfd]") || !strcmp(to, "anon_inode:[io_uring]");
+	}
+	closedir(d);
+	return n;
+}
+
+static int start_race(void *arg)
+{
+	struct odpx_ctx *keep = open_pin(0);
+	unsigned char *p = map_anon(NULL, LEN), *k = map_anon(NULL, LEN);
+	uint64_t span = 0;
+
+	(void)arg;
+	CHECK_RC(odpx_dereg(keep, cache(keep, k, 1, 1)), 0);
+	for (int i = 0; i < START_ROUNDS; i++) {
+		struct first_miss f = { .ctx = open_pin(0), .p = p };
+		int status = 0;
+		pthread_t t;
+		pid_t pid;
+
+		CHECK(pthread_create(&t, NULL, first_miss_main, &f) == 0, "pthread_create");
+		double at = now_s() + (double)span * 1.25e-9 * (i % 48) / 48;
+		atomic_store(&f.go, 1);
+		while (now_s() < at)
+			;
+		fflush(stdout);
+		if (!(pid = fork())) {
+			if (odpx_close(f.ctx) || odpx_close(keep))
+				_exit(2);
+			_exit(engine_like_fds() || uring_maps() ? 1 : 0);
+		}
+		CHECK(pid > 0, "fork: %s", strerror(errno));
+		pthread_join(t, NULL);
+		CHECK_RC(f.rc, 0);
+		CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the child died: %#x",
+		      status);
+		CHECK(WEXITSTATUS(status) == 0, "round %d (fork %.0f us into a first miss of %.0f us):"
+		      " the child kept %s", i, span * 1.25e-3 * (i % 48) / 48, span / 1e3,
+		      WEXITSTATUS(status) == 1 ? "the engine's eventfd or ring after its close"
+					       : "a failing close");
+		if (!span || f.ns > span)
+			span = f.ns;	/* the sweep covers the slowest first miss seen */
+		CHECK_RC(odpx_close(f.ctx), 0);
+	}
+	CHECK_RC(odpx_close(keep), 0);
+	munmap(p, LEN);
+	munmap(k, LEN);
+	printf("fork during the engine's start: %d rounds over a first miss of up to %.0f us: ok\n",
+	       START_ROUNDS, span / 1e3);
+	return 0;
+}
+
 int main(void)
 {
 	const char *modes[] = { "wp-async", "wp", "missing" };
@@ -238,5 +340,6 @@ int main(void)
 		printf("%-8s %s\n", modes[m], st == 0 ? "ok" : "FAILED");
 		failed |= st != 0;
 	}
+	failed |= run_forked(NULL, start_race, NULL) != 0;
 	return failed;
 }
