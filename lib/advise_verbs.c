@@ -87,10 +87,10 @@ static int advise_ranges(struct odpx_ctx *ctx, const struct pf_range *r, size_t 
 	return ret;
 }
 
-/* Engine thread: coalesced, de-duplicated hints; never a FLUSH. */
-void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n)
+/* Engine thread: coalesced, de-duplicated hints; never a FLUSH.  0 or the first -errno. */
+int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n)
 {
-	(void)advise_ranges(ctx, r, n, 0);
+	return advise_ranges(ctx, r, n, 0);
 }
 
 /* ODPX_PREFETCH_SYNC: on the caller's thread, IBV_ADVISE_MR_FLAG_FLUSH. */

@@ -48,8 +48,10 @@
  *                 Implicit entries are never evicted.
  *
  * Lifecycle: a one-page anchor MR is held from open to close so that
- * ibv_dealloc_pd() fails with EBUSY while a context is open; contexts still
- * open at exit() are closed by an atexit handler (registered at first open).
+ * ibv_dealloc_pd() fails with EBUSY while a context is open.  Nothing closes
+ * contexts at exit(): the kernel releases their MRs with the process, and a
+ * handler of ours would run before an application's own cleanup registered
+ * earlier, which then closed a context twice.
  * Every libibverbs error goes through mode_verbs_err().  Prefetch
  * (ibv_advise_mr) is advise_verbs.c's; the two share backend_verbs.h.
  */
@@ -64,68 +66,6 @@
 #ifdef ODPX_HAVE_VERBS
 
 static int verr_ptr(void) { return mode_verbs_err(-1, errno); }
-
-/* ---- registry of open contexts, closed at exit ---- */
-
-static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct vbe *reg_head;
-
-static void close_all_at_exit(void)
-{
-	for (;;) {
-		struct vbe *b;
-
-		pthread_mutex_lock(&reg_lock);
-		b = reg_head;
-		if (b) {
-			reg_head = b->reg_next;
-			b->in_registry = false;
-		}
-		pthread_mutex_unlock(&reg_lock);
-		if (!b)
-			return;
-		odpx_close(b->ctx);
-	}
-}
-
-/* The child's exit must not close the parent's contexts (odpx_close there frees them). */
-static void reg_atfork_child(void)
-{
-	pthread_mutex_init(&reg_lock, NULL);
-	reg_head = NULL;
-}
-
-static void reg_init(void)
-{
-	atexit(close_all_at_exit);
-	pthread_atfork(NULL, NULL, reg_atfork_child);
-}
-
-static void registry_add(struct vbe *b)
-{
-	pthread_once(&reg_once, reg_init);
-	pthread_mutex_lock(&reg_lock);
-	b->reg_next = reg_head;
-	reg_head = b;
-	b->in_registry = true;
-	pthread_mutex_unlock(&reg_lock);
-}
-
-static void registry_remove(struct vbe *b)
-{
-	pthread_mutex_lock(&reg_lock);
-	if (b->in_registry) {
-		for (struct vbe **pp = &reg_head; *pp; pp = &(*pp)->reg_next) {
-			if (*pp == b) {
-				*pp = b->reg_next;
-				break;
-			}
-		}
-		b->in_registry = false;
-	}
-	pthread_mutex_unlock(&reg_lock);
-}
 
 /* ---- ops shared by every mode ---- */
 
@@ -147,8 +87,6 @@ static void verbs_close(struct odpx_ctx *ctx)
 
 	if (!b)
 		return;
-	if (!child)
-		registry_remove(b);
 	/* a child's MRs are the parent's: never deregistered from here */
 	for (uint32_t i = 0; !child && b->mr && i < ctx->max_entries; i++)
 		verbs_unpin(ctx, i);
@@ -229,6 +167,32 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 
 static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
 
+/*
+ * An entry just made FREE (b->lock held): out of the range hash or the
+ * chunk table, its MR returned for deregistration after unlocking.
+ */
+static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct entry *e = &ctx->ent[i];
+	uint64_t span = atomic_load_explicit(&e->span, memory_order_relaxed);
+	struct ibv_mr *mr = b->mr[i];
+
+	if (b->meta[i].kind == EK_CHUNK) {
+		atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >> b->chunk_shift], 0,
+				      memory_order_release);
+	} else {
+		uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span), e->access)];
+		while (*pp != NIL && *pp != i)
+			pp = &b->meta[*pp].rnext;
+		if (*pp == i)
+			*pp = b->meta[i].rnext;
+	}
+	b->mr[i] = NULL;
+	b->meta[i].kind = EK_FREE;
+	return mr;
+}
+
 /* A free entry (b->lock held); may evict an unused range or chunk, whose MR goes to *victim. */
 static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 {
@@ -253,22 +217,7 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 			if (!atomic_compare_exchange_strong(&e->word, &w,
 							    W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
 				continue;
-			uint64_t span = atomic_load_explicit(&e->span, memory_order_relaxed);
-			if (b->meta[i].kind == EK_CHUNK) {
-				atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >>
-									b->chunk_shift],
-						      0, memory_order_release);
-			} else {
-				uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span),
-								 SPAN_BYTES(span), e->access)];
-				while (*pp != NIL && *pp != i)
-					pp = &b->meta[*pp].rnext;
-				if (*pp == i)
-					*pp = b->meta[i].rnext;
-			}
-			*victim = b->mr[i];
-			b->mr[i] = NULL;
-			b->meta[i].kind = EK_FREE;
+			*victim = ent_unlink(ctx, i);
 			STAT_INC(ctx, evictions);
 			return i;
 		}
@@ -415,6 +364,8 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 	return idx;
 }
 
+static void range_drop(struct odpx_ctx *ctx, uint32_t i);
+
 /* A reference on @idx if it is ALIVE and still (span, access): false otherwise. */
 static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t acc)
 {
@@ -429,7 +380,9 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 	/* held: no eviction now, but it may have been reused since ctab was read */
 	if (atomic_load_explicit(&e->span, memory_order_relaxed) == span && e->access == acc)
 		return true;
-	atomic_fetch_sub_explicit(&e->word, 1, memory_order_release);
+	w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_release);
+	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
+		range_drop(ctx, idx);	/* ours was the last: a range released meanwhile */
 	return false;
 }
 
@@ -508,6 +461,34 @@ range:
 	return range_get(ctx, s, end, access, out);
 }
 
+/*
+ * A remote-access range whose count went to 0: deregistered now, not kept.
+ * Nothing invalidates the ODP modes' MRs (they follow the page tables), so
+ * a kept one would give a peer that still has its rkey whatever the
+ * application maps there later.  Whoever takes the count to 0 calls this,
+ * a chunk hit's passing reference too (take_if()); it frees the entry only
+ * if no reference came meanwhile (a range hit takes one under b->lock).
+ */
+static void range_drop(struct odpx_ctx *ctx, uint32_t i)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct entry *e = &ctx->ent[i];
+	struct ibv_mr *mr = NULL;
+	uint64_t w;
+
+	pthread_mutex_lock(&b->lock);
+	w = atomic_load_explicit(&e->word, memory_order_acquire);
+	if (b->meta[i].kind == EK_RANGE && (e->access & REMOTE_ACCESS) &&
+	    W_STATE(w) == ST_ALIVE && !W_REF(w) &&
+	    atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0))) {
+		mr = ent_unlink(ctx, i);
+		b->free_stack[b->nfree++] = i;
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (mr)
+		ibv_dereg_mr(mr);
+}
+
 static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 {
 	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
@@ -518,6 +499,8 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, memory_order_release,
 							memory_order_relaxed));
+	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
+		range_drop(ctx, (uint32_t)(e - ctx->ent));
 	stats_dereg(ctx, 0);
 	return 0;
 }
@@ -747,7 +730,6 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	}
 	ctx_reason_set(ctx, "%.130s%s", ch.reason,
 		       b->common.global_rkey ? "; GLOBAL_RKEY: remote access may exceed the request" : "");
-	registry_add(b);
 	*out = ctx;
 	return 0;
 

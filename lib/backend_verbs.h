@@ -34,8 +34,6 @@ struct vbe {
 	struct ibv_pd *pd;
 	struct ibv_mr **mr;		/* by entry index */
 	struct ibv_mr *anchor;
-	struct vbe *reg_next;		/* registry of open contexts */
-	bool in_registry;
 
 	/* ODP modes */
 	pthread_mutex_t lock;
@@ -64,7 +62,7 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 void ent_put(struct odpx_ctx *ctx, uint32_t idx);
 
 /* advise_verbs.c */
-void odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
+int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
 int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
 #endif

@@ -174,7 +174,7 @@ static bool pq_empty(struct odpx_ctx *ctx)
 				    memory_order_acquire) != pos + 1;
 }
 
-/* Merged flags: write if either writes; no-fault only if both are. */
+/* Flags that serve both: write if either writes; no-fault only if both are. */
 static uint32_t merge_flags(uint32_t a, uint32_t b)
 {
 	return ((a | b) & ODPX_PREFETCH_WRITE) | (a & b & ODPX_PREFETCH_NO_FAULT);
@@ -200,12 +200,16 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint3
 
 	sort_ranges(r, n);
 	for (size_t i = 0; i < n; i++) {
-		/* overlapping or adjacent, and the union within max_bytes */
-		if (out && r[i].start <= r[out - 1].end &&
+		/*
+		 * Overlapping or adjacent, with the same flags, and the union
+		 * within max_bytes.  Flags never mix: a read hint over
+		 * read-only memory made part of a write hint fails the whole
+		 * advice from that page on, the write hint's pages too.
+		 */
+		if (out && r[i].start <= r[out - 1].end && r[i].flags == r[out - 1].flags &&
 		    (r[i].end <= r[out - 1].end || r[i].end - r[out - 1].start <= max_bytes)) {
 			if (r[i].end > r[out - 1].end)
 				r[out - 1].end = r[i].end;
-			r[out - 1].flags = merge_flags(r[out - 1].flags, r[i].flags);
 		} else {
 			if (first)
 				first[out] = (uint32_t)i;
@@ -284,11 +288,12 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 				STAT_INC(ctx, prefetch_merged);
 				continue;
 			}
-			remember(ctx, e, &r[i], now);
 			r[k++] = r[i];
 		}
-		if (k)
-			ctx->be->advise(ctx, r, k);
+		/* a batch that failed is no repeat: sent again, it may be served */
+		if (k && ctx->be->advise(ctx, r, k) == 0)
+			for (size_t i = 0; i < k; i++)
+				remember(ctx, e, &r[i], now);
 		return n;
 	}
 	/*
@@ -298,6 +303,8 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	 * do not) is served hint by hint: orig keeps them, sorted as coalescing sorts
 	 * them, and range i holds orig[first[i]] up to the next range's first.
 	 */
+	for (size_t i = 0; i < n; i++)
+		r[i].flags = 0;	/* a pin is for local write, whatever the hint */
 	sort_ranges(r, n);
 	memcpy(orig, r, n * sizeof(r[0]));
 	m = prefetch_coalesce(r, n, ctx->lim.max_entry_bytes, first);

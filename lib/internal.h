@@ -123,8 +123,8 @@ struct backend_ops {
 	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
 	/* reg() checks arguments, then is cache_reg(): its hits may be served inline */
 	bool reg_is_cache;
-	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr). */
-	void (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
+	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr); 0 or -errno. */
+	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
 };
 
 /* Counters bumped on the hit path: one line per thread (see stats.c). */

@@ -202,8 +202,9 @@ int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx);
  * of a request unless ODPX_OPEN_GLOBAL_RKEY.
  *
  * The context holds MRs on @pd from open to close: ibv_dealloc_pd(@pd)
- * before odpx_close() fails with EBUSY, by design.  Contexts still open at
- * exit() are closed by an atexit handler.  Implicit mode: odpx_mr_addr() of
+ * before odpx_close() fails with EBUSY, by design.  Nothing closes a
+ * context at exit(): the kernel releases its MRs with the process, and an
+ * application's own atexit cleanup may close it.  Implicit mode: odpx_mr_addr() of
  * the implicit MR is NULL and odpx_mr_length() 0 (it covers everything).
  * Return: 0, -EINVAL (bad attributes, NULL @pd), -EOPNOTSUPP (forced mode
  * impossible, or built without libibverbs), -ENOMEM, or the -errno of a
@@ -291,8 +292,9 @@ enum odpx_prefetch_flags {
  * odpx_prefetch - hint that [@addr, @addr + @len) will be registered soon
  *
  * Queued without a system call (the engine is woken only when it sleeps);
- * never blocks.  The engine coalesces and de-duplicates hints, then
- * issues ibv_advise_mr in batches of SGEs (ODP modes) or pre-pins the range
+ * never blocks.  The engine coalesces hints of the same flags and drops
+ * repeats, then issues ibv_advise_mr in batches of SGEs (ODP modes; an
+ * advice that failed is no repeat) or pre-pins the range
  * into the cache (pin mode); direct mode counts and ignores them.  With
  * ODPX_PREFETCH_SYNC the hint is served before the call returns.  ODP
  * modes advise the MR a LOCAL_WRITE registration of the range gets (the
