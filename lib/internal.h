@@ -19,7 +19,7 @@
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define NIL UINT32_MAX		/* the null entry index */
-#define LRU_BUCKETS 145		/* radix-16 heap over 33-bit key offsets (reserve.c) */
+#define LRU_BUCKETS 257		/* radix-16 heap over 64-bit keys (reserve.c) */
 #define LRU_MARK(b) (NIL - 1 - (b))	/* ends of LRU bucket b's list */
 #define ENTRIES_MAX LRU_MARK(LRU_BUCKETS)	/* max_entries must stay below */
 #define ACC_CLASSES 16		/* one index per access combination */

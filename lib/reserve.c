@@ -61,10 +61,11 @@ static uint64_t lru_key(const struct odpx_ctx *ctx, uint32_t stamp)
 
 /*
  * Bucket 0 holds the keys equal to the minimum.  The others go by base-16
- * digit: a key whose highest digit differing from the minimum's is digit j
- * (of 0..8: keys are less than 2^32 above the minimum), with value d there,
- * is in bucket 1 + 16j + d.  A lower bucket holds only lower keys, and an
- * entry moves at most 9 times between two links (log16 of the stamp range).
+ * digit: a key whose highest digit differing from the minimum's is digit j,
+ * with value d there, is in bucket 1 + 16j + d.  Keys are less than 2^32
+ * above the minimum, but a carry makes j any of 0..15 (the minimum just
+ * below 2^36, a key just above).  A lower bucket holds only lower keys, and
+ * an entry moves at most 16 times between two links.
  */
 static unsigned lru_bucket(const struct odpx_ctx *ctx, uint64_t key)
 {

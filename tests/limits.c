@@ -224,7 +224,9 @@ static void lru_release(struct odpx_ctx *ctx, struct lim l, struct lru_model *m,
  * at step @jump_at (if not 0) it jumps by 2^31 + 4096 misses at once: what
  * a long-running process meets.  The entries released before the jump are
  * then all older than the cache tells apart (lib/reserve.c, lru_age): the
- * model ties them as the oldest.
+ * model ties them as the oldest.  The LRU's 64-bit keys start at 15 * 2^32
+ * + @clock0: a wrap of the clock carries into bit 36, where keys that are
+ * close differ in a high digit of the radix heap.
  */
 static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, unsigned steps,
 			  uint64_t seed, uint32_t clock0, unsigned jump_at)
@@ -236,6 +238,7 @@ static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, un
 	char what[128];
 
 	atomic_store(&ctx->clock, clock0);
+	ctx->lru_min_key = (15ULL << 32) + clock0;	/* nothing is linked yet */
 	for (unsigned step = 0; step < steps; step++) {
 		if (step && step == jump_at) {
 			atomic_store(&ctx->clock, atomic_load(&ctx->clock) + (1U << 31) + 4096);
