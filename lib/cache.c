@@ -110,6 +110,7 @@ static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
 {
 	uint32_t head = atomic_load_explicit(&ctx->dead_head, RLX);
 
+	atomic_fetch_add_explicit(&ctx->releasing, 1, RLX);
 	do {
 		ST(ctx->ent[idx].dnext, head);
 	} while (!atomic_compare_exchange_weak_explicit(&ctx->dead_head, &head, idx, REL, RLX));
@@ -188,6 +189,7 @@ unsigned cache_reap_dead(struct odpx_ctx *ctx)
 	while (i != NIL) {
 		uint32_t next = LD(ctx->ent[i].dnext);
 		release_owned(ctx, i);
+		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
 		STAT_INC(ctx, dead_unpinned);
 		i = next;
 		n++;
@@ -212,22 +214,48 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
 	stats_unused(ctx, put_ref(ctx, e), taken);
 }
 
+/*
+ * A reservation found no room while @r0 counted entries were on their way
+ * back to the free list (dead ones the engine reaps, victims of a miss being
+ * unpinned): what is in use does not fill the limits.  Reap, wait until some
+ * are back (at most about 40 ms), and say whether to try again.
+ */
+static bool room_coming(struct odpx_ctx *ctx, uint32_t r0)
+{
+	if (!r0)
+		return false;
+	cache_reap_dead(ctx);
+	for (int i = 0; i < 2000 && atomic_load_explicit(&ctx->releasing, ACQ) >= r0; i++) {
+		struct timespec t = { 0, 20000 };
+		nanosleep(&t, NULL);
+	}
+	return true;
+}
+
+#define ROOM_WAITS 2	/* per registration */
+
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		      struct entry **out)
 {
-	uint32_t victims = NIL;
-	bool reused = false;
 	int64_t idx;
 	int r;
 
-	apply_pending(ctx);
-	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-		cache_reap_dead(ctx);
-	pthread_mutex_lock(&ctx->lock);
-	idx = reserve_locked(ctx, end - s, NIL, 0, &victims, &reused, false);
-	pthread_mutex_unlock(&ctx->lock);
-	if ((r = pin_reserved(ctx, idx, victims, reused, s, end - s, acc)) < 0)
-		return r;
+	for (int waits = 0;; waits++) {
+		uint32_t victims = NIL, coming;
+		bool reused = false;
+
+		apply_pending(ctx);
+		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+			cache_reap_dead(ctx);
+		pthread_mutex_lock(&ctx->lock);
+		idx = reserve_locked(ctx, end - s, NIL, 0, &victims, &reused, false);
+		coming = LD(ctx->releasing);
+		pthread_mutex_unlock(&ctx->lock);
+		if ((r = pin_reserved(ctx, idx, victims, reused, s, end - s, acc)) == 0)
+			break;
+		if (idx != -ENOMEM || waits == ROOM_WAITS || !room_coming(ctx, coming))
+			return r;
+	}
 	pthread_mutex_unlock(&ctx->lock);
 	struct entry *e = &ctx->ent[idx];
 	e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
@@ -293,6 +321,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	}
 	bool watched = false;
 	uint64_t taken;
+	int waits = 0;
 
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
 		uintptr_t us = s, ue = end;
@@ -381,13 +410,17 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &victims, &reused,
 					     true);
 		}
+		uint32_t coming = LD(ctx->releasing);
 		mon_unlock();
 		pthread_mutex_unlock(&ctx->lock);
 		if (idx >= 0 && (us != s || ue != end))
 			STAT_INC(ctx, merges);
 		/* victims first: a victim's slot may be the one we pin into */
-		if ((r = pin_reserved(ctx, idx, victims, reused, us, ue - us, acc)) < 0)
+		if ((r = pin_reserved(ctx, idx, victims, reused, us, ue - us, acc)) < 0) {
+			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, coming))
+				continue;
 			return r;
+		}
 
 		struct entry *e = &ctx->ent[idx];
 		mon_lock();

@@ -219,6 +219,8 @@ struct odpx_ctx {
 	uint32_t linger_us;		/* engine.c: 0, never linger */
 
 	_Atomic uint32_t dead_head ALIGNED_LINE;
+	/* counted entries on their way to the free list: owned dead ones, victims */
+	_Atomic uint32_t releasing;
 
 	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
 	struct cold_stats *cs;

@@ -246,6 +246,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		if (owned) {
 			cache_unlink_lru(ctx, idx);
 			/* account now so the loop sees the room; freed after unpin */
+			atomic_fetch_add_explicit(&ctx->releasing, 1, RLX);
 			ctx->nentries--;
 			ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
 			ST(e->dnext, *victims);
@@ -268,6 +269,7 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 		ctx->nentries++;	/* entry_free_locked takes it off again */
 		ctx->pinned_bytes += SPAN_BYTES(LD(ctx->ent[v].span));
 		entry_free_locked(ctx, v);
+		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
 		v = next;
 	}
 }
@@ -334,6 +336,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		struct entry *e = &ctx->ent[idx = *victims];
 		*victims = LD(e->dnext);
 		*reused = true;
+		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);	/* ours now */
 		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)) + 1, 0, ST_FREE, 0), REL);
 	}
 	ctx->nentries++;
