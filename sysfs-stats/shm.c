@@ -37,17 +37,21 @@ uint64_t odpx_pidns(void)
 
 /*
  * The file at @path is a segment of another PID namespace (its header says
- * so): its PID is not one of ours, to look up or to call dead.
+ * so): its PID is not one of ours, to look up or to call dead.  Only a
+ * regular file of our own uid can be one: anyone may plant a FIFO at our
+ * name, and opening one without O_NONBLOCK waits for a writer forever.
  */
 bool odpx_seg_foreign(const char *path)
 {
 	struct seg_hdr h;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	bool foreign = false;
 
 	if (fd < 0)
 		return false;
-	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+	    pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 	    atomic_load_explicit(&h.magic, memory_order_relaxed) == ODPX_SHM_MAGIC &&
 	    h.version == ODPX_SHM_VERSION)
 		foreign = h.pidns != odpx_pidns();
@@ -144,6 +148,8 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 
 	if (fstat(fd, &sb) < 0)
 		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return -EPROTO;	/* a memfd is regular too */
 	if ((size_t)sb.st_size < SEG_HDR_BYTES)
 		return -EAGAIN;	/* its creator sizes it right after naming it */
 	if ((uint64_t)sb.st_size > SEG_MAX_BYTES)
@@ -227,7 +233,7 @@ static int scan_memfds(pid_t pid, struct odpx_seg_info *out, int max, int found)
 		link[n] = 0;
 		if (strncmp(link, want, strlen(want)))
 			continue;
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
 			continue;
 		if (seg_read_fd(fd, pid, &out[found]) == 0)
 			found++;
@@ -256,7 +262,7 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 	if (dp) {
 		while ((d = readdir(dp)) && found < max) {
 			char path[300];
-			struct stat sb;
+			struct stat sb, fsb;
 			pid_t p;
 			unsigned n;
 			int fd, r;
@@ -271,10 +277,16 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 			if (pid && sb.st_uid != proc_uid(p))
 				continue;	/* one process: only a file of its own user is its */
 			/* a dead PID is stale only in our PID namespace (the header's) */
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 			if (fd < 0) {
 				if (!first_err)
 					first_err = -errno;
+				continue;
+			}
+			/* the name may have been replaced since the lstat (by a FIFO, say) */
+			if (fstat(fd, &fsb) < 0 || fsb.st_ino != sb.st_ino || fsb.st_dev != sb.st_dev ||
+			    fsb.st_uid != sb.st_uid) {
+				close(fd);
 				continue;
 			}
 			r = seg_read_fd(fd, p, &out[found]);
