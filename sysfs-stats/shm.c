@@ -136,7 +136,8 @@ static void read_reason(int fd, char *out, size_t n)
  * One segment, read into a copy: every field is fetched once and checked
  * there, and a file that shrinks under us is a short read, not a SIGBUS.
  * -EAGAIN: not a whole segment yet (created, not yet sized, or closed);
- * -ESTALE: its process is gone; -EPROTO: not a layout of this version.
+ * -ESTALE: its process is gone; -EPROTO: not a layout of this version (or
+ * offsets not aligned for the structs read there).
  */
 static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 {
@@ -154,7 +155,8 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 		return -EAGAIN;	/* its creator sizes it right after naming it */
 	if ((uint64_t)sb.st_size > SEG_MAX_BYTES)
 		return -EPROTO;
-	if (!(p = malloc((size_t)sb.st_size)))
+	/* the copy aligned as the shards are: their offset is checked against that */
+	if (!(p = aligned_alloc(_Alignof(struct stat_shard), ((size_t)sb.st_size + 63) & ~(size_t)63)))
 		return -ENOMEM;
 	got = pread(fd, p, (size_t)sb.st_size, 0);
 	if (got < (ssize_t)SEG_HDR_BYTES) {
@@ -171,6 +173,7 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	    h->cold_bytes != sizeof(struct cold_stats) || h->total_bytes > (uint64_t)got ||
 	    (uint64_t)h->cold_off + h->cold_bytes > h->total_bytes ||
 	    h->shards_off < SEG_HDR_BYTES ||
+	    h->shards_off % _Alignof(struct stat_shard) || h->cold_off % _Alignof(struct cold_stats) ||
 	    (uint64_t)h->shards_off + (uint64_t)h->shard_bytes * h->nshards > h->cold_off) {
 		r = -EPROTO;	/* another odpx version's layout */
 		goto out;

@@ -6,6 +6,9 @@
  *     will give its first segment: odpx_open() in that process returns, and
  *     its counters are still found.  The open of the old file, to read its
  *     header, waited for a writer forever.
+ *   - a segment whose shard or cold-counter offset is not aligned for its
+ *     struct (shards_off 4097): rejected, -EPROTO, where the same segment
+ *     with aligned offsets is read.  It was read, through misaligned loads.
  * Everything runs in a mount namespace of its own with a tmpfs on /dev/shm;
  * without the privilege for one it skips, saying so.
  */
@@ -18,6 +21,9 @@
 #include "test.h"
 #include "internal.h"
 #include "../sysfs-stats/counters.h"
+#include "../sysfs-stats/segment.h"
+
+uint64_t proc_start_time(pid_t pid);	/* publish.c */
 
 static void fifo_at_our_name(void)
 {
@@ -62,6 +68,70 @@ static void fifo_at_our_name(void)
 	printf("a FIFO at a context's segment name: the open returned, counters found\n");
 }
 
+/* A segment of @pid at @path, as its writer would lay it out but at these offsets. */
+static void forge(const char *path, pid_t pid, uint32_t shards_off, uint32_t cold_off)
+{
+	size_t bytes = (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
+	char *p = calloc(1, bytes);
+	struct seg_hdr *h = (struct seg_hdr *)p;
+	int fd;
+
+	CHECK(p, "calloc");
+	h->version = ODPX_SHM_VERSION;
+	h->hdr_bytes = SEG_HDR_BYTES;
+	h->total_bytes = bytes;
+	h->shards_off = shards_off;
+	h->shard_bytes = sizeof(struct stat_shard);
+	h->nshards = STAT_SHARDS + 1;
+	h->cold_off = cold_off;
+	h->cold_bytes = sizeof(struct cold_stats);
+	h->stats_bytes = sizeof(struct odpx_stats);
+	h->pid = pid;
+	h->start_time = proc_start_time(pid);
+	h->pidns = odpx_pidns();
+	h->mode = ODPX_MODE_PIN;
+	h->backend = ODPX_BACKEND_URING;
+	atomic_store(&h->magic, ODPX_SHM_MAGIC);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", path,
+	      strerror(errno));
+	close(fd);
+	free(p);
+}
+
+static void misaligned(void)
+{
+	uint32_t shards = (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1);
+	struct odpx_seg_info si[4];
+	char path[64];
+	int hold[2], st, k;
+	pid_t g;
+
+	CHECK(pipe(hold) == 0, "pipe");
+	fflush(stdout);
+	if (!(g = fork())) {	/* a live process of ours for the segments to name */
+		char c;
+		close(hold[1]);
+		_exit(read(hold[0], &c, 1) < 0);
+	}
+	close(hold[0]);
+	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.0", (int)g);
+	forge(path, g, SEG_HDR_BYTES, SEG_HDR_BYTES + shards);
+	k = odpx_seg_scan(g, si, 4);
+	CHECK(k == 1, "a well-formed forged segment: %d found (the forgery is wrong)", k);
+	forge(path, g, SEG_HDR_BYTES + 1, SEG_HDR_BYTES + 8 + shards);
+	k = odpx_seg_scan(g, si, 4);
+	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", SEG_HDR_BYTES + 1, k);
+	forge(path, g, SEG_HDR_BYTES, SEG_HDR_BYTES + shards + 4);
+	k = odpx_seg_scan(g, si, 4);
+	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO",
+	      SEG_HDR_BYTES + shards + 4, k);
+	unlink(path);
+	close(hold[1]);
+	CHECK(waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder %#x", st);
+	printf("segments with misaligned offsets: rejected (-EPROTO)\n");
+}
+
 static int private_shm(void *arg)
 {
 	(void)arg;
@@ -75,6 +145,7 @@ static int private_shm(void *arg)
 	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", 0, "mode=1777") == 0,
 	      "mount tmpfs on /dev/shm: %s", strerror(errno));
 	fifo_at_our_name();
+	misaligned();
 	fflush(stdout);
 	return 0;
 }
