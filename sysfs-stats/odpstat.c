@@ -53,7 +53,7 @@ static const struct {
 	F(prefetch_failed), F(engine_wakeups), F(engine_ticks), F(engine_lingers), G(unsafe_no_monitor),
 	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
 	F(odp_mrs), F(odp_fallbacks), F(prefetch_sges), G(prefetch_errno), G(global_rkey),
-	G(reader_process), G(reader_fallbacks), F(direct_no_engine),
+	G(reader_process), G(reader_fallbacks), F(direct_no_engine), F(evict_remiss),
 #undef F
 #undef G
 };
@@ -331,6 +331,8 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	in.evictions = inc_each(a, b, SRC_ODPX, "evictions");
 	in.repins = inc_each(a, b, SRC_ODPX, "repins");
 	in.invals = inc_each(a, b, SRC_ODPX, "inval_entries");
+	in.evict_remiss = inc_each(a, b, SRC_ODPX, "evict_remiss");
+	in.have_evict_remiss = true;	/* every segment of this layout counts it */
 	for (int i = 0; i < b->nseg; i++)
 		if (b->seg[i].mode == ODPX_MODE_PIN)
 			in.have_pin = true;
