@@ -33,7 +33,6 @@
 #include <infiniband/verbs.h>
 #endif
 
-#define MAX_SEGS 64
 #define MAX_DEVS 16
 
 static const struct {
@@ -70,8 +69,8 @@ struct sample {
 	double t;
 	struct ctr_set c;
 	struct nl_result nl;
-	struct odpx_seg_info seg[MAX_SEGS];
-	int nseg;
+	struct odpx_seg_info *seg;	/* grown to hold every context found */
+	int nseg, cap;
 };
 
 struct opts {
@@ -252,7 +251,18 @@ static int take_sample(const struct opts *o, struct sample *s, bool first)
 			ctr_add(&s->c, SRC_NL_RES_MR, where, "mrlen", m->mrlen, true);
 		}
 	}
-	r = odpx_seg_scan(o->pid, s->seg, MAX_SEGS);
+	/* a full array may have left contexts out: grow it and scan again */
+	while ((r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 64;
+		struct odpx_seg_info *v = realloc(s->seg, (size_t)cap * sizeof(*v));
+		if (!v) {
+			ctr_error(&s->c, SRC_ODPX, "odpx segments: out of memory: only %d contexts read",
+				  s->cap);
+			break;
+		}
+		s->seg = v;
+		s->cap = cap;
+	}
 	if (r < 0) {
 		if (o->pid)
 			return die("%d: cannot read its odpx statistics: %s", (int)o->pid,
@@ -279,10 +289,11 @@ static uint64_t inc(const struct sample *a, const struct sample *b, enum ctr_sou
 
 /*
  * Increase of counter @name summed over the contexts, each against its own
- * earlier value: one that opened since counts whole, one that closed counts
+ * earlier value: one not in the earlier sample and one that closed count
  * nothing.  (A delta of the sums took a closed context for a counter reset
  * and counted everything left as new: 2 million hits a second from an idle
- * process.)
+ * process.  Counting a context first seen whole did the same for an old
+ * context seen for the first time: its lifetime's counts in one interval.)
  */
 static uint64_t inc_each(const struct sample *a, const struct sample *b, enum ctr_source src,
 			 const char *name)
@@ -293,8 +304,8 @@ static uint64_t inc_each(const struct sample *a, const struct sample *b, enum ct
 		const struct ctr *c = &b->c.v[i], *p;
 		if (c->src != src || strcmp(c->name, name))
 			continue;
-		p = ctr_find(&a->c, src, c->where, c->name);
-		sum += p ? ctr_delta(p->value, c->value) : c->value;
+		if ((p = ctr_find(&a->c, src, c->where, c->name)))
+			sum += ctr_delta(p->value, c->value);
 	}
 	return sum;
 }
@@ -709,6 +720,8 @@ out:
 	ctr_set_free(&b->c);
 	nl_result_free(&a->nl);
 	nl_result_free(&b->nl);
+	free(a->seg);
+	free(b->seg);
 	free(a);
 	free(b);
 	return rc;

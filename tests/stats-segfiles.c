@@ -68,15 +68,20 @@ static void fifo_at_our_name(void)
 	printf("a FIFO at a context's segment name: the open returned, counters found\n");
 }
 
-/* A segment of @pid at @path, as its writer would lay it out but at these offsets. */
-static void forge(const char *path, pid_t pid, uint32_t shards_off, uint32_t cold_off)
+/*
+ * Segment @n of @pid, as its writer would lay it out but at these offsets,
+ * @hits in its first shard.
+ */
+static void forge(pid_t pid, unsigned n, uint32_t shards_off, uint32_t cold_off, uint64_t hits)
 {
+	char path[64], tmp[80];
 	size_t bytes = (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
 	char *p = calloc(1, bytes);
 	struct seg_hdr *h = (struct seg_hdr *)p;
 	int fd;
 
 	CHECK(p, "calloc");
+	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
 	h->version = ODPX_SHM_VERSION;
 	h->hdr_bytes = SEG_HDR_BYTES;
 	h->total_bytes = bytes;
@@ -87,16 +92,53 @@ static void forge(const char *path, pid_t pid, uint32_t shards_off, uint32_t col
 	h->cold_bytes = sizeof(struct cold_stats);
 	h->stats_bytes = sizeof(struct odpx_stats);
 	h->pid = pid;
+	h->n = n;
 	h->start_time = proc_start_time(pid);
 	h->pidns = odpx_pidns();
 	h->mode = ODPX_MODE_PIN;
 	h->backend = ODPX_BACKEND_URING;
+	memcpy(p + shards_off + offsetof(struct stat_shard, hits), &hits, sizeof(hits));	/* maybe misaligned */
 	atomic_store(&h->magic, ODPX_SHM_MAGIC);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", path,
+	snprintf(tmp, sizeof(tmp), "%s.new", path);	/* not a segment name: renamed whole */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", tmp,
 	      strerror(errno));
 	close(fd);
+	CHECK(rename(tmp, path) == 0, "rename %s: %s", path, strerror(errno));
 	free(p);
+}
+
+/* A process of ours that lives until @hold[1] closes. */
+static pid_t holder(int hold[2])
+{
+	pid_t g;
+	char c;
+
+	CHECK(pipe(hold) == 0, "pipe");
+	fflush(stdout);
+	if (!(g = fork())) {
+		close(hold[1]);
+		_exit(read(hold[0], &c, 1) < 0);
+	}
+	close(hold[0]);
+	return g;
+}
+
+static void holder_end(pid_t g, int hold[2])
+{
+	int st;
+
+	close(hold[1]);
+	CHECK(waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder %#x", st);
+}
+
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+
+	for (; (s = strstr(s, what)); s++)
+		n++;
+	return n;
 }
 
 static void misaligned(void)
@@ -104,32 +146,85 @@ static void misaligned(void)
 	uint32_t shards = (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1);
 	struct odpx_seg_info si[4];
 	char path[64];
-	int hold[2], st, k;
-	pid_t g;
+	int hold[2], k;
+	pid_t g = holder(hold);	/* a live process of ours for the segments to name */
 
-	CHECK(pipe(hold) == 0, "pipe");
-	fflush(stdout);
-	if (!(g = fork())) {	/* a live process of ours for the segments to name */
-		char c;
-		close(hold[1]);
-		_exit(read(hold[0], &c, 1) < 0);
-	}
-	close(hold[0]);
 	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.0", (int)g);
-	forge(path, g, SEG_HDR_BYTES, SEG_HDR_BYTES + shards);
+	forge(g, 0, SEG_HDR_BYTES, SEG_HDR_BYTES + shards, 1);
 	k = odpx_seg_scan(g, si, 4);
 	CHECK(k == 1, "a well-formed forged segment: %d found (the forgery is wrong)", k);
-	forge(path, g, SEG_HDR_BYTES + 1, SEG_HDR_BYTES + 8 + shards);
+	forge(g, 0, SEG_HDR_BYTES + 1, SEG_HDR_BYTES + 8 + shards, 1);
 	k = odpx_seg_scan(g, si, 4);
 	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", SEG_HDR_BYTES + 1, k);
-	forge(path, g, SEG_HDR_BYTES, SEG_HDR_BYTES + shards + 4);
+	forge(g, 0, SEG_HDR_BYTES, SEG_HDR_BYTES + shards + 4, 1);
 	k = odpx_seg_scan(g, si, 4);
 	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO",
 	      SEG_HDR_BYTES + shards + 4, k);
 	unlink(path);
-	close(hold[1]);
-	CHECK(waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder %#x", st);
+	holder_end(g, hold);
 	printf("segments with misaligned offsets: rejected (-EPROTO)\n");
+}
+
+/*
+ * odpstat -p of a process with 65 contexts (forged, 10^9 hits each, none
+ * counting): all 65 in every line, and a 66th that appears during the run
+ * adds no rate in the interval where it is first seen.  odpstat read 64,
+ * and a context it had not seen before counted its 10^9 hits as new.
+ */
+static void many_contexts(void)
+{
+	uint32_t shards = (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1);
+	char exe[PATH_MAX], odpstat[PATH_MAX], spid[16], *line = NULL;
+	int hold[2], out[2], rows = 0, seen_new = 0;
+	pid_t g = holder(hold), sp;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t cap = 0;
+	FILE *f;
+
+	CHECK(n > 0, "readlink");
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(odpstat, sizeof(odpstat), "%.4000s/../odpstat", exe);
+	snprintf(spid, sizeof(spid), "%d", (int)g);
+	for (unsigned i = 0; i < 65; i++)
+		forge(g, i, SEG_HDR_BYTES, SEG_HDR_BYTES + shards, 1000000000);
+	CHECK(pipe(out) == 0, "pipe");
+	fflush(stdout);
+	if (!(sp = fork())) {
+		dup2(out[1], 1);
+		execl(odpstat, odpstat, "-p", spid, "--json", "--no-netlink", "0.1", "100", NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	/* until the 66th has been seen in two lines: a deadline of 100 lines */
+	while (seen_new < 2 && getline(&line, &cap, f) > 0) {
+		int ctxs = count_of(line, "\"ctx\":");
+		char *hits = strstr(line, "\"rates\":{\"hits\":");
+
+		CHECK(hits, "no rates in odpstat's line: %.200s", line);
+		hits += strlen("\"rates\":{\"hits\":");
+		CHECK(ctxs == 66 || (ctxs == 65 && !seen_new), "line %d: %d contexts, want %s",
+		      rows + 1, ctxs, seen_new ? "66" : "65 or 66");
+		CHECK(!strncmp(hits, "0.000,", 6), "line %d, %d contexts: %.30s hits/s from"
+		      " contexts none of which counts", rows + 1, ctxs, hits);
+		seen_new += ctxs == 66;
+		if (++rows == 1)
+			forge(g, 65, SEG_HDR_BYTES, SEG_HDR_BYTES + shards, 1000000000);
+	}
+	kill(sp, SIGTERM);
+	waitpid(sp, NULL, 0);
+	fclose(f);
+	free(line);
+	CHECK(seen_new == 2, "the 66th context not in 2 of odpstat's %d lines", rows);
+	for (unsigned i = 0; i < 66; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)g, i);
+		unlink(path);
+	}
+	holder_end(g, hold);
+	printf("odpstat -p of a process with 65 contexts: all read; a 66th first seen adds"
+	       " no rate\n");
 }
 
 static int private_shm(void *arg)
@@ -146,6 +241,7 @@ static int private_shm(void *arg)
 	      "mount tmpfs on /dev/shm: %s", strerror(errno));
 	fifo_at_our_name();
 	misaligned();
+	many_contexts();
 	fflush(stdout);
 	return 0;
 }
