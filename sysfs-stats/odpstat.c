@@ -619,7 +619,8 @@ int odpstat_main(int argc, char **argv)
 
 	optind = 1;
 	thrash_cfg_default(&o.cfg);
-	while ((c = getopt_long(argc, argv, "d:p:j1hV", lo, NULL)) != -1) {
+	/* "+": options before the operands only, so that "1 -1" is a count, not --once */
+	while ((c = getopt_long(argc, argv, "+d:p:j1hV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': o.dev = optarg; break;
 		case 'p': {
@@ -646,6 +647,8 @@ int odpstat_main(int argc, char **argv)
 	if (optind < argc) {
 		if (!parse_num(argv[optind], &o.interval) || o.interval <= 0 || o.interval > 86400)
 			return die("interval '%s': not a positive number of seconds", argv[optind]);
+		if (o.interval < 0.01)
+			return die("interval '%s': below the shortest, 0.01 seconds", argv[optind]);
 		interval_given = true;
 		optind++;
 	}
@@ -656,6 +659,8 @@ int odpstat_main(int argc, char **argv)
 		o.count = (long)v;
 		optind++;
 	}
+	if (optind < argc && argv[optind][0] == '-')
+		return die("%s: options come before the interval", argv[optind]);
 	if (optind < argc)
 		return usage(stderr), 1;
 	if (o.once || !interval_given)
