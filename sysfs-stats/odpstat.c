@@ -79,6 +79,7 @@ struct opts {
 	bool json, once, netlink;
 	double interval;
 	long count;
+	uint64_t pid_start;		/* -p: its start time at the first sample, 0 unknown */
 	const char *record;
 	struct stats_roots roots;
 	struct thrash_cfg cfg;
@@ -205,9 +206,14 @@ static void add_seg_counters(struct sample *s)
 	}
 }
 
-/* 0, 1 when the process of -p ended after the first sample, or -errno (said). */
-static int take_sample(const struct opts *o, struct sample *s, bool first)
+/*
+ * 0, 1 when the process of -p ended after the first sample, or -errno (said).
+ * A start time other than the first sample's is another process given the
+ * PID of the one that ended.
+ */
+static int take_sample(struct opts *o, struct sample *s, bool first)
 {
+	uint64_t start;
 	int r;
 
 	ctr_set_clear(&s->c);
@@ -219,7 +225,11 @@ static int take_sample(const struct opts *o, struct sample *s, bool first)
 	src_hw_counters_read(&o->roots, o->dev, &s->c);
 	src_vmstat_read(&o->roots, &s->c);
 	if (o->pid) {
-		r = src_pid_stat_read(&o->roots, o->pid, &s->c);
+		r = src_pid_stat_read(&o->roots, o->pid, &s->c, &start);
+		if (first)
+			o->pid_start = start;
+		else if (r >= 0 && start && o->pid_start && start != o->pid_start)
+			r = -ESRCH;
 		if (r == -ESRCH && !first) {
 			fprintf(stderr, "%s: %d: exited\n", prog, (int)o->pid);
 			return 1;

@@ -422,7 +422,6 @@ int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s)
 	return added;
 }
 
-/* /proc/<pid>/stat: minflt (field 10) and majflt (12), after the ")" of comm. */
 /*
  * Process @pid's main thread is a zombie: has the process ended, or only
  * that thread (pthread_exit() in main, the others running)?  Ended when no
@@ -459,7 +458,11 @@ static bool pid_ended(const struct stats_roots *r, pid_t pid)
 	return ended;
 }
 
-int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
+/*
+ * /proc/<pid>/stat: minflt (field 10) and majflt (12), after the ")" of
+ * comm; the start time (22) tells the process from a later one given its PID.
+ */
+int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s, uint64_t *start)
 {
 	char path[PATH_MAX + 32], buf[1024], where[24], *p, *tok, *save = NULL;
 	uint64_t minflt = 0, majflt = 0;
@@ -467,6 +470,8 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 	bool got_min = false, got_maj = false;
 	ssize_t n;
 
+	if (start)
+		*start = 0;
 	snprintf(path, sizeof(path), "%s/%d/stat", r->proc, (int)pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
@@ -487,7 +492,9 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 			got_min = ctr_parse_value(tok, strlen(tok), &minflt) == 0;
 		else if (field == 12)
 			got_maj = ctr_parse_value(tok, strlen(tok), &majflt) == 0;
-		if (field >= 12)
+		else if (field == 22 && start && ctr_parse_value(tok, strlen(tok), start) < 0)
+			*start = 0;
+		if (field >= 22)
 			break;
 	}
 	if (!got_min || !got_maj) {

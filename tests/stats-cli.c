@@ -6,8 +6,15 @@
  * 0.01 s is refused with a message saying the shortest (it ran, sampling
  * everything 1000 times a second).  Each case: exit status 1 and the
  * message on standard error.
+ *
+ * odpstat -p of a PID given to another process during the run (faked: a
+ * procfs root of our own, --procfs, whose <pid>/stat gets another start
+ * time after the first line): the process it watched has exited, and
+ * odpstat says so and stops, as for a PID that is gone.  It went on,
+ * reporting the faults of the other process as the first one's.
  */
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "test.h"
@@ -53,6 +60,65 @@ static void refused(char *const args[], const char *what, const char *want)
 	printf("odpstat %s: refused: %.*s\n", what, (int)strcspn(err, "\n"), err);
 }
 
+/* @dir/4242/stat with start time @start (field 22) */
+static void fake_stat(const char *dir, unsigned long start)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/4242/stat", dir);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	CHECK((f = fopen(tmp, "w")), "%s: %s", tmp, strerror(errno));
+	fprintf(f, "4242 (target) S 1 4242 4242 0 -1 4194304 5555 0 7 0 10 5 0 0 20 0 3 0 %lu"
+		" 1000 100\n", start);
+	CHECK(fclose(f) == 0 && rename(tmp, path) == 0, "%s: %s", path, strerror(errno));
+}
+
+static void pid_reused(void)
+{
+	char dir[] = "/tmp/odpx-cli.XXXXXX", path[PATH_MAX], *line = NULL;
+	char *argv[] = { odpstat, "--procfs", dir, "-p", "4242", "--json", "--no-netlink", "0.1",
+			 "100", NULL };
+	int out[2], rows = 0, st;
+	bool exited = false;
+	size_t cap = 0;
+	FILE *f;
+	pid_t p;
+
+	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/4242", dir);
+	CHECK(mkdir(path, 0700) == 0, "mkdir %s: %s", path, strerror(errno));
+	fake_stat(dir, 12345);
+	CHECK(pipe(out) == 0, "pipe");
+	fflush(stdout);
+	if (!(p = fork())) {
+		dup2(out[1], 1);
+		dup2(out[1], 2);
+		execv(odpstat, argv);
+		_exit(127);
+	}
+	close(out[1]);
+	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	/* to its end: 100 lines of 0.1 s at most, a deadline */
+	while (getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "{\"time\":", 8) && ++rows == 1)
+			fake_stat(dir, 99999);	/* PID 4242 is another process's now */
+		if (strstr(line, "4242: exited"))
+			exited = true;
+	}
+	fclose(f);
+	free(line);
+	CHECK(waitpid(p, &st, 0) == p, "waitpid");
+	unlink(strcat(path, "/stat"));
+	*strrchr(path, '/') = 0;
+	rmdir(path);
+	rmdir(dir);
+	CHECK(exited && rows < 100 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "odpstat -p of a PID reused: %d lines, %s, status %#x", rows,
+	      exited ? "said exited" : "never said exited", st);
+	printf("odpstat -p of a PID given to another process: \"exited\" after %d lines\n", rows);
+}
+
 int main(void)
 {
 	char exe[PATH_MAX];
@@ -68,5 +134,6 @@ int main(void)
 	refused((char *[]){ "--no-netlink", "0.001", "1", NULL }, "0.001 1", "0.01");
 	refused((char *[]){ "0.1", "1", "--no-netlink", NULL }, "0.1 1 --no-netlink",
 		"options come before");
+	pid_reused();
 	return 0;
 }

@@ -17,6 +17,7 @@
  * Also: the 2^64 wrap of ctr_delta, the roots from the environment, and
  * odpstat --json over the fixtures.
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <sys/wait.h>
 
@@ -96,6 +97,7 @@ static void test_legacy(void)
 {
 	struct stats_roots r = roots("sysfs-legacy", "debugfs-mlx5", "procfs");
 	struct ctr_set s;
+	uint64_t start;
 
 	ctr_set_init(&s);
 	CHECK_RC(src_uverbs_read(&r, NULL, &s), 9);
@@ -129,10 +131,11 @@ static void test_legacy(void)
 	CHECK(val(&s, SRC_VMSTAT, "", "nr_mlock") == 77, "nr_mlock");
 	CHECK(!ctr_find(&s, SRC_VMSTAT, "", "pgpgin"), "unrelated vmstat line kept");
 	ctr_set_clear(&s);
-	CHECK_RC(src_pid_stat_read(&r, 4242, &s), 2);
+	CHECK_RC(src_pid_stat_read(&r, 4242, &s, &start), 2);
 	CHECK(val(&s, SRC_PROC_PID, "4242", "minflt") == 5555, "minflt (comm with spaces and parens)");
 	CHECK(val(&s, SRC_PROC_PID, "4242", "majflt") == 7, "majflt");
-	CHECK_RC(src_pid_stat_read(&r, 4243, &s), -ESRCH);
+	CHECK(start == 12345, "start time %" PRIu64 ", want 12345", start);
+	CHECK_RC(src_pid_stat_read(&r, 4243, &s, NULL), -ESRCH);
 	ctr_set_free(&s);
 }
 
@@ -173,7 +176,7 @@ static void test_bad(void)
 	CHECK(s.nerr == 2 && has_err(&s, "vmstat:1", "pgfault") && has_err(&s, "vmstat:2", "no value"),
 	      "vmstat errors %zu", s.nerr);
 	ctr_set_clear(&s);
-	CHECK_RC(src_pid_stat_read(&r, 4243, &s), -EINVAL);
+	CHECK_RC(src_pid_stat_read(&r, 4243, &s, NULL), -EINVAL);
 	CHECK(s.nerr == 1 && has_err(&s, "4243/stat", ")"), "broken stat");
 	ctr_set_free(&s);
 }
