@@ -305,7 +305,8 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 	}
 	if (pid && found < max)
 		found = scan_memfds(pid, out, max, found);
-	qsort(out, (size_t)found, sizeof(*out), cmp_seg);
+	if (found > 1)	/* out may be NULL when max is 0 */
+		qsort(out, (size_t)found, sizeof(*out), cmp_seg);
 	if (!found && first_err)
 		return first_err;
 	return found;
