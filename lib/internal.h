@@ -219,7 +219,7 @@ struct odpx_ctx {
 	uint32_t linger_us;		/* engine.c: 0, never linger */
 
 	_Atomic uint32_t dead_head ALIGNED_LINE;
-	/* counted entries on their way to the free list: owned dead ones, victims */
+	/* on their way to the free list: owned dead entries, victims being unpinned */
 	_Atomic uint32_t releasing;
 
 	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
