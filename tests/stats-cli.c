@@ -19,7 +19,7 @@
 
 #include "test.h"
 
-static char odpstat[PATH_MAX];
+static char *odpstat;	/* build/odpstat */
 
 /* odpstat @args (NULL-terminated, no argv[0]): its exit status, its stderr in @err. */
 static int run(char *const args[], char *err, size_t cap)
@@ -121,14 +121,7 @@ static void pid_reused(void)
 
 int main(void)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	CHECK(n > 0, "readlink");
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
-	snprintf(odpstat, sizeof(odpstat), "%.4000s/../odpstat", exe);
-	CHECK(access(odpstat, X_OK) == 0, "%s: not built", odpstat);
+	odpstat = odpstat_path();
 
 	refused((char *[]){ "--no-netlink", "1", "-1", NULL }, "1 -1", "count '-1'");
 	refused((char *[]){ "--no-netlink", "0.001", "1", NULL }, "0.001 1", "0.01");

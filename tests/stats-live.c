@@ -22,7 +22,7 @@
 #include "test.h"
 #include "../sysfs-stats/counters.h"
 
-static char odpstat[PATH_MAX];
+static char *odpstat;	/* build/odpstat */
 
 static const char *const fields[] = {
 	"hits", "misses", "hits_slow", "deregs", "entries", "pinned_bytes", "unused_bytes", "pins",
@@ -405,19 +405,14 @@ static void leader_exits(void)
 int main(void)
 {
 	static char out[1 << 20];
-	char cmd[PATH_MAX + 256], path[96], exe[PATH_MAX];
+	char cmd[PATH_MAX + 256], path[96];
 	struct handoff h;
 	struct stat sb;
 	int go, back, st;
 	char c;
 	pid_t pid;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
-	CHECK(n > 0, "readlink");
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
-	snprintf(odpstat, sizeof(odpstat), "%.4000s/../odpstat", exe);
-	CHECK(access(odpstat, X_OK) == 0, "%s: not built", odpstat);
+	odpstat = odpstat_path();
 
 	pid = spawn(&go, &back, &h, false);
 	CHECK(h.st.misses >= 3 && h.st.evictions >= 1 && h.st.hits >= 1,

@@ -26,7 +26,6 @@
 
 static char fx[PATH_MAX];
 
-static const char *dirname_of(char *p);
 
 
 static struct stats_roots roots(const char *sys, const char *dbg, const char *proc)
@@ -56,15 +55,6 @@ static bool has_err(const struct ctr_set *s, const char *file, const char *why)
 		if (strstr(s->err[i].msg, file) && strstr(s->err[i].msg, why))
 			return true;
 	return false;
-}
-
-static const char *dirname_of(char *p)
-{
-	char *s = strrchr(p, '/');
-
-	if (s)
-		*s = 0;
-	return p;
 }
 
 static void test_parse(void)
@@ -222,14 +212,10 @@ static void test_env_and_tool(void)
 	unsetenv("ODPX_SYSFS_ROOT");
 
 	/* odpstat --json over the fixtures: every counter with its source, and the errors */
-	char exe[PATH_MAX];
-	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	CHECK(k > 0, "readlink");
-	exe[k] = 0;
 	CHECK((size_t)snprintf(cmd, sizeof(cmd),
-			       "%s/../odpstat --json --once --sysfs %s/sysfs-bad --debugfs "
+			       "%s --json --once --sysfs %s/sysfs-bad --debugfs "
 			       "%s/debugfs-mlx5 --procfs %s/procfs 0.05",
-			       dirname_of(exe), fx, fx, fx) < sizeof(cmd), "command too long");
+			       odpstat_path(), fx, fx, fx) < sizeof(cmd), "command too long");
 	CHECK((p = popen(cmd, "r")), "popen");
 	n = fread(out, 1, sizeof(out) - 1, p);
 	out[n] = 0;

@@ -58,15 +58,11 @@ static void *worker(void *arg)
 
 static int odpstat_state(const char *want)
 {
-	char exe[PATH_MAX], cmd[PATH_MAX + 128], out[1 << 16], key[64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char cmd[4400], out[1 << 16], key[64];
 	FILE *p;
 	size_t m;
 
-	CHECK(n > 0, "readlink");
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
-	snprintf(cmd, sizeof(cmd), "%.4000s/../odpstat -p %d --json --once 0.05", exe, (int)getpid());
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 0.05", odpstat_path(), (int)getpid());
 	CHECK((p = popen(cmd, "r")), "popen");
 	m = fread(out, 1, sizeof(out) - 1, p);
 	out[m] = 0;

@@ -60,7 +60,7 @@ int main(void)
 		.tick_ms = 20,
 	};
 	unsigned char *buf = map_anon(NULL, RANGES * 2 * PG);
-	char exe[PATH_MAX], cmd[PATH_MAX + 128], last[128] = "", *line = NULL;
+	char cmd[4400], last[128] = "", *line = NULL;
 	struct odpx_stats st;
 	size_t cap = 0;
 	int rows = 0, thrash_rows = 0;
@@ -81,12 +81,8 @@ int main(void)
 	      " (evict_remiss %lu of %lu misses)", (unsigned long)st.evict_remiss,
 	      (unsigned long)st.misses);
 
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	CHECK(n > 0, "readlink");
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
 	/* 8 intervals: THRASH needs enter_n (2) of them */
-	snprintf(cmd, sizeof(cmd), "%.4000s/../odpstat -p %d --json --no-netlink 0.1 8", exe,
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --no-netlink 0.1 8", odpstat_path(),
 		 (int)getpid());
 	CHECK((p = popen(cmd, "r")), "popen");
 	while ((n = getline(&line, &cap, p)) > 0) {

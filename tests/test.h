@@ -78,6 +78,30 @@ static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* The directory of this program (build/tests), into @dir[4096]. */
+static inline void test_dir(char *dir)
+{
+	ssize_t n = readlink("/proc/self/exe", dir, 4095);
+
+	if (n <= 0)
+		FAIL("readlink /proc/self/exe: %s", strerror(errno));
+	dir[n] = 0;
+	*strrchr(dir, '/') = 0;
+}
+
+/* build/odpx's odpstat, beside this program's directory, checked built. */
+static inline char *odpstat_path(void)
+{
+	static char path[4200];
+	char dir[4096];
+
+	test_dir(dir);
+	snprintf(path, sizeof(path), "%s/../odpstat", dir);
+	if (access(path, X_OK))
+		FAIL("%s: not built", path);
+	return path;
+}
+
 /*
  * The fixture tree tests/fixtures: $ODPX_FIXTURES, else the one under the
  * current directory (when it holds @probe), else the one beside the build
@@ -87,7 +111,6 @@ static inline void find_fixtures(char *fx, size_t cap, const char *probe)
 {
 	char exe[4096], path[4200];
 	const char *e = getenv("ODPX_FIXTURES");
-	ssize_t n;
 
 	snprintf(path, sizeof(path), "tests/fixtures/%s", probe);
 	if (e) {
@@ -95,11 +118,7 @@ static inline void find_fixtures(char *fx, size_t cap, const char *probe)
 	} else if (access(path, R_OK) == 0) {
 		snprintf(fx, cap, "tests/fixtures");
 	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n <= 0)
-			FAIL("readlink /proc/self/exe: %s", strerror(errno));
-		exe[n] = 0;
-		*strrchr(exe, '/') = 0;
+		test_dir(exe);
 		if ((size_t)snprintf(fx, cap, "%s/../../tests/fixtures", exe) >= cap)
 			FAIL("fixture path too long");
 	}
