@@ -242,7 +242,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 
 	for (int waits = 0;; waits++) {
 		uint32_t victims = NIL, coming;
-		bool reused = false;
+		uint64_t reused = 0;
 
 		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
@@ -326,7 +326,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
 		uintptr_t us = s, ue = end;
 		uint32_t victims = NIL;
-		bool reused = false;
+		uint64_t reused = 0;
 		uint64_t c0, t0;
 
 		apply_pending(ctx);

@@ -57,9 +57,9 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 /* reserve.c */
 void lru_link(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
-		       uintptr_t start, uint32_t *victims, bool *reused, bool mon_held);
+		       uintptr_t start, uint32_t *victims, uint64_t *reused, bool mon_held);
 void unreserve(struct odpx_ctx *ctx, uint32_t idx);
-int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reused,
+int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, uint64_t reused,
 		 uintptr_t s, size_t len, uint32_t acc);
 
 /*

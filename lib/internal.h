@@ -209,6 +209,12 @@ struct odpx_ctx {
 	uint64_t lru_mask[(LRU_BUCKETS + 63) / 64], lru_min_key;
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
 	/*
+	 * Victims evicted and not yet unpinned, and a reused slot's old range
+	 * until the pin replaces it: out of pinned_bytes, still charged against
+	 * max_pinned_bytes to every miss but the evicting one (reserve.c).
+	 */
+	uint64_t releasing_bytes;
+	/*
 	 * Starts of ranges evicted lately, direct-mapped by start page: a miss
 	 * at one of them is counted in evict_remiss (ctx->lock).
 	 */

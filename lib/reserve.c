@@ -208,10 +208,14 @@ static void lru_age(struct odpx_ctx *ctx)
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
 		      uint64_t bytes, uint32_t *victims, bool mon_held)
 {
-	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2;
+	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, mine = 0;
 
+	/* our own victims are unpinned before our pin; other misses' may not be */
+	for (uint32_t v = *victims; v != NIL; v = LD(ctx->ent[v].dnext))
+		mine += SPAN_BYTES(LD(ctx->ent[v].span));
 	lru_age(ctx);	/* every miss comes here, linking or not */
-	while (ctx->nentries + 1 > max_entries || ctx->pinned_bytes + bytes > max_bytes) {
+	while (ctx->nentries + 1 > max_entries ||
+	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes) {
 		uint32_t idx = lru_min(ctx);
 
 		if (idx == NIL || scanned++ > limit)
@@ -249,6 +253,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			atomic_fetch_add_explicit(&ctx->releasing, 1, RLX);
 			ctx->nentries--;
 			ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
+			ctx->releasing_bytes += SPAN_BYTES(LD(e->span));
+			mine += SPAN_BYTES(LD(e->span));
 			ST(e->dnext, *victims);
 			*victims = idx;
 			STAT_INC(ctx, evictions);
@@ -268,6 +274,7 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 		uint32_t next = LD(ctx->ent[v].dnext);
 		ctx->nentries++;	/* entry_free_locked takes it off again */
 		ctx->pinned_bytes += SPAN_BYTES(LD(ctx->ent[v].span));
+		ctx->releasing_bytes -= SPAN_BYTES(LD(ctx->ent[v].span));
 		entry_free_locked(ctx, v);
 		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
 		v = next;
@@ -313,12 +320,13 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
  * after unlocking.  The first victim's slot is taken when the slab has no
  * free slot, or when the backend's pin replaces what a slot holds (one
  * system call instead of an unpin and a pin): it is FREE on return but
- * still pinned (*reused), and *victims no longer holds it.  Returns the
+ * still pins *reused bytes (still in releasing_bytes until pin_reserved()
+ * is done with them), and *victims no longer holds it.  Returns the
  * entry or -ENOMEM (everything in use); the reason is set by pin_reserved(),
  * outside the locks.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
-			      uintptr_t start, uint32_t *victims, bool *reused, bool mon_held)
+			      uintptr_t start, uint32_t *victims, uint64_t *reused, bool mon_held)
 {
 	uint32_t idx;
 
@@ -335,8 +343,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	} else {
 		struct entry *e = &ctx->ent[idx = *victims];
 		*victims = LD(e->dnext);
-		*reused = true;
-		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);	/* ours now */
+		*reused = SPAN_BYTES(LD(e->span));	/* still releasing, ours now */
 		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)) + 1, 0, ST_FREE, 0), REL);
 	}
 	ctx->nentries++;
@@ -409,16 +416,15 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
  * the other victims back to the free list.  Returns 0 with ctx->lock held,
  * or -errno with nothing held and @idx freed.
  */
-int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reused,
+int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, uint64_t reused,
 			uintptr_t s, size_t len, uint32_t acc)
 {
+	bool held = reused && ctx->be->pin_replaces;
 	int r;
 
 	unpin_victims(ctx, victims);
-	if (reused && !ctx->be->pin_replaces) {
+	if (reused && !held)
 		unpin_one(ctx, (uint32_t)idx);
-		reused = false;
-	}
 	if (idx < 0)
 		r = len > ctx->lim.max_pinned_bytes
 			? odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes", len)
@@ -426,9 +432,13 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, bool reuse
 				    " pinned bytes) and every entry is in use",
 				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
 	else
-		r = pin_entry(ctx, (uint32_t)idx, s, len, acc, reused);
+		r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
 	pthread_mutex_lock(&ctx->lock);
 	victims_free_locked(ctx, victims);
+	if (reused) {	/* replaced or unpinned by now */
+		ctx->releasing_bytes -= reused;
+		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
+	}
 	if (r < 0) {
 		if (idx >= 0)
 			entry_free_locked(ctx, (uint32_t)idx);
@@ -451,7 +461,9 @@ void cache_trim(struct odpx_ctx *ctx)
 	unused = stats_unused_bytes(ctx, ctx->pinned_bytes);
 	if (unused > ctx->lim.max_unused_bytes) {
 		over = unused - ctx->lim.max_unused_bytes;
-		make_room(ctx, UINT64_MAX, ctx->pinned_bytes - over, 0, &victims, false);
+		/* others' victims stay charged: evict @over bytes of our own */
+		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - over, 0,
+			  &victims, false);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);

@@ -27,11 +27,15 @@
  *   RLIMIT_MEMLOCK (no CAP_IPC_LOCK), the miss unpins first and succeeds;
  * - unused_bytes is exact once references settle, after threads hit and
  *   release the same entries and after entries die, held or not (it is
- *   counted per thread on the hit path, lib/stats.c, not by a walk).
+ *   counted per thread on the hit path, lib/stats.c, not by a walk);
+ * - a miss's victims count against max_pinned_bytes until they are unpinned:
+ *   another thread's miss does not pin over the limit meanwhile.
  */
+#include <dlfcn.h>
 #include <linux/capability.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -698,6 +702,93 @@ static void no_false_enomem(void)
 	printf("no false -ENOMEM: %u rounds of an entry dying while the next one misses\n", rounds);
 }
 
+/*
+ * A miss's victims stay charged until they are unpinned.  A miss evicts a
+ * 16-page entry for one page and is stopped in its first slot update (the
+ * wrapper below): the replace of the reused slot (one victim), or the unpin
+ * of the second of two victims.  Until that update has run, the victims are
+ * still pinned, so another thread's 15 pages do not fit a 16-page limit:
+ * the old code took them out of the count at eviction and pinned 31 pages
+ * (VmPin over the limit).  Now that miss waits, and is refused if the update
+ * does not come; once it has come, it fits.
+ */
+static __thread bool stall_me;
+static sem_t stalled, go_on;
+
+int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
+					 const struct iovec *iov, const __u64 *tags, unsigned nr)
+{
+	static int (*real)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
+			   unsigned);
+
+	if (!real)
+		real = (int (*)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
+				unsigned))dlsym(RTLD_NEXT, "io_uring_register_buffers_update_tag");
+	if (stall_me) {
+		stall_me = false;
+		sem_post(&stalled);
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 10;
+		sem_timedwait(&go_on, &t);
+	}
+	return real(ring, off, iov, tags, nr);
+}
+
+struct stall_arg { struct odpx_ctx *ctx; void *p; int r; };
+
+static void *stalled_miss(void *arg)
+{
+	struct stall_arg *a = arg;
+	struct odpx_mr *mr;
+
+	stall_me = true;
+	a->r = odpx_reg(a->ctx, a->p, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	if (a->r == 0)
+		a->r = odpx_dereg(a->ctx, mr);
+	return NULL;
+}
+
+static void victims_charged_run(unsigned nvictims)
+{
+	struct lim l = { 64, 16 * PG };
+	struct odpx_ctx *ctx = open_limits(l.entries, l.pinned, 16 * PG, l.pinned, 0);
+	unsigned char *b = map_anon(NULL, 64 * PG);
+	struct stall_arg a = { ctx, b + 40 * PG, -1 };
+	struct odpx_mr *mr;
+	pthread_t t;
+	char what[64];
+	int r;
+
+	memset(b, 3, 64 * PG);
+	for (unsigned i = 0; i < nvictims; i++)	/* cached, unused: 16 pages */
+		dereg(ctx, l, reg(ctx, l, b + i * 17 * PG, 16 * PG / nvictims, 0, "victim"), "victim");
+	CHECK(sem_init(&stalled, 0, 0) == 0 && sem_init(&go_on, 0, 0) == 0, "sem_init");
+	CHECK(pthread_create(&t, NULL, stalled_miss, &a) == 0, "pthread_create");
+	CHECK(sem_wait(&stalled) == 0, "sem_wait");
+	snprintf(what, sizeof(what), "%u victim(s) not yet unpinned", nvictims);
+	check_limits(ctx, l, what);
+	r = odpx_reg(ctx, b + 44 * PG, 15 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	check_limits(ctx, l, what);	/* the old code: VmPin 31 pages */
+	CHECK(r == -ENOMEM, "%s: 15 pages more = %d (%s), want -ENOMEM", what, r, strerror(-r));
+	sem_post(&go_on);
+	pthread_join(t, NULL);
+	CHECK(a.r == 0, "%s: the stalled miss = %d (%s)", what, a.r, strerror(-a.r));
+	dereg(ctx, l, reg(ctx, l, b + 44 * PG, 15 * PG, 0, "15 pages, victims unpinned"), what);
+	check_limits(ctx, l, what);
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(b, 64 * PG);
+	sem_destroy(&stalled);
+	sem_destroy(&go_on);
+}
+
+static void victims_charged(void)
+{
+	victims_charged_run(1);	/* stalled in the replace of the reused slot */
+	victims_charged_run(2);	/* stalled in the unpin of the other victim */
+	printf("victims charged until unpinned: another miss waits for them\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -716,6 +807,7 @@ int main(void)
 	direct_counts();
 	replace_evict();
 	no_false_enomem();
+	victims_charged();
 	CHECK(run_forked(NULL, replace_memlock_child, NULL) == 0, "replace over RLIMIT_MEMLOCK failed");
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
 	printf("ok\n");
