@@ -76,13 +76,12 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 {
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
 	uint64_t span = LD(e->span);
-	uintptr_t end = SPAN_START(span) + SPAN_BYTES(span);
 
 	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
 	if ((seq & 1) || SPAN_START(span) != page || W_REF(w) == UINT32_MAX ||
 	    ((w >> W_STATE_SHIFT) & 0xff) != (acc << 4 | ST_ALIVE))
 		return NULL;	/* an odd seq: an index writer or the uffd reader is at work */
-	if (exact_only(acc) ? end != ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) : end < aend)
+	if (!serves(span, page, aend, acc))
 		return NULL;
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
 						     memory_order_acq_rel, RLX))

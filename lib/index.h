@@ -60,9 +60,17 @@ static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
  * matches only an entry of the same page range (no interior hit, no merge),
  * so an rkey never reaches memory the caller did not register.
  */
-#define ACC_REMOTE (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
+#define ACC_REMOTE_BITS (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
 
-static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE; }
+static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE_BITS; }
+
+/* @sp starts at @page: does it serve [a, aend) in class @acc? */
+static inline bool serves(uint64_t sp, uintptr_t a, uintptr_t aend, uint32_t acc)
+{
+	if (exact_only(acc))
+		return SPAN_START(sp) + SPAN_BYTES(sp) == ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
+	return covers(sp, a, aend);
+}
 
 /* Candidate entry for [a, aend) in class @acc: exact start first, then floor. */
 static inline uint32_t index_find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc)
@@ -72,19 +80,20 @@ static inline uint32_t index_find(struct odpx_ctx *ctx, uintptr_t a, uintptr_t a
 
 	for (int steps = 0; i != NIL && i < ctx->max_entries && steps < MAX_STEPS; steps++) {
 		struct entry *e = &ctx->ent[i];
-		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc) {
-			uint64_t sp = LD(e->span);
-			if (exact_only(acc))
-				return SPAN_START(sp) + SPAN_BYTES(sp) ==
-				       ((aend + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)) ? i : NIL;
-			return covers(sp, a, aend) ? i : NIL;
-		}
+		if (SPAN_START(LD(e->span)) == page && W_ACC(LD(e->word)) == acc)
+			return serves(LD(e->span), a, aend, acc) ? i : NIL;
 		i = LD(e->hnext);
 	}
-	if (exact_only(acc))
-		return NIL;
+	if (exact_only(acc) && (i == NIL || i >= ctx->max_entries))
+		return NIL;	/* the chain's end: no such entry */
+	/* an interior hit, or an exact one beyond MAX_STEPS of a long chain */
 	i = index_floor(ctx, LD(ctx->root[acc]), a);
-	return i != NIL && covers(LD(ctx->ent[i].span), a, aend) ? i : NIL;
+	if (i == NIL)
+		return NIL;
+	uint64_t sp = LD(ctx->ent[i].span);
+	if (exact_only(acc) && SPAN_START(sp) != page)
+		return NIL;
+	return serves(sp, a, aend, acc) ? i : NIL;
 }
 
 enum { LK_HIT, LK_MISS, LK_RETRY };
