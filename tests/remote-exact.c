@@ -6,9 +6,11 @@
  * never registered.  Local-only requests keep their interior hits and merges.
  * Runs on the internal backend that pins nothing but keeps the index split by
  * access, as the verbs backend does (the uring backend ignores access).
+ * Exact ranges stay cached however long their hash chain (long_chain()).
  */
 #include "test.h"
 #include "internal.h"
+#include "index.h"
 
 #define PG 4096
 #define R (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ)
@@ -28,6 +30,41 @@ static void span_is(struct odpx_mr *mr, void *p, size_t len, const char *what)
 	CHECK(odpx_mr_addr(mr) == p && odpx_mr_length(mr) == len,
 	      "%s: registration %p+%zu, want exactly %p+%zu", what, odpx_mr_addr(mr),
 	      odpx_mr_length(mr), p, len);
+}
+
+/*
+ * 120 exact ranges whose starts share one hash bucket (a stride of the hash's
+ * prime in pages), released, then registered again: every one is a hit.  The
+ * lookup gave up after MAX_STEPS (96) links without trying the tree, and each
+ * miss superseded its cached twin (119 of 120 missed).
+ */
+static void long_chain(void)
+{
+	enum { N_REG = 120 };
+	size_t stride = (size_t)ctx->hmod * PG, span = stride * (N_REG + 8);
+	char *base = mmap(NULL, span, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *pg[N_REG];
+	uint32_t acc = R & ctx->acc_mask;
+	unsigned n = 0;
+
+	CHECK(base != MAP_FAILED, "mmap %zu: %s", span, strerror(errno));
+	for (size_t off = 0; off < span && n < N_REG; off += stride)	/* a key's wrap skips one */
+		if (bucket_of(ctx, (uintptr_t)base + off, acc) == bucket_of(ctx, (uintptr_t)base, acc))
+			pg[n++] = base + off;
+	CHECK(n == N_REG, "only %u pages in one bucket", n);
+	for (unsigned i = 0; i < N_REG; i++)
+		CHECK_RC(odpx_dereg(ctx, reg(pg[i], PG, R)), 0);
+	struct odpx_stats st0 = stats_of(ctx), st;
+	for (unsigned i = 0; i < N_REG; i++) {
+		struct odpx_mr *mr = reg(pg[i], PG, R);
+		span_is(mr, pg[i], PG, "long chain");
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+	}
+	st = stats_of(ctx);
+	CHECK(st.misses == st0.misses && st.hits == st0.hits + N_REG,
+	      "%u exact ranges in one hash chain again: %lu hits, %lu misses", N_REG,
+	      (unsigned long)(st.hits - st0.hits), (unsigned long)(st.misses - st0.misses));
+	munmap(base, span);
 }
 
 int main(void)
@@ -75,6 +112,7 @@ int main(void)
 	CHECK_RC(odpx_dereg(ctx, l2), 0);
 	CHECK_RC(odpx_dereg(ctx, l1), 0);
 
+	long_chain();
 	CHECK_RC(odpx_close(ctx), 0);
 	return 0;
 }
