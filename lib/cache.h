@@ -138,6 +138,13 @@ static inline struct entry *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_
 static inline uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e)
 {
 	uint64_t bytes = SPAN_BYTES(LD(e->span));	/* before: our reference keeps it */
+
+	/*
+	 * Stamped before the reference goes: an evictor that sees no reference
+	 * sees the stamp too, and never takes the entry released just now for
+	 * one unused since it was linked (reserve.c:make_room()).
+	 */
+	ST(e->last_use, LD(ctx->clock));
 	uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_acq_rel) - 1;
 
 	if (W_REF(w))
@@ -146,7 +153,6 @@ static inline uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e)
 		put_dead(ctx, e);
 		return 0;
 	}
-	ST(e->last_use, LD(ctx->clock));
 	return bytes;
 }
 

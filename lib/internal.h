@@ -51,7 +51,8 @@
  *   a bucket list of its radix heap, whose ends hold LRU_MARK(bucket), and
  *   the key; @lru_prev is NIL when not linked.  While FREE, @lru_prev and
  *   @lru_next link the free list instead.
- * @last_use: ctx->clock when the last reference was released (relaxed).
+ * @last_use: ctx->clock at the latest release, stored before the reference
+ *   is dropped (relaxed; the drop releases it).
  * @dnext: dead stack link.
  * Index fields (@hnext, @bucket, @left, @right, @height) are written under
  * mon.lock inside a ctx->seq write section and read optimistically.

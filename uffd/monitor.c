@@ -182,11 +182,12 @@ static int uffd_open(void)
 
 static void seq_all(void)
 {
+	/* release: the marks before an even seq, as cache.h:seq_end() */
 	for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next) {
 		uint32_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
-		atomic_store_explicit(&c->seq, s + 1, memory_order_relaxed);
+		atomic_store_explicit(&c->seq, s + 1, memory_order_release);
 	}
-	/* odd before the read() that releases munmap; even after the marks */
+	/* odd before the read() that releases munmap (and before the marks) */
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
