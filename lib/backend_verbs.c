@@ -681,6 +681,19 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	a2.mode = ch.mode;
 	a2.comp_mask &= ~(uint64_t)(ODPX_ATTR_TRANSPORTS | ODPX_ATTR_CHUNK);
 	bool odp = ch.mode == ODPX_MODE_IMPLICIT || ch.mode == ODPX_MODE_EXPLICIT;
+	if (!odp) {	/* one entry is one MR: neither a request nor a merge beyond the device's */
+		uint64_t cap = max_mr_size & ~(uint64_t)(PAGE_SIZE - 1);
+		if (!(a2.comp_mask & ODPX_ATTR_LIMITS))
+			memset(&a2.limits, 0, sizeof(a2.limits));
+		a2.comp_mask |= ODPX_ATTR_LIMITS;
+		if (a2.limits.max_entry_bytes > cap)
+			return odpx_fail(-EINVAL, "max_entry_bytes %llu above the device's "
+					 "max_mr_size %llu",
+					 (unsigned long long)a2.limits.max_entry_bytes,
+					 (unsigned long long)max_mr_size);
+		if (!a2.limits.max_entry_bytes && cap < (1ULL << 30))
+			a2.limits.max_entry_bytes = cap ? cap : PAGE_SIZE;
+	}
 	r = odpx_open_backend(odp ? &verbs_odp_ops : &verbs_pin_ops, &a2, &ctx);
 	if (r < 0) {
 		if (impl)

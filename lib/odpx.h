@@ -65,7 +65,11 @@ enum {
  *                     between ticks it may be exceeded, never the two
  *                     limits above, which every miss enforces.
  *   max_entry_bytes   bytes of one entry; merging never grows an entry
- *                     beyond it: 1 GiB (the uring slot size).
+ *                     beyond it: 1 GiB (the uring slot size).  In the
+ *                     verbs pin and direct modes an entry is one MR: at
+ *                     most the device's max_mr_size (the default is
+ *                     lowered to it; a larger value fails the open with
+ *                     -EINVAL).
  */
 struct odpx_limits {
 	uint64_t max_pinned_bytes;
