@@ -85,6 +85,16 @@ static void uring_close(struct odpx_ctx *ctx)
 	ctx->be_priv = NULL;
 }
 
+static void uring_child_fds(struct odpx_ctx *ctx)
+{
+	struct uring_be *b = be(ctx);
+
+	if (b) {
+		close(b->ring.ring_fd);
+		b->ring.ring_fd = -1;
+	}
+}
+
 int uring_backend_open(struct odpx_ctx *ctx)
 {
 	struct uring_be *b = calloc(1, sizeof(*b));
@@ -222,6 +232,7 @@ const struct backend_ops uring_ops = {
 	.pin = uring_pin,
 	.unpin = uring_unpin,
 	.pin_replaces = true,	/* a slot update swaps the buffer (see the top) */
+	.child_fds = uring_child_fds,
 	.close = uring_close,
 	.max_entries = URING_SLOTS,
 	.max_entry_bytes = URING_SLOT_MAX_BYTES,

@@ -22,7 +22,9 @@ _Atomic uint32_t odpx_gate_down;
 static __thread char last_reason[192];
 static __thread char mode_reason[192];	/* odpx_mode_get's copy */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* every open context, for the child after fork (ctx->list_next) */
 static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct odpx_ctx *ctx_list;
 
 int odpx_fail(int err, const char *fmt, ...)
 {
@@ -71,9 +73,13 @@ ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
 }
 
-/* engine first, then the monitor: no start of the monitor starts an engine */
+/*
+ * The list first (its holders take no other lock), then the engine, then
+ * the monitor: no start of the monitor starts an engine.
+ */
 static void atfork_prepare(void)
 {
+	pthread_mutex_lock(&ctx_list_lock);
 	engine_atfork_prepare();
 	monitor_atfork_prepare();
 }
@@ -82,15 +88,39 @@ static void atfork_parent(void)
 {
 	monitor_atfork_parent();
 	engine_atfork_parent();
+	pthread_mutex_unlock(&ctx_list_lock);
 }
 
-/* The child of a fork gets no registrations: its contexts are stale. */
+/*
+ * The child of a fork gets no registrations: its contexts are stale.  It
+ * drops their descriptors now, before it can reuse their numbers: a close
+ * by number later (odpx_close() of an inherited context) would close
+ * whatever the child opened there, and a ring kept open in the child keeps
+ * the parent's buffers pinned after the parent has closed the context.
+ */
 static void atfork_child(void)
 {
 	atomic_fetch_add(&odpx_fork_gen, 1);
 	monitor_atfork_child();
 	engine_atfork_child();
+	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
+		engine_child_fds(c);
+		if (c->be->child_fds)
+			c->be->child_fds(c);
+	}
 	pthread_mutex_init(&ctx_list_lock, NULL);
+}
+
+static void ctx_list_del(struct odpx_ctx *ctx)
+{
+	pthread_mutex_lock(&ctx_list_lock);
+	for (struct odpx_ctx **pp = &ctx_list; *pp; pp = &(*pp)->list_next) {
+		if (*pp == ctx) {
+			*pp = ctx->list_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ctx_list_lock);
 }
 
 static void init_once(void)
@@ -336,6 +366,10 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		ctx_reason_set(ctx, "%s backend has no on-demand paging:"
 			       " pin-down cache invalidated by userfaultfd", ops->name);
 	stats_gauges_publish(ctx);	/* mode and reason, for odpstat */
+	pthread_mutex_lock(&ctx_list_lock);
+	ctx->list_next = ctx_list;
+	ctx_list = ctx;
+	pthread_mutex_unlock(&ctx_list_lock);
 	*out = ctx;
 	return 0;
 
@@ -378,10 +412,15 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 {
 	if (!ctx)
 		return odpx_fail(-EINVAL, "NULL context");
+	/*
+	 * Off the list first: a fork from here on leaves this context's
+	 * descriptors to the child (close-on-exec), never closes them twice.
+	 */
+	ctx_list_del(ctx);
 	if (ctx->fork_gen != atomic_load(&odpx_fork_gen)) {
 		/* child: the parent's threads and pins are not ours to touch */
 		engine_forget(ctx);
-		ctx->be->close(ctx);	/* closes our copy of the fd; never unpins */
+		ctx->be->close(ctx);	/* atfork_child() closed its descriptors; never unpins */
 		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 		goto out_free;
 	}

@@ -560,15 +560,26 @@ void engine_stop(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&ctx->eng_lock);
 }
 
-/* Child after fork: the thread is gone; close what the context held. */
+/* Child after fork, in the atfork handler: its copies of the descriptors. */
+void engine_child_fds(struct odpx_ctx *ctx)
+{
+	struct engine *e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
+
+	if (!e)
+		return;
+	close(e->ring.ring_fd);
+	close(e->efd);
+	e->ring.ring_fd = e->efd = -1;
+}
+
+/* Child after fork: the thread is gone; free what the context held. */
 void engine_forget(struct odpx_ctx *ctx)
 {
 	struct engine *e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
 
 	if (!e)
 		return;
-	io_uring_queue_exit(&e->ring);	/* our copies: the mappings and the descriptor */
-	close(e->efd);
+	io_uring_queue_exit(&e->ring);	/* our copies of its mappings (no descriptor now) */
 	free(e);
 	atomic_store_explicit(&ctx->eng, NULL, memory_order_relaxed);
 }

@@ -112,6 +112,8 @@ struct backend_ops {
 	 */
 	bool pin_replaces;
 	void (*close)(struct odpx_ctx *ctx);
+	/* optional: in the child after fork, close the descriptors it holds, mark them -1 */
+	void (*child_fds)(struct odpx_ctx *ctx);
 	uint32_t max_entries;	/* hard limit of the backend, 0: none */
 	uint64_t max_entry_bytes;
 	/*
@@ -235,6 +237,7 @@ struct odpx_ctx {
 	void *stats_priv;		/* the publisher's own state, never in the shared file */
 	size_t stats_region_bytes;
 
+	struct odpx_ctx *list_next;	/* every open context (ctx.c, ctx_list_lock) */
 	/* monitor membership (mon.lock) */
 	struct odpx_ctx *mon_next;
 	_Atomic bool attached;		/* written under mon.lock */
@@ -370,6 +373,7 @@ void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 void engine_atfork_prepare(void);
 void engine_atfork_parent(void);
 void engine_atfork_child(void);
+void engine_child_fds(struct odpx_ctx *ctx);
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
 /*

@@ -14,11 +14,14 @@
  * The parent afterwards: VmPin and the gauges as before the fork, every cached
  * registration still a hit moving the right bytes, and its munmaps still
  * invalidate (a stale scenario after the fork).  Run once per userfaultfd
- * mode, each in its own process.
+ * mode, each in its own process.  Then a fork inside an engine's start
+ * (start_race) and the descriptors a child inherits (fds_case).
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -324,6 +327,49 @@ static int start_race(void *arg)
 	return 0;
 }
 
+/*
+ * A child's copies of a context's descriptors (the backend's ring, the
+ * engine's ring and eventfd) are gone when fork() returns in it.  A child
+ * that closes every descriptor above stderr, as a daemon does, and opens
+ * files of its own may get their old numbers; odpx_close() of the
+ * inherited context then closed those files (a close by number).
+ */
+static int fds_case(void *arg)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	unsigned char *p = map_anon(NULL, LEN);
+	int status;
+	pid_t pid;
+
+	(void)arg;
+	cache(ctx, p, 60, 0);	/* the engine runs: its ring and eventfd exist */
+	CHECK(engine_like_fds() >= 3, "the parent has %d io_uring/eventfd descriptors, want 3",
+	      engine_like_fds());
+	fflush(stdout);
+	if (!(pid = fork())) {
+		int left = engine_like_fds(), fd[16];
+		if (syscall(SYS_close_range, 3U, ~0U, 0U))
+			_exit(4);
+		for (int i = 0; i < 16; i++)
+			fd[i] = open("/dev/null", O_RDONLY);
+		if (odpx_close(ctx))
+			_exit(2);
+		for (int i = 0; i < 16; i++)
+			if (fd[i] < 0 || fcntl(fd[i], F_GETFD) < 0)
+				_exit(3);
+		_exit(left ? 1 : 0);
+	}
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the child died: %#x", status);
+	CHECK(WEXITSTATUS(status) != 3, "odpx_close of the inherited context closed the child's files");
+	CHECK(WEXITSTATUS(status) != 1, "the child kept the parent's io_uring rings or eventfd");
+	CHECK(WEXITSTATUS(status) == 0, "the child failed: exit %d", WEXITSTATUS(status));
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(p, LEN);
+	printf("the child's copies of the descriptors go at fork: ok\n");
+	return 0;
+}
+
 int main(void)
 {
 	const char *modes[] = { "wp-async", "wp", "missing" };
@@ -335,5 +381,6 @@ int main(void)
 		failed |= st != 0;
 	}
 	failed |= run_forked(NULL, start_race, NULL) != 0;
+	failed |= run_forked(NULL, fds_case, NULL) != 0;
 	return failed;
 }
