@@ -313,7 +313,12 @@ int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_
 		STAT_INC(ctx, prefetch_failed);
 		return r;
 	}
+	/* served direct: its release undoes it, nothing was prefetched (as engine.c:prepin()) */
+	bool direct = KIND(e) == KIND_DIRECT;
 	cache_dereg(ctx, e);
-	STAT_INC(ctx, prefetch_issued);
+	if (direct)
+		STAT_INC(ctx, prefetch_failed);
+	else
+		STAT_INC(ctx, prefetch_issued);
 	return 0;
 }

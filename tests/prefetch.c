@@ -485,6 +485,13 @@ static void prepin_shared(void)
 	      U(st1.prefetch_issued - st0.prefetch_issued), U(st1.prefetch_failed - st0.prefetch_failed));
 	printf("shared memory: 640 hints in 10 rounds, %lu direct registrations, %lu failed\n",
 	       U(st1.direct_regs - st0.direct_regs), U(st1.prefetch_failed - st0.prefetch_failed));
+	/* a synchronous one is served direct too: failed, not issued (it was issued) */
+	st0 = stats_of(c);
+	CHECK_RC(odpx_prefetch(c, sh, PG, ODPX_PREFETCH_SYNC), 0);
+	st1 = stats_of(c);
+	CHECK(st1.prefetch_issued == st0.prefetch_issued && st1.prefetch_failed == st0.prefetch_failed + 1,
+	      "shared: a SYNC hint served direct: issued +%lu, failed +%lu (want 0 and 1)",
+	      U(st1.prefetch_issued - st0.prefetch_issued), U(st1.prefetch_failed - st0.prefetch_failed));
 	CHECK_RC(odpx_close(c), 0);
 	munmap(sh, 64 * PG);
 	munmap(prime, PG);
