@@ -19,6 +19,8 @@
  *     taken from poll()'s EINTR, and odpx-uffd still reads;
  *   - a SCHED_FIFO caller on odpx-uffd's CPU waits for its section by
  *     sleeping, not yielding (root only);
+ *   - started by the engine (a prefetch first), the readers run SCHED_OTHER,
+ *     not the engine's SCHED_BATCH;
  *   - the last odpx_close() stops it (init reaps it);
  *   - the application's death ends it (its lifeline pipe closes);
  *   - a process allowed on one CPU has its thread read (no shootdown to save),
@@ -839,6 +841,62 @@ static int fd_limit_at_start(void *arg)
 	return 0;
 }
 
+/* The policy of this process's thread named @comm, -1 if there is none. */
+static int task_policy(const char *comm)
+{
+	char path[64], name[32];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/task");
+	int pol = -1;
+
+	CHECK(dir, "opendir /proc/self/task");
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%.20s/comm", d->d_name);
+		FILE *f = fopen(path, "r");
+		if (f && fgets(name, sizeof(name), f) && !strncmp(name, comm, strlen(comm)) &&
+		    name[strlen(comm)] == '\n')
+			pol = sched_getscheduler(atoi(d->d_name));
+		if (f)
+			fclose(f);
+	}
+	closedir(dir);
+	return pol;
+}
+
+/*
+ * A prefetch as a context's first call: the engine (SCHED_BATCH) pre-pins,
+ * so its miss starts the monitor.  odpx-uffd and the reader thread run
+ * SCHED_OTHER all the same (they inherited SCHED_BATCH: a woken reader did
+ * not preempt, and munmaps waited for whatever ran on its CPU).
+ */
+static int prefetch_first(void *arg)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *p = map_anon(NULL, LEN);
+	struct odpx_stats st;
+
+	(void)arg;
+	memset(p, 1, LEN);
+	CHECK_RC(odpx_prefetch(ctx, p, LEN, 0), 0);
+	CHECK(WAIT_FOR((st = stats_of(ctx)).prefetch_issued == 1, 5), "the hint was not served");
+	/* the reader thread is named after its creator until it runs */
+	CHECK(WAIT_FOR(task_policy("odpx-uffd") >= 0, 5), "no thread named odpx-uffd");
+	CHECK(task_policy("odpx-engine") == SCHED_BATCH, "the engine runs policy %d, not SCHED_BATCH",
+	      task_policy("odpx-engine"));
+	CHECK(st.reader_process == 1 && mon.helper_pid > 0, "no odpx-uffd process: %s", mon.helper_why);
+	CHECK(sched_getscheduler(mon.helper_pid) == SCHED_OTHER,
+	      "odpx-uffd runs policy %d after a prefetch first, want SCHED_OTHER",
+	      sched_getscheduler(mon.helper_pid));
+	CHECK(task_policy("odpx-uffd") == SCHED_OTHER,
+	      "the reader thread runs policy %d after a prefetch first, want SCHED_OTHER",
+	      task_policy("odpx-uffd"));
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(p, LEN);
+	return 0;
+}
+
 int main(void)
 {
 	int fds[2];
@@ -870,6 +928,8 @@ int main(void)
 	ends_with_app();
 	printf("ends with the application: ok\n");
 	CHECK(run_forked(NULL, rt_beside_helper, NULL) == 0, "SCHED_FIFO caller");
+	CHECK(run_forked(NULL, prefetch_first, NULL) == 0, "a prefetch first");
+	printf("a prefetch first: the readers run SCHED_OTHER: ok\n");
 	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
 	printf("one CPU, the thread reads: ok\n");
 	CHECK(run_forked(NULL, wall_waiter, NULL) == 0, "beside a __WALL reaper");

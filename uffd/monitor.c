@@ -1426,6 +1426,16 @@ out_err:
 	}
 	if (!mon.running) {
 		const char *h = getenv("ODPX_UFFD_HELPER");
+		/*
+		 * The readers inherit the starting thread's policy: a real-time
+		 * caller's, but never SCHED_BATCH or SCHED_IDLE (the engine's, when
+		 * a prefetch is the first miss): a woken reader must preempt, or
+		 * munmaps wait for whatever runs on its CPU.
+		 */
+		struct sched_param sp = { 0 };
+		int pol = sched_getscheduler(0);
+		bool lowered = (pol == SCHED_BATCH || pol == SCHED_IDLE) &&
+			       !pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
 
 		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 			r = -errno;
@@ -1445,7 +1455,10 @@ out_err:
 				 "the process reaps orphans (PID 1 or a subreaper)");
 		else
 			helper_start();
-		if ((r = reader_start()) < 0) {
+		r = reader_start();
+		if (lowered)
+			pthread_setschedparam(pthread_self(), pol, &sp);
+		if (r < 0) {
 			uint64_t one = 1;
 			if (mon.helper_pidfd >= 0 && write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
 				helper_stop();
