@@ -28,6 +28,15 @@
  * ODPX_ENGINE_LINGER_US, default 100 us; 0: never linger, ring whenever the
  * engine has drained).
  *
+ * Ring: two requests, each queued again when it ends: a multishot poll on
+ * the doorbell, a timeout for the tick.  The engine submits them as it goes
+ * to sleep (io_uring_submit_and_wait*), never leaves one queued but not
+ * submitted while it sleeps with no deadline: nothing, not even
+ * engine_stop(), could wake it.  A submission the kernel refuses (-EAGAIN,
+ * -ENOMEM: no memory for the request; it took nothing and did not wait) is
+ * retried every SUBMIT_RETRY_NS, the engine serving work and looking at
+ * stop in between.
+ *
  * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
  * after D. Vyukov); a full queue drops the hint and counts it.
  */
@@ -44,8 +53,9 @@
 #include "cache.h"
 #include "../uffd/monitor.h"
 
-#define UD_DOORBELL 1
+#define UD_DOORBELL 1	/* user_data, and a bit of engine.unarmed */
 #define UD_TICK 2
+#define SUBMIT_RETRY_NS (1000 * 1000)	/* after a refused submission */
 #define BATCH 256
 #define RECENT 64
 #define RECENT_NS (50 * 1000000ULL)	/* a repeat within 50 ms is merged away */
@@ -58,6 +68,7 @@ struct engine {
 	int efd;
 	pthread_t thr;
 	_Atomic bool stop;
+	unsigned unarmed;	/* UD_* of requests to queue again (engine only) */
 	struct __kernel_timespec tick, linger;
 	struct pf_range recent[RECENT];
 	uint64_t recent_ns[RECENT];
@@ -349,17 +360,83 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	return n;
 }
 
-static void arm(struct engine *e, uint64_t ud)
+/*
+ * Queue the requests e->unarmed names.  The SQ holds 16 and the engine uses
+ * 2, but one left full by refused submissions is flushed; a request that
+ * still finds no room stays in e->unarmed for the next try.
+ */
+static void arm(struct engine *e)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+	while (e->unarmed) {
+		uint64_t ud = e->unarmed & UD_DOORBELL ? UD_DOORBELL : UD_TICK;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
 
-	if (!sqe)
-		return;
-	if (ud == UD_DOORBELL)
-		io_uring_prep_poll_multishot(sqe, e->efd, POLLIN);
+		if (!sqe) {
+			io_uring_submit(&e->ring);
+			if (!(sqe = io_uring_get_sqe(&e->ring)))
+				return;
+		}
+		if (ud == UD_DOORBELL)
+			io_uring_prep_poll_multishot(sqe, e->efd, POLLIN);
+		else
+			io_uring_prep_timeout(sqe, &e->tick, 0, 0);
+		io_uring_sqe_set_data64(sqe, ud);
+		e->unarmed &= ~(unsigned)ud;
+	}
+}
+
+/*
+ * Sleep on the ring until a completion, or until @ts passes (NULL: no
+ * deadline), submitting what is queued first.  Returns 1 with a completion
+ * ready, 0 when @ts ran out, -EINTR, or -EAGAIN when a request could not be
+ * submitted: then the engine has slept SUBMIT_RETRY_NS instead, and the
+ * caller tries again.
+ */
+static int ring_wait(struct engine *e, struct __kernel_timespec *ts)
+{
+	struct io_uring_cqe *cqe;
+	int r;
+
+	arm(e);
+	if (ts)	/* returns the count submitted, or -ETIME, when @ts ran out */
+		r = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, ts, NULL);
 	else
-		io_uring_prep_timeout(sqe, &e->tick, 0, 0);
-	io_uring_sqe_set_data64(sqe, ud);
+		r = io_uring_submit_and_wait(&e->ring, 1);
+	if (e->unarmed || io_uring_sq_ready(&e->ring)) {
+		struct timespec t = { 0, SUBMIT_RETRY_NS };
+
+		nanosleep(&t, NULL);
+		return -EAGAIN;
+	}
+	if (io_uring_cq_ready(&e->ring))
+		return 1;
+	return r == -EINTR ? r : 0;
+}
+
+/* Take the completions: re-arm what ended.  True when the tick fired. */
+static bool reap_cq(struct engine *e)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+	bool tick = false;
+
+	io_uring_for_each_cqe(&e->ring, head, cqe) {
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		seen++;
+		if (ud == UD_DOORBELL) {
+			uint64_t v;
+			if (read(e->efd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: another completion already drained it */
+			}
+			if (!(cqe->flags & IORING_CQE_F_MORE))
+				e->unarmed |= UD_DOORBELL;
+		} else if (ud == UD_TICK) {
+			tick = true;
+			e->unarmed |= UD_TICK;
+		}
+	}
+	io_uring_cq_advance(&e->ring, seen);
+	return tick;
 }
 
 static bool work_pending(struct odpx_ctx *ctx)
@@ -384,13 +461,9 @@ static void *engine_main(void *arg)
 	 * engine takes the batch when the CPU is free.  Allowed unprivileged.
 	 */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &(struct sched_param){ 0 });
-	arm(e, UD_DOORBELL);
-	arm(e, UD_TICK);
-	io_uring_submit(&e->ring);
+	e->unarmed = UD_DOORBELL | UD_TICK;	/* submitted by the first wait */
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
-		struct io_uring_cqe *cqe;
-		unsigned head, seen = 0;
-		bool tick = false;
+		int r;
 
 		served += cache_reap_dead(ctx) + serve_prefetch(ctx, e);
 		if (served && lingers) {
@@ -398,10 +471,8 @@ static void *engine_main(void *arg)
 				continue;	/* more than one batch queued */
 			/* sleeping stays 0: producers do not ring meanwhile */
 			served = 0;
-			if (io_uring_wait_cqe_timeout(&e->ring, &cqe, &e->linger) == -ETIME) {
+			if ((r = ring_wait(e, &e->linger)) == 0)
 				STAT_INC(ctx, engine_lingers);
-				continue;
-			}
 		} else {
 			served = 0;
 			atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
@@ -410,32 +481,17 @@ static void *engine_main(void *arg)
 				atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 				continue;
 			}
-			io_uring_wait_cqe(&e->ring, &cqe);
+			r = ring_wait(e, NULL);
 			atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		}
+		if (r <= 0)
+			continue;
 		STAT_INC(ctx, engine_wakeups);
-		io_uring_for_each_cqe(&e->ring, head, cqe) {
-			uint64_t ud = io_uring_cqe_get_data64(cqe);
-			seen++;
-			if (ud == UD_DOORBELL) {
-				uint64_t v;
-				if (read(e->efd, &v, sizeof(v)) < 0) {
-					/* EAGAIN: another completion already drained it */
-				}
-				if (!(cqe->flags & IORING_CQE_F_MORE))
-					arm(e, UD_DOORBELL);
-			} else if (ud == UD_TICK) {
-				tick = true;
-				arm(e, UD_TICK);
-			}
-		}
-		io_uring_cq_advance(&e->ring, seen);
-		if (tick) {
+		if (reap_cq(e)) {
 			STAT_INC(ctx, engine_ticks);
 			cache_trim(ctx);
 			stats_tick(ctx);
 		}
-		io_uring_submit(&e->ring);
 	}
 	return NULL;
 }
