@@ -29,13 +29,16 @@
  * engine has drained).
  *
  * Ring: two requests, each queued again when it ends: a multishot poll on
- * the doorbell, a timeout for the tick.  The engine submits them as it goes
- * to sleep (io_uring_submit_and_wait*), never leaves one queued but not
- * submitted while it sleeps with no deadline: nothing, not even
- * engine_stop(), could wake it.  A submission the kernel refuses (-EAGAIN,
- * -ENOMEM: no memory for the request; it took nothing and did not wait) is
- * retried every SUBMIT_RETRY_NS, the engine serving work and looking at
- * stop in between.
+ * the doorbell, a timeout for the tick.  The engine looks at its CQ on every
+ * pass, not only after a sleep (no system call while nothing ended): an
+ * engine that always has work never sleeps, and its ticks (trim, counters)
+ * would wait for the work to end.  What ended is queued again and
+ * submitted at once, and every sleep submits what is still queued
+ * (io_uring_submit_and_wait*): none is left queued but not submitted while
+ * the engine sleeps with no deadline, when nothing, not even engine_stop(),
+ * could wake it.  A submission the kernel refuses (-EAGAIN, -ENOMEM: no
+ * memory for the request; it took nothing and did not wait) is tried again
+ * on the next pass, and a sleep is then a nap of SUBMIT_RETRY_NS.
  *
  * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
  * after D. Vyukov); a full queue drops the hint and counts it.
@@ -461,10 +464,19 @@ static void *engine_main(void *arg)
 	 * engine takes the batch when the CPU is free.  Allowed unprivileged.
 	 */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &(struct sched_param){ 0 });
-	e->unarmed = UD_DOORBELL | UD_TICK;	/* submitted by the first wait */
+	e->unarmed = UD_DOORBELL | UD_TICK;
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		int r;
 
+		if (reap_cq(e)) {
+			STAT_INC(ctx, engine_ticks);
+			cache_trim(ctx);
+			stats_tick(ctx);
+		}
+		if (e->unarmed || io_uring_sq_ready(&e->ring)) {
+			arm(e);
+			io_uring_submit(&e->ring);
+		}
 		served += cache_reap_dead(ctx) + serve_prefetch(ctx, e);
 		if (served && lingers) {
 			if (work_pending(ctx))
@@ -484,14 +496,8 @@ static void *engine_main(void *arg)
 			r = ring_wait(e, NULL);
 			atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		}
-		if (r <= 0)
-			continue;
-		STAT_INC(ctx, engine_wakeups);
-		if (reap_cq(e)) {
-			STAT_INC(ctx, engine_ticks);
-			cache_trim(ctx);
-			stats_tick(ctx);
-		}
+		if (r > 0)
+			STAT_INC(ctx, engine_wakeups);
 	}
 	return NULL;
 }
