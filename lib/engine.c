@@ -279,6 +279,20 @@ static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 	return rc;
 }
 
+/*
+ * odpx_close() waits for the engine: a stopping engine pins nothing more
+ * (a pin of fresh memory takes milliseconds, a batch up to 256 of them,
+ * for an application that is done).  Hints @from to @n of the batch are
+ * dropped and counted.
+ */
+static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t n)
+{
+	if (!atomic_load_explicit(&e->stop, memory_order_relaxed))	/* nothing rides on it */
+		return false;
+	STAT_ADD(ctx, prefetch_dropped, n - from);
+	return true;
+}
+
 /* Returns the hints taken off the queue. */
 static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 {
@@ -334,6 +348,8 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			remember(ctx, e, &r[i], now);
 			continue;
 		}
+		if (stopping(ctx, e, first[i], n))
+			return n;
 		int pr = prepin(ctx, &r[i]);
 
 		if (pr >= 0 || k == 1) {
@@ -352,6 +368,8 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			continue;
 		}
 		for (size_t j = first[i]; j < first[i] + k; j++) {
+			if (stopping(ctx, e, j, n))
+				return n;
 			if ((pr = prepin(ctx, &orig[j])) == 0)
 				STAT_INC(ctx, prefetch_issued);
 			else

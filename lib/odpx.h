@@ -221,7 +221,9 @@ int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
  * odpx_close - release every registration and stop the context's threads
  *
  * Registrations still held by the caller are released too; their handles
- * become invalid.  Return: 0 or -EINVAL.
+ * become invalid.  Prefetch hints not yet served are dropped: the engine
+ * ends the pre-pin under way, if any, and pins nothing more.
+ * Return: 0 or -EINVAL.
  */
 int odpx_close(struct odpx_ctx *ctx);
 
@@ -353,7 +355,9 @@ struct odpx_stats {
 	uint64_t direct_racing;		/* raced invalidations: a DONTNEED not yet
 					   zapped, or one at each miss retry */
 	/* prefetch */
-	uint64_t prefetch_queued, prefetch_merged, prefetch_dropped;
+	uint64_t prefetch_queued, prefetch_merged;
+	uint64_t prefetch_dropped;	/* refused (full queue, no engine), or taken by an
+					   engine that odpx_close() stopped */
 	uint64_t prefetch_issued, prefetch_failed;	/* failed: also a pre-pin served direct
 							   (pin mode: nothing was cached) */
 	/* engine */
