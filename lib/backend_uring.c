@@ -41,6 +41,7 @@ struct uring_be {
 /* user_data: UD_STALE for a NOP, a request's tag, a request's cancel */
 #define UD_STALE 0
 #define UD_CANCEL (1ULL << 63)
+#define CANCEL_RETRY_NS (1000 * 1000)	/* a refused cancel is sent again at least this often */
 
 static struct uring_be *be(struct odpx_ctx *ctx) { return ctx->be_priv; }
 
@@ -136,40 +137,83 @@ static int submit(struct io_uring *ring, struct io_uring_sqe *sqe)
 }
 
 /*
+ * A free SQE.  The SQ fills only with the NOPs of refused submissions: a
+ * full one is flushed.  NULL when the kernel refuses the flush too (its
+ * error in *@err).
+ */
+static struct io_uring_sqe *get_sqe(struct io_uring *ring, int *err)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	int r;
+
+	if (sqe)
+		return sqe;
+	r = io_uring_submit(ring);
+	if (!(sqe = io_uring_get_sqe(ring)))
+		*err = r < 0 ? r : -EBUSY;
+	return sqe;
+}
+
+/*
+ * Send the cancel of the request tagged @tag: true once the kernel took it.
+ * One it refused stays queued in *@sqe and goes in with the next try.
+ */
+static bool send_cancel(struct io_uring *ring, uint64_t tag, struct io_uring_sqe **sqe)
+{
+	int err;
+
+	if (!*sqe) {
+		if (!(*sqe = get_sqe(ring, &err)))
+			return false;
+		io_uring_prep_cancel64(*sqe, tag, 0);
+		io_uring_sqe_set_data64(*sqe, tag | UD_CANCEL);
+	}
+	io_uring_submit(ring);
+	if (io_uring_sq_ready(ring))	/* the SQ is taken in order: the cancel, last, was not */
+		return false;
+	*sqe = NULL;
+	return true;
+}
+
+/*
  * The result of the request tagged @tag, reaped: once submitted, a request
  * is never left in flight.  A signal (or any failed wait) cancels it and the
- * wait goes on, signals ignored, until both its completion and the cancel's
- * are reaped; a request the cancel found done or running completes by
- * itself.  Then a cancelled request returns -EINTR (or the wait's error),
- * one that completed its result.  Completions of other tags are NOPs of
- * refused submissions, dropped.  Only a ring that fails twice in one call
- * (never seen) returns with the request in flight; its late completion is
- * then dropped by its tag, not taken by the next transfer.
+ * wait goes on, signals ignored once the cancel is out, until both its
+ * completion and the cancel's are reaped; a request the cancel found done or
+ * running completes by itself.  A cancel the kernel refuses is sent again on
+ * each wake, signal or CANCEL_RETRY_NS, until it goes in or the request
+ * completes (then it becomes a NOP).  Then a cancelled request returns
+ * -EINTR (or the wait's error), one that completed its result.  Completions
+ * of other tags are NOPs of refused submissions, dropped.  Only a ring that
+ * fails twice in one call (never seen) returns with the request in flight;
+ * its late completion is then dropped by its tag, not taken by the next
+ * transfer.
  */
 static int reap(struct uring_be *b, uint64_t tag)
 {
-	bool cancelling = false, cancel_out = false, done = false;
+	struct __kernel_timespec retry = { 0, CANCEL_RETRY_NS };
+	enum { NO_CANCEL, CANCEL_DUE, CANCEL_OUT, CANCEL_DONE } cancel = NO_CANCEL;
+	struct io_uring_sqe *queued = NULL;	/* the cancel, refused so far */
+	bool done = false;
 	int res = 0, why = 0;
 
-	while (!done || cancel_out) {
+	while (!done || cancel == CANCEL_OUT) {
 		struct io_uring_cqe *cqe;
-		int r = io_uring_wait_cqe(&b->ring, &cqe);
+		int r;
 
-		if (r == -EINTR && cancelling)
+		if (cancel == CANCEL_DUE && send_cancel(&b->ring, tag, &queued))
+			cancel = CANCEL_OUT;
+		if (cancel == CANCEL_DUE)
+			r = io_uring_wait_cqe_timeout(&b->ring, &cqe, &retry);
+		else
+			r = io_uring_wait_cqe(&b->ring, &cqe);
+		if (r == -ETIME || (r == -EINTR && cancel != NO_CANCEL))
 			continue;	/* bounded: the request is cancelled or ends */
 		if (r < 0) {
-			struct io_uring_sqe *sqe;
-
-			if (cancelling)
+			if (cancel != NO_CANCEL)
 				return why;
-			cancelling = true;
+			cancel = CANCEL_DUE;
 			why = r;
-			sqe = io_uring_get_sqe(&b->ring);	/* the ring holds 8, we use 2 */
-			if (!sqe)
-				continue;
-			io_uring_prep_cancel64(sqe, tag, 0);
-			io_uring_sqe_set_data64(sqe, tag | UD_CANCEL);
-			cancel_out = submit(&b->ring, sqe) == 0;
 			continue;
 		}
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -177,11 +221,15 @@ static int reap(struct uring_be *b, uint64_t tag)
 			res = cqe->res;
 			done = true;
 		} else if (ud == (tag | UD_CANCEL)) {
-			cancel_out = false;
+			cancel = CANCEL_DONE;
 		}
 		io_uring_cqe_seen(&b->ring, cqe);
 	}
-	if (cancelling && (res == -ECANCELED || res == -EINTR))
+	if (queued) {	/* the request ended before the cancel went in */
+		io_uring_prep_nop(queued);
+		io_uring_sqe_set_data64(queued, UD_STALE);
+	}
+	if (cancel != NO_CANCEL && (res == -ECANCELED || res == -EINTR))
 		return why;
 	return res;
 }
@@ -195,16 +243,14 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 
 	pthread_mutex_lock(&b->xfer_lock);
 	while (done < len) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
+		struct io_uring_sqe *sqe = get_sqe(&b->ring, &r);
 		unsigned n = len - done > (1U << 30) ? 1U << 30 : (unsigned)(len - done);
 		/* -1, the file position, stays -1: the kernel advances it */
 		off_t at = off < 0 ? -1 : off + (off_t)done;
 		uint64_t tag;
 
-		if (!sqe) {
-			r = -EBUSY;
+		if (!sqe)
 			break;
-		}
 		if (dir == ODPX_XFER_FROM_FD)
 			io_uring_prep_read_fixed(sqe, fd, (char *)addr + done, n, at, idx);
 		else

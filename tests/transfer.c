@@ -7,7 +7,21 @@
  *     and the next transfers return exactly their own bytes.
  *   - Offset -1 reads at the file position and advances it, through every
  *     chunk of the call (a short read then EOF, here).
+ *   - Submissions the kernel refuses (-EAGAIN: no memory for a request; it
+ *     takes nothing, and liburing has published the SQ tail), by this
+ *     program's io_uring_submit() (libodpx.a's calls bind to it; the real
+ *     one is liburing's), on this thread while `refusals` says so:
+ *     - 12 transfers in a row: each returns -EAGAIN, and once the kernel
+ *       takes submissions again the next one moves its bytes.  The NOPs
+ *       left by 8 refusals filled the 8-entry SQ, and every later transfer
+ *       returned -EBUSY, for good.
+ *     - the cancel that a signal sends: it is sent again until it goes in,
+ *       and the call returns -EINTR.  A refused cancel was never sent
+ *       again, and the call swallowed every later signal until the request
+ *       ended by itself (here: a pipe written 3 s later).
  */
+#include <dlfcn.h>
+#include <liburing.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -16,6 +30,24 @@
 #include "test.h"
 
 #define LEN (64 * 1024)
+
+static __thread int refusals;	/* this thread's submissions to refuse... */
+static __thread int let_through;	/* ...after letting these through */
+
+int io_uring_submit(struct io_uring *ring)
+{
+	static int (*real)(struct io_uring *);
+
+	if (!real)
+		real = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
+	if (refusals > 0 && io_uring_sq_ready(ring) && let_through-- <= 0) {
+		refusals--;
+		ring->sq.sqe_head = ring->sq.sqe_tail;	/* liburing's flush of the SQ */
+		IO_URING_WRITE_ONCE(*ring->sq.ktail, ring->sq.sqe_tail);
+		return -EAGAIN;
+	}
+	return real(ring);
+}
 
 /* odpx_transfer() from @fd while another thread signals this one. */
 static ssize_t transfer_signalled(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd, void *p,
@@ -120,10 +152,98 @@ static void current_position(void)
 	munmap(buf, LEN);
 }
 
+/* 12 refused transfers, 8 of them enough to fill the SQ with NOPs, then it recovers. */
+static void refused(void)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *buf = map_anon(NULL, LEN);
+	int in = pattern_fd(LEN, 9);
+	struct odpx_mr *mr;
+
+	CHECK_RC(odpx_reg(ctx, buf, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	CHECK_RC(odpx_transfer(ctx, mr, in, 0, buf, 4096, ODPX_XFER_FROM_FD), 4096);
+	refusals = 12;
+	for (int i = 0; i < 12; i++) {
+		ssize_t n = odpx_transfer(ctx, mr, in, 0, buf, 4096, ODPX_XFER_FROM_FD);
+		CHECK(n == -EAGAIN, "refused submission %d: %zd (%s), want -EAGAIN", i + 1, n,
+		      n < 0 ? strerror((int)-n) : "bytes");
+	}
+	CHECK(refusals == 0, "%d refusals left", refusals);
+	for (int i = 0; i < 20; i++) {
+		memset(buf, 0, LEN);
+		ssize_t n = odpx_transfer(ctx, mr, in, 0, buf, LEN, ODPX_XFER_FROM_FD);
+		CHECK(n == LEN, "transfer %d after the kernel recovered: %zd (%s); reason: %s", i, n,
+		      n < 0 ? strerror((int)-n) : "bytes", odpx_last_reason());
+		CHECK(pattern_ok((unsigned char *)buf, LEN, 9), "transfer %d after recovery: data wrong", i);
+	}
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	close(in);
+	munmap(buf, LEN);
+}
+
+static atomic_bool returned;
+static int late_fd;
+
+/* Data for the pipe read, 3 s on, unless the transfer has returned by then. */
+static void *late_writer(void *arg)
+{
+	(void)arg;
+	if (!WAIT_FOR(atomic_load(&returned), 3))
+		CHECK(write(late_fd, "late!", 5) == 5, "write pipe");
+	return NULL;
+}
+
+/* A signal during a pipe read whose cancel is refused three times. */
+static void cancel_refused(void)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *buf = map_anon(NULL, LEN);
+	struct odpx_mr *mr;
+	struct storm s;
+	pthread_t t;
+	double t0, took;
+	ssize_t n;
+	int p[2];
+
+	memset(buf, '.', LEN);
+	CHECK_RC(odpx_reg(ctx, buf, LEN, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	CHECK(pipe(p) == 0, "pipe");
+	late_fd = p[1];
+	atomic_store(&returned, false);
+	CHECK(pthread_create(&t, NULL, late_writer, NULL) == 0, "pthread_create");
+	let_through = 1;	/* the read goes in, its cancel does not */
+	refusals = 3;
+	storm_begin(&s, 1000000);
+	t0 = now_s();
+	n = odpx_transfer(ctx, mr, p[0], -1, buf, 5, ODPX_XFER_FROM_FD);
+	took = now_s() - t0;
+	atomic_store(&returned, true);
+	storm_end(&s);
+	pthread_join(t, NULL);
+	CHECK(n == -EINTR, "signalled, its cancel refused 3 times: %zd (%s) after %.2f s, want -EINTR", n,
+	      n < 0 ? strerror((int)-n) : "bytes", took);
+	CHECK(refusals == 0 && let_through <= 0, "the cancel was not refused: %d refusals left", refusals);
+	refusals = let_through = 0;
+	CHECK(!memcmp(buf, ".....", 5), "the pages changed after the call returned: %.5s", buf);
+	/* the read is over: the next transfer from the pipe takes its own bytes */
+	CHECK(write(p[1], "BBBB", 4) == 4, "write pipe");
+	CHECK_RC(odpx_transfer(ctx, mr, p[0], -1, buf + 8192, 4, ODPX_XFER_FROM_FD), 4);
+	CHECK(!memcmp(buf + 8192, "BBBB", 4), "pipe transfer read %.4s", buf + 8192);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	close(p[0]);
+	close(p[1]);
+	munmap(buf, LEN);
+	signal(SIGUSR1, SIG_DFL);
+}
+
 int main(void)
 {
 	interrupted();
 	current_position();
+	refused();
+	cancel_refused();
 	printf("ok\n");
 	return 0;
 }
