@@ -274,9 +274,14 @@ enum odpx_xfer_dir {
  * end of file, or an error; transfers of one context run one at a time.  A
  * signal that interrupts the wait cancels the request, and the call returns
  * only once it is over: nothing moves through the pages after the return.
+ * The wait is io_uring's, which SA_RESTART does not restart, and, as for the
+ * interfaces signal(7) lists, a stop and continue (SIGSTOP or SIGTSTP, then
+ * SIGCONT; a debugger that attaches) interrupts it too, with no handler
+ * installed: the caller sees -EINTR, or the bytes moved before, and may
+ * call again for the rest.
  * Return: bytes moved (those moved before an error or a signal, if any),
- * -EINTR when a signal came before any, -EINVAL (bad arguments, an offset
- * below -1), or the -errno of the read or write.
+ * -EINTR when a signal, or a stop and continue, came before any, -EINVAL
+ * (bad arguments, an offset below -1), or the -errno of the read or write.
  */
 ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd,
 		      off_t offset, void *addr, size_t len,
