@@ -41,16 +41,20 @@ static bool on_engine(void)
 	return !strcmp(name, "odpx-engine");
 }
 
+static int (*real_update)(struct io_uring *, unsigned, const struct iovec *, const __u64 *, unsigned);
+
+/* before main(): every thread finds it set */
+__attribute__((constructor)) static void find_real(void)
+{
+	real_update = (int (*)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
+			       unsigned))dlsym(RTLD_NEXT, "io_uring_register_buffers_update_tag");
+}
+
 int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 					 const struct iovec *iov, const __u64 *tags, unsigned nr)
 {
-	static int (*real)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
-			   unsigned);
 	int m = atomic_load(&mode);
 
-	if (!real)
-		real = (int (*)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
-				unsigned))dlsym(RTLD_NEXT, "io_uring_register_buffers_update_tag");
 	if (m != OFF && on_engine()) {
 		unsigned n = atomic_fetch_add(&engine_pins, 1);
 
@@ -61,7 +65,7 @@ int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 			nanosleep(&t, NULL);
 		}
 	}
-	return real(ring, off, iov, tags, nr);
+	return real_update(ring, off, iov, tags, nr);
 }
 
 static struct odpx_ctx *open_limited(uint32_t tick_ms)

@@ -41,39 +41,40 @@ static bool refused(struct io_uring *ring)
 	return true;
 }
 
+static int (*real_submit)(struct io_uring *);
+static int (*real_submit_and_wait)(struct io_uring *, unsigned);
+static int (*real_submit_and_wait_timeout)(struct io_uring *, struct io_uring_cqe **, unsigned,
+					   struct __kernel_timespec *, sigset_t *);
+
+/* before main(): every thread finds them set */
+__attribute__((constructor)) static void find_real(void)
+{
+	real_submit = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
+	real_submit_and_wait = (int (*)(struct io_uring *, unsigned))
+		dlsym(RTLD_NEXT, "io_uring_submit_and_wait");
+	real_submit_and_wait_timeout = (int (*)(struct io_uring *, struct io_uring_cqe **, unsigned,
+						struct __kernel_timespec *, sigset_t *))
+		dlsym(RTLD_NEXT, "io_uring_submit_and_wait_timeout");
+}
+
 int io_uring_submit(struct io_uring *ring)
 {
-	static int (*real)(struct io_uring *);
-
-	if (!real)
-		real = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
-	return refused(ring) ? refusal : real(ring);
+	return refused(ring) ? refusal : real_submit(ring);
 }
 
 int io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
 {
-	static int (*real)(struct io_uring *, unsigned);
-
-	if (!real)
-		real = (int (*)(struct io_uring *, unsigned))dlsym(RTLD_NEXT, "io_uring_submit_and_wait");
-	return refused(ring) ? refusal : real(ring, wait_nr);
+	return refused(ring) ? refusal : real_submit_and_wait(ring, wait_nr);
 }
 
 int io_uring_submit_and_wait_timeout(struct io_uring *ring, struct io_uring_cqe **cqe_ptr,
 				     unsigned wait_nr, struct __kernel_timespec *ts, sigset_t *sigmask)
 {
-	static int (*real)(struct io_uring *, struct io_uring_cqe **, unsigned,
-			   struct __kernel_timespec *, sigset_t *);
-
-	if (!real)
-		real = (int (*)(struct io_uring *, struct io_uring_cqe **, unsigned,
-				struct __kernel_timespec *, sigset_t *))
-			dlsym(RTLD_NEXT, "io_uring_submit_and_wait_timeout");
 	if (refused(ring)) {
 		*cqe_ptr = NULL;
 		return refusal;
 	}
-	return real(ring, cqe_ptr, wait_nr, ts, sigmask);
+	return real_submit_and_wait_timeout(ring, cqe_ptr, wait_nr, ts, sigmask);
 }
 
 static struct odpx_ctx *open_ticking(void)

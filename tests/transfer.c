@@ -34,19 +34,23 @@
 static __thread int refusals;	/* this thread's submissions to refuse... */
 static __thread int let_through;	/* ...after letting these through */
 
+static int (*real_submit)(struct io_uring *);
+
+/* before main(): the engine thread submits too, and must find it set */
+__attribute__((constructor)) static void find_real(void)
+{
+	real_submit = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
+}
+
 int io_uring_submit(struct io_uring *ring)
 {
-	static int (*real)(struct io_uring *);
-
-	if (!real)
-		real = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
 	if (refusals > 0 && io_uring_sq_ready(ring) && let_through-- <= 0) {
 		refusals--;
 		ring->sq.sqe_head = ring->sq.sqe_tail;	/* liburing's flush of the SQ */
 		IO_URING_WRITE_ONCE(*ring->sq.ktail, ring->sq.sqe_tail);
 		return -EAGAIN;
 	}
-	return real(ring);
+	return real_submit(ring);
 }
 
 /* odpx_transfer() from @fd while another thread signals this one. */
