@@ -282,8 +282,8 @@ static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 /*
  * odpx_close() waits for the engine: a stopping engine pins nothing more
  * (a pin of fresh memory takes milliseconds, a batch up to 256 of them,
- * for an application that is done).  Hints @from to @n of the batch are
- * dropped and counted.
+ * for an application that is done).  The batch's hints from @from on (of
+ * @n) are dropped and counted.
  */
 static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t n)
 {
