@@ -189,11 +189,12 @@ int odpx_seg_clean_stale(void);
 /*
  * Thresholds.  Rates are per second over the window; ratios compare counts
  * of the same window.  A window with less than min_rate faults and misses
- * per second is idle.  THRASH is entered after enter_n consecutive windows
- * over a threshold and left after exit_n consecutive windows under
- * exit_factor x every threshold; WARMING and OK likewise need enter_n
- * windows to replace one another.  Defaults in thrash.c, overridden by the
- * string form "key=value,..." (ODPX_THRASH, odpstat --thresholds).
+ * per second is idle.  A state is entered after enter_n consecutive windows
+ * at least as bad as it (THRASH: over a threshold), and THRASH is left after
+ * exit_n consecutive windows under exit_factor x every threshold, for the
+ * worst class among them; OK and WARMING likewise (thrash.c).  Defaults in
+ * thrash.c, overridden by the string form "key=value,..." (ODPX_THRASH,
+ * odpstat --thresholds).
  */
 struct thrash_cfg {
 	double min_rate;		/* events/s below which a window is idle: 10 */
@@ -224,8 +225,10 @@ struct thrash {
 	enum odpx_thrash_state state;
 	enum odpx_thrash_metric metric;	/* what decided the state */
 	double value;			/* that metric's value */
-	enum odpx_thrash_state cand;	/* candidate and its run length */
+	enum odpx_thrash_state cand;	/* the state the run supports, and its length */
 	unsigned run;
+	enum odpx_thrash_metric cand_metric;	/* of the run's last window of class cand */
+	double cand_value;
 	uint64_t changes;
 };
 

@@ -19,10 +19,18 @@
  *
  * Hysteresis: while in THRASH, the thresholds are multiplied by
  * exit_factor (a window must fall clearly below them to count as "not
- * thrashing"), and a new state replaces the current one only after
- * enter_n (into THRASH or WARMING or OK from WARMING) or exit_n (out of
- * THRASH) consecutive windows classified so.  A window classified as the
- * current state resets the run.
+ * thrashing").  States are ordered OK < WARMING < THRASH, and a run is a
+ * sequence of consecutive windows all on the same side of the current
+ * state (all worse, or all better); a window classified as the current
+ * state ends it, and one on the other side starts a run that way.  A run
+ * of enter_n windows (exit_n when it leaves THRASH) changes the state to
+ * the one every window of the run supports: the best class of a run
+ * upwards, the worst of a run downwards.  So in THRASH, windows of OK and
+ * WARMING in turn leave it for WARMING; in OK, windows of WARMING and
+ * THRASH in turn enter WARMING, not THRASH.  (A run used to count windows
+ * of one class only: two classes in turn reset each other's runs, and the
+ * state never changed.)  The metric and value reported are those of the
+ * run's last window of the new state's class.
  *
  * Evictions followed by a miss on the same range come from the cache itself
  * (stats.evict_remiss: a miss at the start of a recently evicted range); a
@@ -201,6 +209,7 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
 	/* in THRASH, a window must fall below exit_factor x the thresholds */
 	double f = t->state == ODPX_THRASH_THRASH ? t->cfg.exit_factor : 1.0;
 	struct verdict v = classify(&t->cfg, in, f);
+	bool up = v.state > t->state;
 	unsigned need;
 
 	if (v.state == t->state) {
@@ -210,17 +219,23 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
 		t->run = 0;
 		return false;
 	}
-	if (v.state != t->cand) {
-		t->cand = v.state;
+	/* a run goes one way; cand is the state all its windows support */
+	if (!t->run || (t->cand > t->state) != up) {
 		t->run = 0;
+		t->cand = v.state;
+	}
+	if (up ? v.state <= t->cand : v.state >= t->cand) {
+		t->cand = v.state;
+		t->cand_metric = v.metric;
+		t->cand_value = v.value;
 	}
 	t->run++;
 	need = t->state == ODPX_THRASH_THRASH ? t->cfg.exit_n : t->cfg.enter_n;
 	if (t->run < need)
 		return false;
-	t->state = v.state;
-	t->metric = v.metric;
-	t->value = v.value;
+	t->state = t->cand;
+	t->metric = t->cand_metric;
+	t->value = t->cand_value;
 	t->run = 0;
 	t->changes++;
 	return true;

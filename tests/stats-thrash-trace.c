@@ -7,7 +7,12 @@
  * refaults) and the pin cache's (misses, evictions, re-pins).  Windows that
  * cross a threshold one at a time, and a dip inside a thrash phase, change
  * nothing: the number of state changes is exactly the number of phases that
- * change the state.  Also: the threshold string parser.
+ * change the state.  Also: the threshold string parser, and the hysteresis
+ * over windows that alternate between two classes on the same side of the
+ * state: THRASH is left after exit_n windows of OK and WARMING in turn
+ * (it was never left: each class reset the other's run), OK enters WARMING
+ * after enter_n windows of WARMING and THRASH in turn, and a new state is
+ * one every window of its run was at least as far from the old one as.
  */
 #include "test.h"
 #include "../sysfs-stats/counters.h"
@@ -106,10 +111,64 @@ static void test_cfg(void)
 	}
 }
 
+/* A state from its initial, as the sequences below write them: O, W, T. */
+static enum odpx_thrash_state state_ch(char c)
+{
+	return c == 'T' ? ODPX_THRASH_THRASH : c == 'W' ? ODPX_THRASH_WARMING : ODPX_THRASH_OK;
+}
+
+/* One window of the pin side classified @s (default thresholds, in and out of THRASH). */
+static struct thrash_in pin_window(enum odpx_thrash_state s)
+{
+	struct thrash_in in = { .secs = 1, .have_pin = true, .have_evict_remiss = true,
+				.misses = 1000 };
+
+	if (s == ODPX_THRASH_THRASH)
+		in.repins = 500;	/* repin ratio 0.5 */
+	else if (s == ODPX_THRASH_OK)
+		in.evictions = 10;	/* evicted, never missed again: OK */
+	return in;			/* misses with no eviction: WARMING */
+}
+
+/* Windows of the classes in @seq (repeated), one per letter of @want: the state after each. */
+static void run_seq(struct thrash *t, const char *seq, const char *want)
+{
+	for (size_t w = 0; want[w]; w++) {
+		struct thrash_in in = pin_window(state_ch(seq[w % strlen(seq)]));
+		thrash_step(t, &in);
+		CHECK(t->state == state_ch(want[w]), "windows %s: after window %zu: %s, want %c",
+		      seq, w + 1, thrash_state_str(t->state), want[w]);
+	}
+}
+
+static void test_alternating(void)
+{
+	struct thrash_cfg cfg;
+	struct thrash t;
+
+	thrash_cfg_default(&cfg);	/* enter_n 2, exit_n 3 */
+	thrash_init(&t, &cfg);
+	run_seq(&t, "T", "OT");
+	CHECK(t.metric == ODPX_METRIC_REPIN_RATIO, "THRASH by %s", thrash_metric_str(t.metric));
+	/* out of THRASH after exit_n windows none of which is THRASH: the worst of them */
+	run_seq(&t, "OW", "TTW");
+	CHECK(t.metric == ODPX_METRIC_MISS_RATE, "left THRASH for WARMING by metric %s",
+	      thrash_metric_str(t.metric));
+	run_seq(&t, "O", "WO");		/* WARMING to OK: enter_n windows of OK */
+	run_seq(&t, "WT", "OWWWW");	/* up: every window at least WARMING, not all THRASH */
+	run_seq(&t, "T", "WT");
+	run_seq(&t, "WO", "TTW");
+	run_seq(&t, "T", "WT");
+	run_seq(&t, "OT", "TTTTTT");	/* a THRASH window starts the way out again */
+	CHECK(t.changes == 7, "%llu state changes, want 7", (unsigned long long)t.changes);
+	printf("windows alternating on one side of the state: THRASH left, WARMING entered\n");
+}
+
 int main(void)
 {
 	find_fixtures(fx, sizeof(fx), "traces");
 	test_cfg();
+	test_alternating();
 	/* OK -> WARMING -> OK -> THRASH -> OK */
 	run_trace("odp-phases.trace", 4);
 	run_trace("odp-refault.trace", 2);
