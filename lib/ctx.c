@@ -74,18 +74,21 @@ ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 }
 
 /*
- * The list first (its holders take no other lock), then the engine, then
- * the monitor: no start of the monitor starts an engine.
+ * The context list first (its holders take no other lock), then the
+ * engine, then the monitor: no start of the monitor starts an engine; the
+ * stats segments' list last (a leaf lock).
  */
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&ctx_list_lock);
 	engine_atfork_prepare();
 	monitor_atfork_prepare();
+	stats_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
+	stats_atfork_parent();
 	monitor_atfork_parent();
 	engine_atfork_parent();
 	pthread_mutex_unlock(&ctx_list_lock);
@@ -95,8 +98,7 @@ static void atfork_parent(void)
  * The child of a fork gets no registrations: its contexts are stale.  It
  * drops their descriptors now, before it can reuse their numbers: a close
  * by number later (odpx_close() of an inherited context) would close
- * whatever the child opened there, and a ring kept open in the child keeps
- * the parent's buffers pinned after the parent has closed the context.
+ * whatever the child opened there.
  */
 static void atfork_child(void)
 {
@@ -108,6 +110,7 @@ static void atfork_child(void)
 		if (c->be->child_fds)
 			c->be->child_fds(c);
 	}
+	stats_atfork_child();
 	pthread_mutex_init(&ctx_list_lock, NULL);
 }
 

@@ -402,6 +402,9 @@ void stats_seg_gauges(struct odpx_ctx *ctx);	/* ctx->lock held */
 void stats_seg_reason(struct odpx_ctx *ctx);	/* after a change of ctx->reason */
 void stats_seg_tick(struct odpx_ctx *ctx);	/* engine thread */
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
+void stats_atfork_prepare(void);
+void stats_atfork_parent(void);
+void stats_atfork_child(void);	/* closes the child's copies of the segments' descriptors */
 /* sum a region's shards and cold counters (no gauges); hits include hits_slow */
 void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
 		      struct odpx_stats *st);

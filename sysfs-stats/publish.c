@@ -3,13 +3,31 @@
  * publish.c - the writer side of the stats segment (layout in segment.h)
  * and the library's thrash detector, run on the engine's tick.
  *
- * The segment is created at odpx_open (stats_region_open) as
- * /dev/shm/odpx.<pid>.<n>, mode 0600, O_EXCL; a file of that name left by an
- * earlier process with the same PID is stale and replaced.  Where /dev/shm
- * cannot be used the segment is a memfd of the same name (found by odpstat
- * through /proc/<pid>/fd); where even that fails, private memory, counted
- * as a fallback: the context works, odpstat cannot see it.  Stale segments
- * of dead processes of this uid are unlinked once per process.
+ * The segment is created at odpx_open (stats_region_open) as an unnamed
+ * file of /dev/shm (O_TMPFILE, close-on-exec), mode 0600.  Its writer takes
+ * an OFD read lock on it, fills it, and only then names it
+ * /dev/shm/odpx.<pid>.<n> (linkat): a named segment is always whole and
+ * locked.  The lock is what says the writer is alive (shm.c): it goes with
+ * the last descriptor of the open file description, so at exit and at
+ * exec(), whatever the PID does next.  A file already at that name (left by
+ * an earlier process with the same PID, or by this one before an exec) is
+ * replaced when no one holds its lock (odpx_seg_unlink_dead).  Where
+ * /dev/shm cannot be used (read-only, full, no O_TMPFILE, no OFD locks, or
+ * the name held by a live segment of another PID namespace) the segment is
+ * a memfd of the same name, found by odpstat through /proc/<pid>/fd; where
+ * even that fails, private memory, counted as a fallback: the context works,
+ * odpstat cannot see it.  Stale segments of this uid are unlinked once per
+ * process.
+ *
+ * fork(): a child inherits each segment's descriptor and shared mapping,
+ * and with them the open file description, whose lock would then live as
+ * long as the child (one that never calls odpx, say).  The atfork child
+ * handler (stats_atfork_child) closes the child's copy of the descriptor
+ * and puts private zeroes in place of its mapping, at the same address for
+ * the inherited context's close: the lock stays the parent's alone.  A
+ * child of a raw clone() without the handlers keeps the parent's segments
+ * locked until it exits or execs: readers still skip them once the
+ * parent's PID is gone (shm.c), but cannot remove them meanwhile.
  *
  * Detector (owner-only state after the cold counters, engine thread only):
  * every tick adds to a window; when the window is at least cfg.window_ms
@@ -42,7 +60,13 @@ struct seg_priv {
 	odpx_thrash_cb cb;
 	void *cb_arg;
 	bool on_shm;			/* named in /dev/shm: unlink at close */
-	int memfd;			/* -1, or the memfd odpstat finds in /proc/<pid>/fd */
+	/*
+	 * -1, the /dev/shm file (holding the OFD lock) or the memfd odpstat
+	 * finds in /proc/<pid>/fd.  Closed in a fork child at once.
+	 */
+	int fd;
+	void *map;			/* the segment, mapped shared from fd */
+	struct seg_priv *next;		/* on seg_list */
 	pthread_mutex_t reason_lock;	/* publish_reason's */
 	_Atomic uint32_t reason_gen;	/* of the text in the segment */
 	char path[96];
@@ -50,6 +74,15 @@ struct seg_priv {
 
 static _Atomic uint32_t seg_next;
 static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
+
+/*
+ * The segments of this process that hold a descriptor, for fork's child
+ * handler.  seg_list_lock is held from a descriptor's creation to its entry
+ * on the list, and by fork's prepare handler: a child sees every
+ * descriptor it inherits on the list.  A leaf lock.
+ */
+static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg_priv *seg_list;
 
 static uint64_t mono_ns(void)
 {
@@ -116,84 +149,17 @@ static bool seg_size(int fd, size_t bytes)
 	       posix_fallocate(fd, 0, (off_t)bytes) == 0;
 }
 
-/*
- * Create and map the backing file: /dev/shm, else a memfd, else private.
- * Each step that fails (a full or read-only /dev/shm, no memfd) falls to
- * the next: the statistics never fail an open that could work.
- */
-static void *seg_map(size_t bytes, pid_t pid, unsigned n, struct seg_priv *tmp)
+/* The header, magic last (release: segment.h) */
+static void seg_header(struct odpx_ctx *ctx, struct seg_hdr *h, size_t bytes, pid_t pid,
+		       unsigned n)
 {
-	char name[64];
-	void *p;
-	int fd;
-
-	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	snprintf(tmp->path, sizeof(tmp->path), ODPX_SHM_DIR "/%s", name);
-	for (int tries = 0; tries < 2; tries++) {
-		fd = open(tmp->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-		/*
-		 * Our PID and our <n>: left by an earlier process with this PID,
-		 * unless a process of another PID namespace sharing /dev/shm has
-		 * the same numbers (then ours goes to a memfd).
-		 */
-		if (odpx_seg_foreign(tmp->path))
-			break;
-		unlink(tmp->path);
-	}
-	tmp->memfd = -1;
-	if (fd >= 0) {
-		if (seg_size(fd, bytes) &&
-		    (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
-			close(fd);
-			tmp->on_shm = true;
-			return p;
-		}
-		unlink(tmp->path);
-		close(fd);
-	}
-	tmp->path[0] = 0;
-	if ((fd = memfd_create(name, MFD_CLOEXEC)) >= 0) {
-		if (seg_size(fd, bytes) &&
-		    (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
-			tmp->memfd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
-			return p;
-		}
-		close(fd);
-	}
-	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-int stats_seg_open(struct odpx_ctx *ctx)
-{
-	size_t shards = sizeof(struct stat_shard) * (STAT_SHARDS + 1);
-	size_t cold_off = SEG_HDR_BYTES + shards;
-	size_t bytes = (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
-	size_t priv_bytes = align64(sizeof(struct seg_priv)) + sizeof(struct stats_roots) + 64 +
-			    2 * sizeof(struct ctr_set);
-	struct seg_priv tmp = { 0 }, *pv;
-	pid_t pid = getpid();
-	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, memory_order_relaxed);
-	struct seg_hdr *h;
-	char *p;
-
-	pthread_once(&clean_once, clean_stale);
-	if (!(pv = aligned_alloc(64, (priv_bytes + 63) & ~(size_t)63)))
-		return -ENOMEM;
-	if (!(p = seg_map(bytes, pid, n, &tmp))) {
-		free(pv);
-		return -ENOMEM;
-	}
-	h = (struct seg_hdr *)p;
 	h->version = ODPX_SHM_VERSION;
 	h->hdr_bytes = SEG_HDR_BYTES;
 	h->total_bytes = bytes;
 	h->shards_off = SEG_HDR_BYTES;
 	h->shard_bytes = sizeof(struct stat_shard);
 	h->nshards = STAT_SHARDS + 1;
-	h->cold_off = (uint32_t)cold_off;
+	h->cold_off = SEG_COLD_OFF;
 	h->cold_bytes = sizeof(struct cold_stats);
 	h->stats_bytes = sizeof(struct odpx_stats);
 	h->pid = pid;
@@ -204,8 +170,124 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	h->backend = ctx->be ? ctx->be->id : 0;
 	h->flags = ctx->flags;
 	h->tick_ms = ctx->tick_ms;
+	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
+}
 
+/* @fd's file, sized and filled, mapped shared; NULL if it cannot be */
+static void *seg_fill(struct odpx_ctx *ctx, int fd, size_t bytes, pid_t pid, unsigned n)
+{
+	void *p;
+
+	if (!seg_size(fd, bytes))
+		return NULL;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	seg_header(ctx, p, bytes, pid, n);
+	return p;
+}
+
+/*
+ * Name @fd's file @path.  A file already there is stale unless a process
+ * holds its lock: replaced then, under the removers' protocol
+ * (odpx_seg_unlink_dead).  A locked one is a live segment of another PID
+ * namespace, or one a cleaner is removing, or a raw clone()'s inherited
+ * lock: a few tries, then false (the segment goes to a memfd).  What cannot
+ * be locked (not a regular file of ours) is unlinked as before locks.
+ */
+static bool seg_link(int fd, const char *path)
+{
+	char self[64];
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	for (int tries = 0; tries < 10; tries++) {
+		struct timespec ms = { 0, 1000000 };
+		int r;
+
+		if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0)
+			return true;
+		if (errno != EEXIST)
+			return false;
+		r = odpx_seg_unlink_dead(path);
+		if (r == 0 && odpx_seg_foreign(path))
+			return false;
+		if (r == 0)
+			nanosleep(&ms, NULL);
+		else if (r < 0 && r != -ENOENT && (odpx_seg_foreign(path) || unlink(path) < 0))
+			return false;
+	}
+	return false;
+}
+
+/*
+ * Create, fill and map the backing file: /dev/shm, else a memfd, else
+ * private.  Each step that fails falls to the next: the statistics never
+ * fail an open that could work.  Called with seg_list_lock held: a fork
+ * meanwhile would not find the descriptor on the list.
+ */
+static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
+		     struct seg_priv *tmp)
+{
+	struct flock lk = { .l_type = F_RDLCK, .l_whence = SEEK_SET };	/* the whole file */
+	char name[64];
+	void *p;
+	int fd;
+
+	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
+	snprintf(tmp->path, sizeof(tmp->path), ODPX_SHM_DIR "/%s", name);
+	tmp->fd = -1;
+	fd = open(ODPX_SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (fcntl(fd, F_OFD_SETLK, &lk) == 0 && (p = seg_fill(ctx, fd, bytes, pid, n))) {
+			if (seg_link(fd, tmp->path)) {
+				tmp->fd = fd;	/* kept: its lock says we live */
+				tmp->on_shm = true;
+				return p;
+			}
+			munmap(p, bytes);
+		}
+		close(fd);
+	}
+	tmp->path[0] = 0;
+	if ((fd = memfd_create(name, MFD_CLOEXEC)) >= 0) {
+		if ((p = seg_fill(ctx, fd, bytes, pid, n))) {
+			tmp->fd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
+			return p;
+		}
+		close(fd);
+	}
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	seg_header(ctx, p, bytes, pid, n);
+	return p;
+}
+
+int stats_seg_open(struct odpx_ctx *ctx)
+{
+	size_t bytes = SEG_BYTES;
+	size_t priv_bytes = align64(sizeof(struct seg_priv)) + sizeof(struct stats_roots) + 64 +
+			    2 * sizeof(struct ctr_set);
+	struct seg_priv tmp = { 0 }, *pv;
+	pid_t pid = getpid();
+	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, memory_order_relaxed);
+	char *p;
+
+	pthread_once(&clean_once, clean_stale);
+	if (!(pv = aligned_alloc(64, (priv_bytes + 63) & ~(size_t)63)))
+		return -ENOMEM;
+	pthread_mutex_lock(&seg_list_lock);
+	if (!(p = seg_map(ctx, bytes, pid, n, &tmp))) {
+		pthread_mutex_unlock(&seg_list_lock);
+		free(pv);
+		return -ENOMEM;
+	}
 	*pv = tmp;
+	pv->map = p;
+	pv->next = seg_list;
+	seg_list = pv;
+	pthread_mutex_unlock(&seg_list_lock);
+
 	ctx->stats_priv = pv;
 	pthread_mutex_init(&pv->reason_lock, NULL);
 	pv->roots = (struct stats_roots *)((char *)pv + align64(sizeof(*pv)));
@@ -229,29 +311,65 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	ctx->stats_region = p;
 	ctx->stats_region_bytes = bytes;
 	ctx->shards = (struct stat_shard *)(p + SEG_HDR_BYTES);
-	ctx->cs = (struct cold_stats *)(p + cold_off);
-	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
+	ctx->cs = (struct cold_stats *)(p + SEG_COLD_OFF);
 	return 0;
 }
 
 void stats_seg_close(struct odpx_ctx *ctx)
 {
 	struct seg_hdr *h = seg_hdr_of(ctx);
-	struct seg_priv *pv = priv_of(ctx);
+	struct seg_priv *pv = priv_of(ctx), **pp;
 
 	/* a child after fork holds the parent's mapping: never unlink its name */
 	if (h->pid == getpid()) {
 		atomic_store_explicit(&h->magic, 0, memory_order_release);
 		if (pv->on_shm)
-			unlink(pv->path);
+			unlink(pv->path);	/* still locked: no one else removes it */
 		ctr_set_free(pv->dev_prev);
 		ctr_set_free(pv->dev_cur);
 	}
-	if (pv->memfd >= 0)
-		close(pv->memfd);	/* ours, or the child's copy */
+	pthread_mutex_lock(&seg_list_lock);
+	for (pp = &seg_list; *pp; pp = &(*pp)->next)
+		if (*pp == pv) {
+			*pp = pv->next;
+			break;
+		}
+	if (pv->fd >= 0)
+		close(pv->fd);	/* the lock goes with it */
+	pthread_mutex_unlock(&seg_list_lock);
 	munmap(ctx->stats_region, ctx->stats_region_bytes);
 	free(pv);
 	ctx->stats_priv = NULL;
+}
+
+void stats_atfork_prepare(void)
+{
+	pthread_mutex_lock(&seg_list_lock);
+}
+
+void stats_atfork_parent(void)
+{
+	pthread_mutex_unlock(&seg_list_lock);
+}
+
+/*
+ * Neither the child's copy of a descriptor nor its mapping may keep the
+ * open file description, and with it the lock, past the parent's close.
+ * The mapping becomes private zeroes: the inherited context still points
+ * there until its odpx_close() unmaps it.
+ */
+void stats_atfork_child(void)
+{
+	for (struct seg_priv *pv = seg_list; pv; pv = pv->next) {
+		if (pv->fd < 0)
+			continue;
+		/* failing, the share stays: as after a raw clone() */
+		mmap(pv->map, SEG_BYTES, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		close(pv->fd);
+		pv->fd = -1;
+	}
+	pthread_mutex_init(&seg_list_lock, NULL);
 }
 
 void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)

@@ -4,11 +4,15 @@
  * find a process's segments, read a copy of each, sum their counters.
  *
  * A segment is live when its magic is set, its header matches this
- * build's layout, and the process named in it still runs with the start
- * time recorded in it.  A segment written in another PID namespace (one
- * that shares /dev/shm) is neither read nor removed: its PID is not ours.
- * Anything else under the odpx.<pid>.<n> names is stale: skipped, and
- * unlinked when it belongs to the caller.
+ * build's layout, some process holds its OFD lock (a /dev/shm file; a
+ * memfd holds none), and the process named in it still runs with the start
+ * time recorded in it.  The lock is the test that counts: a process that
+ * exec()ed keeps its PID and start time, and a PID may be another
+ * process's by now.  A segment written in another PID namespace (one that
+ * shares /dev/shm) is not read: its PID is not ours; it is removed only
+ * when no one holds its lock.  Anything else under the odpx.<pid>.<n> names
+ * is stale: skipped, and unlinked when it belongs to the caller and no one
+ * holds its lock (odpx_seg_unlink_dead).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,11 +93,48 @@ static bool pid_alive(pid_t pid)
 	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
+/* 1: a process holds a lock on @fd's file (its writer), 0: none, -errno: unknown */
+static int lock_held(int fd)
+{
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+	if (fcntl(fd, F_OFD_GETLK, &lk) < 0)
+		return -errno;
+	return lk.l_type != F_UNLCK;
+}
+
 /*
- * Map @fd and fill @out.  -EAGAIN: not ready or closed; -ESTALE: left by a
- * process that is gone (or an earlier one with the same PID); -EPROTO:
- * another layout.
+ * Every remover's protocol: the name is unlinked only while the remover
+ * holds the write lock of the file it names, and still names it.  No one
+ * then names another file there before the unlink (that takes this file's
+ * removal first), so the segment removed is the one judged dead, never a
+ * live one named meanwhile by a process that got the PID.  The lock also
+ * tells a dead writer from a live one: a writer's read lock refuses ours.
  */
+int odpx_seg_unlink_dead(const char *path)
+{
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	struct seg_hdr h;
+	struct stat sb, now;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), r;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid())
+		r = -EPERM;
+	else if (fcntl(fd, F_OFD_SETLK, &lk) < 0)
+		r = errno == EAGAIN || errno == EACCES ? 0 : -errno;
+	else if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+		 h.version != ODPX_SHM_VERSION || h.hdr_bytes != SEG_HDR_BYTES)
+		r = -EPROTO;	/* another version's writer holds no lock */
+	else if (lstat(path, &now) < 0 || now.st_ino != sb.st_ino || now.st_dev != sb.st_dev)
+		r = -ENOENT;	/* removed or replaced since the open */
+	else
+		r = unlink(path) < 0 ? -errno : 1;
+	close(fd);
+	return r;
+}
+
 #define SEG_MAX_BYTES (1u << 20)	/* ours are a few pages: more is not a segment of ours */
 
 /*
@@ -135,11 +176,12 @@ static void read_reason(int fd, char *out, size_t n)
 /*
  * One segment, read into a copy: every field is fetched once and checked
  * there, and a file that shrinks under us is a short read, not a SIGBUS.
- * -EAGAIN: not a whole segment yet (created, not yet sized, or closed);
- * -ESTALE: its process is gone; -EPROTO: not a layout of this version (or
- * offsets not aligned for the structs read there).
+ * -EAGAIN: not a whole segment (being closed); -ESTALE: its writer is gone
+ * (@locked: a /dev/shm file, whose writer holds its lock); -EPROTO: not a
+ * layout of this version (or offsets not aligned for the structs read
+ * there).
  */
-static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
+static int seg_read_fd(int fd, pid_t pid, bool locked, struct odpx_seg_info *out)
 {
 	struct stat sb;
 	const struct seg_hdr *h;
@@ -152,7 +194,7 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	if (!S_ISREG(sb.st_mode))
 		return -EPROTO;	/* a memfd is regular too */
 	if ((size_t)sb.st_size < SEG_HDR_BYTES)
-		return -EAGAIN;	/* its creator sizes it right after naming it */
+		return -EAGAIN;	/* not whole: no writer names such a file */
 	if ((uint64_t)sb.st_size > SEG_MAX_BYTES)
 		return -EPROTO;
 	/* the copy aligned as the shards are: their offset is checked against that */
@@ -182,7 +224,9 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 		r = -EXDEV;	/* another PID namespace's: not ours to read or remove */
 		goto out;
 	}
-	if (h->pid != pid || !pid_alive(pid) || proc_start_time(pid) != h->start_time) {
+	/* no lock: the writer exited or exec()ed; no OFD locks here (-EINVAL): the PID says */
+	if ((locked && lock_held(fd) == 0) || h->pid != pid || !pid_alive(pid) ||
+	    proc_start_time(pid) != h->start_time) {
 		r = -ESTALE;
 		goto out;
 	}
@@ -238,7 +282,7 @@ static int scan_memfds(pid_t pid, struct odpx_seg_info *out, int max, int found)
 			continue;
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
 			continue;
-		if (seg_read_fd(fd, pid, &out[found]) == 0)
+		if (seg_read_fd(fd, pid, false, &out[found]) == 0)
 			found++;
 		close(fd);
 	}
@@ -292,12 +336,12 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 				close(fd);
 				continue;
 			}
-			r = seg_read_fd(fd, p, &out[found]);
+			r = seg_read_fd(fd, p, true, &out[found]);
 			close(fd);
 			if (r == 0)
 				found++;
 			else if (r == -ESTALE && sb.st_uid == me)
-				unlink(path);
+				odpx_seg_unlink_dead(path);
 			else if (r != -ESTALE && r != -EAGAIN && r != -EXDEV && !first_err)
 				first_err = r;
 		}
@@ -326,14 +370,18 @@ int odpx_seg_clean_stale(void)
 		struct stat sb;
 		pid_t p;
 		unsigned n;
+		int r;
 
 		if (!parse_name(d->d_name, &p, &n))
 			continue;
 		snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
 		if (lstat(path, &sb) < 0 || sb.st_uid != me || !S_ISREG(sb.st_mode))
 			continue;
-		if (!pid_alive(p) && !odpx_seg_foreign(path) && unlink(path) == 0)
-			cleaned++;
+		r = odpx_seg_unlink_dead(path);
+		/* another version's segment (no lock): its PID, as that version judged it */
+		if (r == -EPROTO && !pid_alive(p) && !odpx_seg_foreign(path) && unlink(path) == 0)
+			r = 1;
+		cleaned += r == 1;
 	}
 	closedir(dp);
 	return cleaned;

@@ -20,12 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "test.h"
-#include "internal.h"
-#include "../sysfs-stats/counters.h"
-#include "../sysfs-stats/segment.h"
-
-uint64_t proc_start_time(pid_t pid);	/* publish.c */
+#include "stats-forge.h"
 
 static void fifo_at_our_name(void)
 {
@@ -70,46 +65,6 @@ static void fifo_at_our_name(void)
 	printf("a FIFO at a context's segment name: the open returned, counters found\n");
 }
 
-/*
- * Segment @n of @pid, as its writer would lay it out but at these offsets,
- * @hits in its first shard.
- */
-static void forge(pid_t pid, unsigned n, uint32_t shards_off, uint32_t cold_off, uint64_t hits)
-{
-	char path[64], tmp[80];
-	size_t bytes = (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
-	char *p = calloc(1, bytes);
-	struct seg_hdr *h = (struct seg_hdr *)p;
-	int fd;
-
-	CHECK(p, "calloc");
-	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	h->version = ODPX_SHM_VERSION;
-	h->hdr_bytes = SEG_HDR_BYTES;
-	h->total_bytes = bytes;
-	h->shards_off = shards_off;
-	h->shard_bytes = sizeof(struct stat_shard);
-	h->nshards = STAT_SHARDS + 1;
-	h->cold_off = cold_off;
-	h->cold_bytes = sizeof(struct cold_stats);
-	h->stats_bytes = sizeof(struct odpx_stats);
-	h->pid = pid;
-	h->n = n;
-	h->start_time = proc_start_time(pid);
-	h->pidns = odpx_pidns();
-	h->mode = ODPX_MODE_PIN;
-	h->backend = ODPX_BACKEND_URING;
-	memcpy(p + shards_off + offsetof(struct stat_shard, hits), &hits, sizeof(hits));	/* maybe misaligned */
-	atomic_store(&h->magic, ODPX_SHM_MAGIC);
-	snprintf(tmp, sizeof(tmp), "%s.new", path);	/* not a segment name: renamed whole */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", tmp,
-	      strerror(errno));
-	close(fd);
-	CHECK(rename(tmp, path) == 0, "rename %s: %s", path, strerror(errno));
-	free(p);
-}
-
 /* A process of ours that lives until @hold[1] closes. */
 static pid_t holder(int hold[2])
 {
@@ -145,23 +100,24 @@ static int count_of(const char *s, const char *what)
 
 static void misaligned(void)
 {
-	uint32_t shards = (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1);
 	struct odpx_seg_info si[4];
 	char path[64];
-	int hold[2], k;
+	int hold[2], k, fd;
 	pid_t g = holder(hold);	/* a live process of ours for the segments to name */
 
-	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.0", (int)g);
-	forge(g, 0, SEG_HDR_BYTES, SEG_HDR_BYTES + shards, 1);
+	forge_path(path, sizeof(path), g, 0);
+	fd = forge(g, 0, 1);
 	k = odpx_seg_scan(g, si, 4);
 	CHECK(k == 1, "a well-formed forged segment: %d found (the forgery is wrong)", k);
-	forge(g, 0, SEG_HDR_BYTES + 1, SEG_HDR_BYTES + 8 + shards, 1);
+	close(fd);
+	fd = forge_at(g, 0, FORGE_SHARDS_OFF + 1, FORGE_COLD_OFF + 8, 1);
 	k = odpx_seg_scan(g, si, 4);
-	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", SEG_HDR_BYTES + 1, k);
-	forge(g, 0, SEG_HDR_BYTES, SEG_HDR_BYTES + shards + 4, 1);
+	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", FORGE_SHARDS_OFF + 1, k);
+	close(fd);
+	fd = forge_at(g, 0, FORGE_SHARDS_OFF, FORGE_COLD_OFF + 4, 1);
 	k = odpx_seg_scan(g, si, 4);
-	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO",
-	      SEG_HDR_BYTES + shards + 4, k);
+	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO", FORGE_COLD_OFF + 4, k);
+	close(fd);
 	unlink(path);
 	holder_end(g, hold);
 	printf("segments with misaligned offsets: rejected (-EPROTO)\n");
@@ -175,17 +131,16 @@ static void misaligned(void)
  */
 static void many_contexts(void)
 {
-	uint32_t shards = (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1);
 	char *odpstat = odpstat_path();
 	char spid[16], *line = NULL;
-	int hold[2], out[2], rows = 0, seen_new = 0;
+	int hold[2], out[2], rows = 0, seen_new = 0, fds[66];
 	pid_t g = holder(hold), sp;
 	size_t cap = 0;
 	FILE *f;
 
 	snprintf(spid, sizeof(spid), "%d", (int)g);
 	for (unsigned i = 0; i < 65; i++)
-		forge(g, i, SEG_HDR_BYTES, SEG_HDR_BYTES + shards, 1000000000);
+		fds[i] = forge(g, i, 1000000000);
 	CHECK(pipe(out) == 0, "pipe");
 	fflush(stdout);
 	if (!(sp = fork())) {
@@ -208,7 +163,7 @@ static void many_contexts(void)
 		      " contexts none of which counts", rows + 1, ctxs, hits);
 		seen_new += ctxs == 66;
 		if (++rows == 1)
-			forge(g, 65, SEG_HDR_BYTES, SEG_HDR_BYTES + shards, 1000000000);
+			fds[65] = forge(g, 65, 1000000000);
 	}
 	kill(sp, SIGTERM);
 	waitpid(sp, NULL, 0);
@@ -217,8 +172,9 @@ static void many_contexts(void)
 	CHECK(seen_new == 2, "the 66th context not in 2 of odpstat's %d lines", rows);
 	for (unsigned i = 0; i < 66; i++) {
 		char path[64];
-		snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)g, i);
+		forge_path(path, sizeof(path), g, i);
 		unlink(path);
+		close(fds[i]);
 	}
 	holder_end(g, hold);
 	printf("odpstat -p of a process with 65 contexts: all read; a 66th first seen adds"

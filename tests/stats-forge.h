@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stats-forge.h - forged stats segments for the stats tests (header-only):
+ * a segment as its writer lays it out, named whole in /dev/shm, with the
+ * OFD read lock its writer holds.
+ */
+#ifndef ODPX_TEST_STATS_FORGE_H
+#define ODPX_TEST_STATS_FORGE_H
+
+#include "test.h"
+#include "internal.h"
+#include "../sysfs-stats/counters.h"
+#include "../sysfs-stats/segment.h"
+
+uint64_t proc_start_time(pid_t pid);	/* publish.c */
+
+#define FORGE_SHARDS_OFF SEG_HDR_BYTES
+#define FORGE_COLD_OFF (SEG_HDR_BYTES + (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1))
+
+static inline size_t forge_bytes(uint32_t cold_off)
+{
+	return (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
+}
+
+/*
+ * Segment @n of @pid, as its writer would lay it out but at these offsets,
+ * @hits in its first shard.  Returns its descriptor, read-write, holding
+ * the writer's OFD read lock: closing it is the writer's end, whatever its
+ * PID.  The file is written under another name, locked, then renamed.
+ */
+static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t cold_off,
+			   uint64_t hits)
+{
+	struct flock lk = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	size_t bytes = forge_bytes(cold_off);
+	char path[64], tmp[80];
+	char *p = calloc(1, bytes);
+	struct seg_hdr *h = (struct seg_hdr *)p;
+	int fd;
+
+	CHECK(p, "calloc");
+	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
+	h->version = ODPX_SHM_VERSION;
+	h->hdr_bytes = SEG_HDR_BYTES;
+	h->total_bytes = bytes;
+	h->shards_off = shards_off;
+	h->shard_bytes = sizeof(struct stat_shard);
+	h->nshards = STAT_SHARDS + 1;
+	h->cold_off = cold_off;
+	h->cold_bytes = sizeof(struct cold_stats);
+	h->stats_bytes = sizeof(struct odpx_stats);
+	h->pid = pid;
+	h->n = n;
+	h->start_time = proc_start_time(pid);
+	h->pidns = odpx_pidns();
+	h->mode = ODPX_MODE_PIN;
+	h->backend = ODPX_BACKEND_URING;
+	/* maybe misaligned */
+	memcpy(p + shards_off + offsetof(struct stat_shard, hits), &hits, sizeof(hits));
+	atomic_store(&h->magic, ODPX_SHM_MAGIC);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);	/* not a segment name */
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", tmp,
+	      strerror(errno));
+	CHECK(fcntl(fd, F_OFD_SETLK, &lk) == 0, "lock %s: %s", tmp, strerror(errno));
+	CHECK(rename(tmp, path) == 0, "rename %s: %s", path, strerror(errno));
+	free(p);
+	return fd;
+}
+
+/* The same at the offsets of a writer of this build. */
+static inline int forge(pid_t pid, unsigned n, uint64_t hits)
+{
+	return forge_at(pid, n, FORGE_SHARDS_OFF, FORGE_COLD_OFF, hits);
+}
+
+static inline void forge_path(char *path, size_t len, pid_t pid, unsigned n)
+{
+	snprintf(path, len, "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
+}
+
+#endif
