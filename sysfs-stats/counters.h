@@ -148,9 +148,11 @@ void nl_result_free(struct nl_result *res);
  * Live queries.  @dev limits them to one device (NULL: all).  @record, if
  * not NULL, is a directory where every raw reply is written as
  * <what>-<dev>.bin (odpstat --record, for fixtures and bug reports).
+ * @replay, if not NULL, is such a directory read instead of the kernel
+ * (odpstat --replay): a reply whose file is absent is a query that failed.
  * Return 0, -EPROTONOSUPPORT (no RDMA netlink here), or -errno.
  */
-int nl_collect(const char *dev, struct nl_result *res, const char *record);
+int nl_collect(const char *dev, struct nl_result *res, const char *record, const char *replay);
 
 /* ---- shm.c: the segment each context publishes ---- */
 

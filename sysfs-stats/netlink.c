@@ -279,8 +279,9 @@ int nl_parse(const void *buf, size_t len, struct nl_result *res)
 /* ---- live queries ---- */
 
 struct nl_conn {
-	struct mnl_socket *sk;
+	struct mnl_socket *sk;	/* NULL when replaying */
 	unsigned seq, portid;
+	const char *record, *replay;	/* directories, or NULL */
 	char *buf;		/* one reply, all datagrams */
 	size_t len, cap;
 };
@@ -300,6 +301,44 @@ static void record(const char *dir, const char *what, const void *buf, size_t le
 		/* a partial fixture is useless, but the query itself succeeded */
 	}
 	close(fd);
+}
+
+/* Room for @more bytes after the @c->len in c->buf. */
+static int grow(struct nl_conn *c, size_t more)
+{
+	if (c->len + more > c->cap) {
+		size_t cap = (c->len + more) * 2;
+		char *b = realloc(c->buf, cap);
+		if (!b)
+			return -ENOMEM;
+		c->buf = b;
+		c->cap = cap;
+	}
+	return 0;
+}
+
+/* Read the reply <replay>/<what>.bin whole: absent, the query failed. */
+static int replay(struct nl_conn *c, const char *what)
+{
+	char path[PATH_MAX];
+	ssize_t n;
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "%s/%s.bin", c->replay, what);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	c->len = 0;
+	do {
+		if ((r = grow(c, 65536)) < 0)
+			break;
+		n = read(fd, c->buf + c->len, 65536);
+		if (n < 0)
+			r = -errno;
+		else
+			c->len += (size_t)n;
+	} while (n > 0);
+	close(fd);
+	return r;
 }
 
 /* Send one request and gather the reply: until NLMSG_DONE or an error for a dump. */
@@ -337,16 +376,8 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 			r = errno == EAGAIN ? -ETIMEDOUT : -errno;
 			goto out;
 		}
-		if (c->len + (size_t)n > c->cap) {
-			size_t cap = (c->len + (size_t)n) * 2;
-			char *b = realloc(c->buf, cap);
-			if (!b) {
-				r = -ENOMEM;
-				goto out;
-			}
-			c->buf = b;
-			c->cap = cap;
-		}
+		if ((r = grow(c, (size_t)n)) < 0)
+			goto out;
 		memcpy(c->buf + c->len, rx, (size_t)n);
 		c->len += (size_t)n;
 		while (mnl_nlmsg_ok(m, left)) {
@@ -362,25 +393,40 @@ out:
 	return r;
 }
 
-int nl_collect(const char *dev, struct nl_result *res, const char *rec)
+/* One reply into c->buf, named @what: from the kernel (and recorded), or replayed. */
+static int fetch(struct nl_conn *c, const char *what, uint16_t cmd, bool dump, uint32_t dev,
+		 uint32_t port, uint32_t stat_res)
 {
-	struct nl_conn c = { 0 };
+	int r;
+
+	if (c->replay)
+		return replay(c, what);
+	if ((r = query(c, cmd, dump, dev, port, stat_res)) == 0)
+		record(c->record, what, c->buf, c->len);
+	return r;
+}
+
+int nl_collect(const char *dev, struct nl_result *res, const char *rec, const char *rep)
+{
+	struct nl_conn c = { .record = rec, .replay = rep };
 	struct timeval tv = { .tv_sec = 2 };
 	char what[128];
 	int r, found = 0;
 
-	c.sk = mnl_socket_open(NETLINK_RDMA);
-	if (!c.sk)
-		return errno == EPROTONOSUPPORT || errno == EAFNOSUPPORT ? -EPROTONOSUPPORT : -errno;
-	if (mnl_socket_bind(c.sk, 0, MNL_SOCKET_AUTOPID) < 0) {
-		r = -errno;
-		goto out;
+	if (!rep) {
+		c.sk = mnl_socket_open(NETLINK_RDMA);
+		if (!c.sk)
+			return errno == EPROTONOSUPPORT || errno == EAFNOSUPPORT ?
+			       -EPROTONOSUPPORT : -errno;
+		if (mnl_socket_bind(c.sk, 0, MNL_SOCKET_AUTOPID) < 0) {
+			r = -errno;
+			goto out;
+		}
+		setsockopt(mnl_socket_get_fd(c.sk), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		c.seq = (unsigned)time(NULL);
 	}
-	setsockopt(mnl_socket_get_fd(c.sk), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	c.seq = (unsigned)time(NULL);
-	if ((r = query(&c, RDMA_NLDEV_CMD_GET, true, UINT32_MAX, 0, 0)) < 0)
+	if ((r = fetch(&c, "dev-get", RDMA_NLDEV_CMD_GET, true, UINT32_MAX, 0, 0)) < 0)
 		goto out;
-	record(rec, "dev-get", c.buf, c.len);
 	res->ndev = 0;
 	if ((r = nl_parse(c.buf, c.len, res)) < 0)
 		goto out;
@@ -393,30 +439,27 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec)
 			continue;
 		found++;
 		for (uint32_t p = 1; p <= res->dev_ports[i] && p < 256; p++) {
-			if (query(&c, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
-				continue;
 			snprintf(what, sizeof(what), "stat-port-%s-%u", name, p);
-			record(rec, what, c.buf, c.len);
+			if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
+				continue;
 			nl_parse(c.buf, c.len, res);	/* no hw counters: -EINVAL, skipped */
 		}
-		if (query(&c, RDMA_NLDEV_CMD_RES_MR_GET, true, di, 0, 0) == 0) {
-			snprintf(what, sizeof(what), "res-mr-%s", name);
-			record(rec, what, c.buf, c.len);
+		snprintf(what, sizeof(what), "res-mr-%s", name);
+		if (fetch(&c, what, RDMA_NLDEV_CMD_RES_MR_GET, true, di, 0, 0) == 0) {
 			if ((r = nl_parse(c.buf, c.len, res)) < 0 && r != -EPERM && r != -EOPNOTSUPP)
 				goto out;
 		}
-		if (query(&c, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0) {
-			snprintf(what, sizeof(what), "stat-mr-%s", name);
-			record(rec, what, c.buf, c.len);
+		snprintf(what, sizeof(what), "stat-mr-%s", name);
+		if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0)
 			nl_parse(c.buf, c.len, res);	/* older kernels: -EINVAL */
-		}
 		r = 0;
 	}
 	if (dev && !found)
 		r = -ENODEV;
 out:
 	free(c.buf);
-	mnl_socket_close(c.sk);
+	if (c.sk)
+		mnl_socket_close(c.sk);
 	return r;
 }
 
@@ -427,7 +470,7 @@ int nl_parse(const void *buf, size_t len, struct nl_result *res)
 	return -EPROTONOSUPPORT;
 }
 
-int nl_collect(const char *dev, struct nl_result *res, const char *rec)
+int nl_collect(const char *dev, struct nl_result *res, const char *rec, const char *rep)
 {
 	return -EPROTONOSUPPORT;
 }

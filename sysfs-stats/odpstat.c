@@ -80,7 +80,7 @@ struct opts {
 	double interval;
 	long count;
 	uint64_t pid_start;		/* -p: its start time at the first sample, 0 unknown */
-	const char *record;
+	const char *record, *replay;
 	struct stats_roots roots;
 	struct thrash_cfg cfg;
 };
@@ -238,7 +238,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 			return die("%d: no such process", (int)o->pid), -ESRCH;
 	}
 	if (o->netlink) {
-		r = nl_collect(o->dev, &s->nl, first ? o->record : NULL);
+		r = nl_collect(o->dev, &s->nl, first ? o->record : NULL, o->replay);
 		if (r < 0 && r != -EPROTONOSUPPORT && r != -ENODEV)
 			ctr_error(&s->c, SRC_NL_PORT, "RDMA netlink: %s", strerror(-r));
 		/* port counters through netlink only where sysfs had none */
@@ -588,6 +588,7 @@ static void usage(FILE *f)
 		"      --no-netlink      do not query RDMA netlink\n"
 		"      --thresholds SPEC thrash thresholds, key=value,... (see odpstat(1))\n"
 		"      --record DIR      write the raw netlink replies to DIR\n"
+		"      --replay DIR      read the netlink replies from DIR, not the kernel\n"
 		"  -h, --help            this text\n"
 		"  -V, --version         version\n", prog);
 }
@@ -614,6 +615,7 @@ int odpstat_main(int argc, char **argv)
 		{ "no-netlink", no_argument, NULL, 'n' },
 		{ "thresholds", required_argument, NULL, 't' },
 		{ "record", required_argument, NULL, 'r' },
+		{ "replay", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -649,6 +651,7 @@ int odpstat_main(int argc, char **argv)
 		case 'n': o.netlink = false; break;
 		case 't': thr = optarg; break;
 		case 'r': o.record = optarg; break;
+		case 'R': o.replay = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("%s from odpx 0.1\n", prog); return 0;
 		default: usage(stderr); return 1;
@@ -678,7 +681,10 @@ int odpstat_main(int argc, char **argv)
 	if (thr && thrash_cfg_parse(&o.cfg, thr, err, sizeof(err)) < 0)
 		return die("--thresholds: %s", err);
 	stats_roots_init(&o.roots, sys, dbg, proc);
-	if (!o.roots.sys_default || getenv("ODPX_NO_NETLINK"))
+	/* netlink describes the real devices, unless it is a replay */
+	if (o.replay)
+		o.netlink = true;
+	else if (!o.roots.sys_default || getenv("ODPX_NO_NETLINK"))
 		o.netlink = false;
 	if (o.pid) {
 		char path[PATH_MAX + 32];
