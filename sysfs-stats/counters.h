@@ -66,6 +66,22 @@ const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const c
 			   const char *name);
 /* sum of every counter of @src named @name (any where) */
 uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name, bool *found);
+/*
+ * Increase of the counters of @src named @name between two samples: each
+ * place (where) against its own earlier value, summed.  A place gone from
+ * @cur adds nothing.  A place new in @cur adds its whole value only when
+ * @prev listed the MRs of its device whole (the device's "mrs" gauge of
+ * SRC_NL_MR, see nl_collect): that MR was registered in between and counted
+ * from 0.  Any other new place (a context or a device not read before, an MR
+ * of a device whose statistics the earlier sample lacks) may have counted
+ * long before: it adds nothing until the next interval.  (An increase of
+ * the sums took a place that went for a reset of the whole, and counted
+ * everything the others ever counted.)  MR numbers are the kernel's
+ * restrack IDs, allocated cyclically: not reused between two samples.
+ * *@found, unless NULL: both samples have the counter, or such a listing.
+ */
+uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enum ctr_source src,
+		      const char *name, bool *found);
 
 /*
  * Increase of a counter between two samples.  A counter that went down
@@ -127,6 +143,7 @@ struct nl_result {
 	struct ctr_set *ctrs;	/* port and per-MR counters go here */
 	struct nl_mr *mr;
 	size_t nmr, mrcap;
+	size_t nmr_stats;	/* MR entries with statistics parsed */
 	char devs[16][64];	/* from RDMA_NLDEV_CMD_GET */
 	uint32_t dev_index[16], dev_ports[16];
 	int ndev;
@@ -136,7 +153,9 @@ struct nl_result {
  * Parse a buffer of netlink messages as received from the kernel (one or
  * more, a dump ending in NLMSG_DONE or not).  Port statistics become
  * SRC_NL_PORT counters "<dev>/<port>", per-MR ODP statistics SRC_NL_MR
- * counters "<dev>/mr<mrn>", MR dump entries fill @res->mr.  Return the
+ * counters "<dev>/mr<mrn>" (nl_collect adds the gauge "mrs" of "<dev>",
+ * the number of MRs listed, when a device's dump was read whole), MR dump
+ * entries fill @res->mr.  Return the
  * number of messages parsed, or -EBADMSG (truncated, malformed, wrong
  * attribute types), -EPROTO (an unexpected message type), or the negative
  * error carried by an NLMSG_ERROR.
@@ -250,8 +269,13 @@ void thrash_init(struct thrash *t, const struct thrash_cfg *c);
 bool thrash_step(struct thrash *t, const struct thrash_in *in);
 const char *thrash_state_str(enum odpx_thrash_state s);
 const char *thrash_metric_str(enum odpx_thrash_metric m);
-/* The device inputs from a set of counters (legacy files, debugfs, netlink per-MR). */
-void thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur, struct thrash_in *in);
+/*
+ * The device inputs from a set of counters (legacy files, else netlink
+ * per-MR), each device or MR against its own earlier value; returns the
+ * source used, or SRC_MAX.
+ */
+enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
+				  struct thrash_in *in);
 
 /* ---- odpstat.c ---- */
 int odpstat_main(int argc, char **argv);

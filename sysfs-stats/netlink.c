@@ -55,6 +55,7 @@ void nl_result_free(struct nl_result *res)
 	free(res->mr);
 	res->mr = NULL;
 	res->nmr = res->mrcap = 0;
+	res->nmr_stats = 0;
 	res->ndev = 0;
 }
 
@@ -184,6 +185,7 @@ static int parse_mr_table(const struct nlattr *table, struct nl_result *res, con
 			}
 			if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
 				char where[64];
+				res->nmr_stats++;
 				snprintf(where, sizeof(where), "%.40s/mr%u", dev, m.mrn);
 				r = parse_hwcounters(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], res->ctrs,
 						     SRC_NL_MR, where);
@@ -449,9 +451,16 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			if ((r = nl_parse(c.buf, c.len, res)) < 0 && r != -EPERM && r != -EOPNOTSUPP)
 				goto out;
 		}
+		/*
+		 * Read whole (older kernels: -EINVAL), the device's MRs are all
+		 * listed: one not listed in the previous sample was registered
+		 * since (ctr_inc_each).
+		 */
 		snprintf(what, sizeof(what), "stat-mr-%s", name);
-		if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0)
-			nl_parse(c.buf, c.len, res);	/* older kernels: -EINVAL */
+		size_t nmr = res->nmr_stats;
+		if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0 &&
+		    nl_parse(c.buf, c.len, res) >= 0 && res->ctrs)
+			ctr_add(res->ctrs, SRC_NL_MR, name, "mrs", res->nmr_stats - nmr, true);
 		r = 0;
 	}
 	if (dev && !found)

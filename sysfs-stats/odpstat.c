@@ -286,38 +286,11 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	return 0;
 }
 
-static uint64_t inc(const struct sample *a, const struct sample *b, enum ctr_source src,
-		    const char *name, bool *found)
-{
-	bool f0 = false, f1 = false;
-	uint64_t x = ctr_sum(&a->c, src, name, &f0), y = ctr_sum(&b->c, src, name, &f1);
-
-	if (found)
-		*found = f0 && f1;
-	return ctr_delta(x, y);
-}
-
-/*
- * Increase of counter @name summed over the contexts, each against its own
- * earlier value: one not in the earlier sample and one that closed count
- * nothing.  (A delta of the sums took a closed context for a counter reset
- * and counted everything left as new: 2 million hits a second from an idle
- * process.  Counting a context first seen whole did the same for an old
- * context seen for the first time: its lifetime's counts in one interval.)
- */
+/* Increase of counter @name summed over the contexts (or MRs, ...), each against its own. */
 static uint64_t inc_each(const struct sample *a, const struct sample *b, enum ctr_source src,
 			 const char *name)
 {
-	uint64_t sum = 0;
-
-	for (size_t i = 0; i < b->c.n; i++) {
-		const struct ctr *c = &b->c.v[i], *p;
-		if (c->src != src || strcmp(c->name, name))
-			continue;
-		if ((p = ctr_find(&a->c, src, c->where, c->name)))
-			sum += ctr_delta(p->value, c->value);
-	}
-	return sum;
+	return ctr_inc_each(&a->c, &b->c, src, name, NULL);
 }
 
 /* Increase of every counter of @src whose name contains @part (and not @but). */
@@ -345,7 +318,6 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 {
 	double dt = b->t - a->t > 1e-6 ? b->t - a->t : 1e-6;
 	struct thrash_in in = { .secs = dt };
-	bool found;
 
 	memset(rw, 0, sizeof(*rw));
 	in.misses = inc_each(a, b, SRC_ODPX, "misses");
@@ -375,11 +347,11 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	rw->rnr = (double)(inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) +
 			   inc_match(a, b, SRC_NL_PORT, "rnr", NULL)) / dt;
 	if (o->pid) {
-		rw->minflt = (double)inc(a, b, SRC_PROC_PID, "minflt", NULL) / dt;
-		rw->majflt = (double)inc(a, b, SRC_PROC_PID, "majflt", NULL) / dt;
+		rw->minflt = (double)inc_each(a, b, SRC_PROC_PID, "minflt") / dt;
+		rw->majflt = (double)inc_each(a, b, SRC_PROC_PID, "majflt") / dt;
 	} else {
-		rw->minflt = (double)inc(a, b, SRC_VMSTAT, "pgfault", &found) / dt;
-		rw->majflt = (double)inc(a, b, SRC_VMSTAT, "pgmajfault", NULL) / dt;
+		rw->minflt = (double)inc_each(a, b, SRC_VMSTAT, "pgfault") / dt;
+		rw->majflt = (double)inc_each(a, b, SRC_VMSTAT, "pgmajfault") / dt;
 	}
 }
 

@@ -118,6 +118,38 @@ uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name,
 	return sum;
 }
 
+/* Whether @s lists the MRs of @where's device whole: "rxe0/mr3" -> the gauge "mrs" of "rxe0". */
+static bool mrs_listed(const struct ctr_set *s, enum ctr_source src, const char *where)
+{
+	const char *slash = strrchr(where, '/');
+	char dev[sizeof(((struct ctr *)0)->where)];
+
+	if (src != SRC_NL_MR || !slash)
+		return false;
+	snprintf(dev, sizeof(dev), "%.*s", (int)(slash - where), where);
+	return ctr_find(s, SRC_NL_MR, dev, "mrs") != NULL;
+}
+
+uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enum ctr_source src,
+		      const char *name, bool *found)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < cur->n; i++) {
+		const struct ctr *c = &cur->v[i], *p;
+		if (c->src != src || strcmp(c->name, name))
+			continue;
+		if ((p = ctr_find(prev, src, c->where, name)))
+			sum += ctr_delta(p->value, c->value);
+		else if (mrs_listed(prev, src, c->where))
+			sum += c->value;	/* registered since: counted from 0 */
+	}
+	if (found)
+		*found = (ctr_find(prev, src, NULL, name) || ctr_find(prev, src, NULL, "mrs")) &&
+			 (ctr_find(cur, src, NULL, name) || ctr_find(cur, src, NULL, "mrs"));
+	return sum;
+}
+
 static void root_pick(char *dst, const char *opt, const char *env, const char *def, bool *dflt)
 {
 	const char *e = getenv(env);

@@ -245,9 +245,12 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
  * Device inputs between two samples: faulted pages (legacy files, else
  * netlink per-MR page_faults, else debugfs num_odp_mr_pages is no rate and
  * is not used), invalidated pages, and refaults (faults that raced an
- * invalidation: invalidations_faults_contentions).
+ * invalidation: invalidations_faults_contentions).  Each device or MR
+ * against its own earlier value (ctr_inc_each): MRs come and go between
+ * samples.  Returns the source used, SRC_MAX for none.
  */
-void thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur, struct thrash_in *in)
+enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
+				  struct thrash_in *in)
 {
 	static const struct {
 		enum ctr_source src;
@@ -259,19 +262,18 @@ void thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur, st
 	};
 
 	for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
-		bool f0 = false, f1 = false;
-		uint64_t a = ctr_sum(prev, srcs[i].src, srcs[i].faults, &f0);
-		uint64_t b = ctr_sum(cur, srcs[i].src, srcs[i].faults, &f1);
+		enum ctr_source src = srcs[i].src;
+		bool found = false;
+		uint64_t faults = ctr_inc_each(prev, cur, src, srcs[i].faults, &found);
 
-		if (!f0 || !f1)
+		if (!found)
 			continue;
 		in->have_dev = true;
-		in->dev_faults += ctr_delta(a, b);
-		in->dev_inval += ctr_delta(ctr_sum(prev, srcs[i].src, srcs[i].inval, NULL),
-					   ctr_sum(cur, srcs[i].src, srcs[i].inval, NULL));
+		in->dev_faults += faults;
+		in->dev_inval += ctr_inc_each(prev, cur, src, srcs[i].inval, NULL);
 		if (srcs[i].refault)
-			in->dev_refaults += ctr_delta(ctr_sum(prev, srcs[i].src, srcs[i].refault, NULL),
-						      ctr_sum(cur, srcs[i].src, srcs[i].refault, NULL));
-		break;	/* one source: the legacy files and netlink count the same faults */
+			in->dev_refaults += ctr_inc_each(prev, cur, src, srcs[i].refault, NULL);
+		return src;	/* one source: the legacy files and netlink count the same faults */
 	}
+	return SRC_MAX;
 }

@@ -15,9 +15,20 @@
  *   not end on a message boundary, attributes running past their nest,
  *   wrong attribute sizes, an entry without its value, another netlink
  *   client's message, an NLMSG_ERROR (its errno comes back); and a
- *   thousand random corruptions never crash the parser.
+ *   thousand random corruptions never crash the parser;
+ * - odpstat over replayed per-MR statistics (--replay, a FIFO feeding one
+ *   reply per sample): the device's faults and invalidations are the
+ *   increases of each MR against its own earlier value.  An MR
+ *   deregistered between two samples adds nothing, and one registered
+ *   between them adds all it counted; after a sample without the device's
+ *   statistics, no MR adds anything.  odpstat took the increase of the
+ *   sums over the MRs: MR 8's deregistration made the sum drop, read as a
+ *   reset, and the interval counted everything the others ever counted.
  */
 #include <fcntl.h>
+#include <math.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <libmnl/libmnl.h>
 #include <rdma/rdma_netlink.h>
 
@@ -125,47 +136,75 @@ static void test_recorded(void)
 static const char *const odp[] = { "page_faults", "page_faults_handled", "page_invalidations",
 				   "page_invalidations_handled", "page_prefetch" };
 
-/* A RES_MR_GET-typed dump, as the kernel answers STAT_GET with STAT_RES = RES_MR on mlx5. */
-static size_t build_mlx5(char *buf, int variant)
+/*
+ * One RES_MR_ENTRY { MRN, STAT_HWCOUNTERS { the five ODP counters @v, and
+ * an attribute from a newer kernel } }; @variant: see build_mlx5().
+ */
+static void put_mr_stats(struct nlmsghdr *h, uint32_t mr, const uint64_t v[5], int variant)
+{
+	struct nlattr *ent, *hw, *e;
+
+	ent = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR_ENTRY);
+	if (variant == 2)
+		mnl_attr_put_u16(h, RDMA_NLDEV_ATTR_RES_MRN, (uint16_t)mr);	/* wrong size */
+	else
+		mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_RES_MRN, mr);
+	hw = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
+	for (unsigned i = 0; i < 5; i++) {
+		e = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY);
+		mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, odp[i]);
+		if (!(variant == 3 && i == 4))	/* entry without its value */
+			mnl_attr_put_u64(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, v[i]);
+		mnl_attr_nest_end(h, e);
+	}
+	mnl_attr_put_u32(h, 250, 1);	/* skipped */
+	mnl_attr_nest_end(h, hw);
+	mnl_attr_nest_end(h, ent);
+}
+
+/* NLMSG_DONE after the @len bytes at @buf: the length with it. */
+static size_t put_done(char *buf, size_t len)
+{
+	struct nlmsghdr *h = mnl_nlmsg_put_header(buf + len);
+
+	h->nlmsg_type = NLMSG_DONE;
+	h->nlmsg_len = NLMSG_LENGTH(4);
+	memset(mnl_nlmsg_get_payload(h), 0, 4);
+	return len + h->nlmsg_len;
+}
+
+/*
+ * The per-MR statistics of mlx5_0 (device 3), as the kernel answers
+ * STAT_GET with STAT_RES = RES_MR there (a RES_MR_GET-typed dump): MR
+ * @mrn[i] with counters @v[i], for @n MRs.
+ */
+static size_t build_stat_mr(char *buf, unsigned n, const uint32_t *mrn, const uint64_t (*v)[5],
+			    int variant)
 {
 	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
-	struct nlattr *tab, *ent, *hw, *e;
-	size_t len;
+	struct nlattr *tab;
 
 	h->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_RES_MR_GET);
 	h->nlmsg_flags = NLM_F_MULTI;
 	mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_DEV_INDEX, 3);
 	mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_DEV_NAME, "mlx5_0");
 	tab = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR);
-	for (uint32_t mr = 7; mr <= 8; mr++) {
-		ent = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR_ENTRY);
-		if (variant == 2)
-			mnl_attr_put_u16(h, RDMA_NLDEV_ATTR_RES_MRN, (uint16_t)mr);	/* wrong size */
-		else
-			mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_RES_MRN, mr);
-		hw = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
-		for (unsigned i = 0; i < 5; i++) {
-			e = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY);
-			mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, odp[i]);
-			if (!(variant == 3 && i == 4))	/* entry without its value */
-				mnl_attr_put_u64(h, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE,
-						 i == 0 && mr == 8 ? UINT64_MAX - 1 : mr * 1000 + i);
-			mnl_attr_nest_end(h, e);
-		}
-		/* an attribute from a newer kernel: skipped */
-		mnl_attr_put_u32(h, 250, 1);
-		mnl_attr_nest_end(h, hw);
-		mnl_attr_nest_end(h, ent);
-	}
+	for (unsigned i = 0; i < n; i++)
+		put_mr_stats(h, mrn[i], v[i], variant);
 	mnl_attr_nest_end(h, tab);
 	if (variant == 1)	/* the table claims more than the message holds */
 		tab->nla_len += 8;
-	len = h->nlmsg_len;
-	h = mnl_nlmsg_put_header(buf + len);
-	h->nlmsg_type = NLMSG_DONE;
-	h->nlmsg_len = NLMSG_LENGTH(4);
-	memset(mnl_nlmsg_get_payload(h), 0, 4);
-	return len + h->nlmsg_len;
+	return put_done(buf, h->nlmsg_len);
+}
+
+/* MRs 7 and 8, counters 7000.. and 8000.., MR 8's page_faults near the top of the range */
+static size_t build_mlx5(char *buf, int variant)
+{
+	static const uint32_t mrn[2] = { 7, 8 };
+	static const uint64_t v[2][5] = { { 7000, 7001, 7002, 7003, 7004 },
+					  { UINT64_MAX - 1, 8001, 8002, 8003, 8004 } };
+
+	return build_stat_mr(buf, 2, mrn, v, variant);
 }
 
 static void test_built(void)
@@ -231,11 +270,146 @@ static void test_built(void)
 	nl_result_free(&r);
 }
 
+/* The device list: mlx5_0, device 3, no port (so no port statistics). */
+static size_t build_dev_get(char *buf)
+{
+	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+
+	h->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET);
+	h->nlmsg_flags = NLM_F_MULTI;
+	mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_DEV_INDEX, 3);
+	mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_DEV_NAME, "mlx5_0");
+	mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
+	return put_done(buf, h->nlmsg_len);
+}
+
+static void put_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	CHECK(fd >= 0 && write(fd, buf, len) == (ssize_t)len, "%s: %s", path, strerror(errno));
+	close(fd);
+}
+
+/*
+ * One sample's reply into the FIFO odpstat reads, once it opens it.  The
+ * next sample's is a new FIFO at the same name, in place before this one
+ * is written: the reader of this one cannot get the next reply too.
+ */
+static void feed(const char *fifo, const void *buf, size_t len)
+{
+	int fd;
+
+	CHECK(WAIT_FOR((fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0, 10),
+	      "odpstat does not read %s: %s", fifo, strerror(errno));
+	CHECK(unlink(fifo) == 0 && mkfifo(fifo, 0600) == 0, "a new %s: %s", fifo, strerror(errno));
+	CHECK(fcntl(fd, F_SETFL, 0) == 0 && write(fd, buf, len) == (ssize_t)len, "write %s", fifo);
+	close(fd);
+}
+
+/* The number after "@key": in an odpstat JSON line. */
+static double json_num(const char *line, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	CHECK((p = strstr(line, k)), "no %s in odpstat's line: %.300s", key, line);
+	return strtod(p + strlen(k), NULL);
+}
+
+static void test_replay_per_mr(void)
+{
+	/* samples: the MRs listed, their page_faults and page_invalidations */
+	static const struct {
+		unsigned n;
+		uint32_t mrn[3];
+		uint64_t faults[3], inval[3];
+		double want_faults, want_inval;	/* in the interval that ends there */
+		const char *what;
+	} s[] = {
+		{ 2, { 7, 8 }, { 1000, 5000 }, { 10, 4000 }, 0, 0, "" },
+		{ 2, { 7, 9 }, { 1100, 50 }, { 10, 0 }, 150, 0, "MR 8 gone, MR 9 new" },
+		{ 3, { 7, 9, 10 }, { 1100, 50, 1 }, { 10, 0, 0 }, 1, 0, "MR 10 new" },
+		{ 0, { 0 }, { 0 }, { 0 }, 0, 0, "no statistics" },	/* an error reply */
+		{ 3, { 7, 9, 10 }, { 1200, 60, 7 }, { 20, 0, 0 }, 0, 0, "after no statistics" },
+		{ 2, { 7, 10 }, { 1300, 9 }, { 20, 5 }, 102, 5, "MR 9 gone" },
+	};
+	const unsigned ns = sizeof(s) / sizeof(s[0]);
+	static char buf[16384];
+	char dir[] = "/tmp/odpx-replay.XXXXXX", path[PATH_MAX], fifo[PATH_MAX], sys[PATH_MAX];
+	char *odpstat = odpstat_path(), count[16], *line = NULL;
+	size_t cap = 0;
+	int out[2];
+	pid_t sp;
+	FILE *f;
+
+	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/dev-get.bin", dir);
+	put_file(path, buf, build_dev_get(buf));
+	snprintf(fifo, sizeof(fifo), "%s/stat-mr-mlx5_0.bin", dir);
+	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+	snprintf(sys, sizeof(sys), "%s/sys", dir);	/* no sysfs counters: netlink decides */
+	CHECK(mkdir(sys, 0700) == 0, "mkdir");
+	snprintf(count, sizeof(count), "%u", ns - 1);
+	CHECK(pipe(out) == 0, "pipe");
+	fflush(stdout);
+	if (!(sp = fork())) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a failed test leaves no reader of the FIFO */
+		dup2(out[1], 1);
+		execl(odpstat, odpstat, "--sysfs", sys, "--replay", dir, "--json", "0.2", count,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	for (unsigned k = 0; k < ns; k++) {
+		uint64_t v[3][5];
+		size_t len;
+
+		for (unsigned i = 0; i < s[k].n; i++) {
+			uint64_t row[5] = { s[k].faults[i], s[k].faults[i], s[k].inval[i],
+					    s[k].inval[i], 0 };
+			memcpy(v[i], row, sizeof(row));
+		}
+		if (s[k].n) {
+			len = build_stat_mr(buf, s[k].n, s[k].mrn, (const uint64_t (*)[5])v, 0);
+		} else {
+			struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+			struct nlmsgerr *err = mnl_nlmsg_put_extra_header(h, sizeof(*err));
+			h->nlmsg_type = NLMSG_ERROR;
+			err->error = -EOPNOTSUPP;
+			len = h->nlmsg_len;
+		}
+		feed(fifo, buf, len);
+		if (!k)
+			continue;
+		CHECK(getline(&line, &cap, f) > 0, "odpstat ended after %u samples", k);
+		double dt = json_num(line, "interval");
+		double faults = json_num(line, "dev_fault_pages") * dt;
+		double inval = json_num(line, "dev_inval_pages") * dt;
+		CHECK(fabs(faults - s[k].want_faults) <= 0.05 * s[k].want_faults + 0.5 &&
+		      fabs(inval - s[k].want_inval) <= 0.05 * s[k].want_inval + 0.5,
+		      "sample %u (%s): %.1f faulted and %.1f invalidated pages in the interval,"
+		      " want %.0f and %.0f", k, s[k].what, faults, inval, s[k].want_faults,
+		      s[k].want_inval);
+	}
+	CHECK(waitpid(sp, NULL, 0) == sp, "waitpid");
+	fclose(f);
+	free(line);
+	unlink(fifo);
+	unlink(path);
+	rmdir(sys);
+	rmdir(dir);
+	printf("odpstat over replayed per-MR statistics: MRs gone add nothing, new ones all\n");
+}
+
 int main(void)
 {
 	find_fixtures(fx, sizeof(fx), "netlink-rxe");
 	test_recorded();
 	test_built();
+	test_replay_per_mr();
 	printf("recorded rxe replies and built mlx5 per-MR replies parse; malformed ones are rejected\n");
 	return 0;
 }
