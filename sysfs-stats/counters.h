@@ -147,6 +147,12 @@ struct nl_result {
 	char devs[16][64];	/* from RDMA_NLDEV_CMD_GET */
 	uint32_t dev_index[16], dev_ports[16];
 	int ndev;
+	/*
+	 * nl_collect: when the port and the per-MR statistics were read
+	 * (CLOCK_MONOTONIC seconds as each reply came in, averaged over the
+	 * devices), 0 if never: the rates of their counters are timed there.
+	 */
+	double t_port, t_mr;
 };
 
 /*
@@ -241,6 +247,7 @@ struct thrash_cfg {
 /* The inputs of one window: counter increases over @secs seconds. */
 struct thrash_in {
 	double secs;
+	double dev_secs;	/* of the device counts, read at other times (0: secs) */
 	/* device (ODP): pages */
 	uint64_t dev_faults, dev_inval, dev_refaults;
 	bool have_dev;

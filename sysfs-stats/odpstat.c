@@ -65,8 +65,15 @@ struct devcaps {
 	uint32_t rc, uc, ud, xrc;
 };
 
+/*
+ * One sample.  Each source is timed where it is read (the netlink queries
+ * take up to 2 s each): @t before the files (sysfs, debugfs, procfs),
+ * @nl.t_port and @nl.t_mr at the netlink replies, @t_odpx before the
+ * segments.  A rate divides by the time between two samples' reads of its
+ * source (src_secs).
+ */
 struct sample {
-	double t;
+	double t, t_odpx;
 	struct ctr_set c;
 	struct nl_result nl;
 	struct odpx_seg_info *seg;	/* grown to hold every context found */
@@ -262,7 +269,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 		}
 	}
 	/* a full array may have left contexts out: grow it and scan again */
-	while ((r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
+	while ((s->t_odpx = now_s(), r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 64;
 		struct odpx_seg_info *v = realloc(s->seg, (size_t)cap * sizeof(*v));
 		if (!v) {
@@ -309,6 +316,29 @@ static uint64_t inc_match(const struct sample *a, const struct sample *b, enum c
 	return sum;
 }
 
+/* When @s read the counters of @src */
+static double src_time(const struct sample *s, enum ctr_source src)
+{
+	switch (src) {
+	case SRC_ODPX:
+		return s->t_odpx;
+	case SRC_NL_PORT:
+		return s->nl.t_port ? s->nl.t_port : s->t;
+	case SRC_NL_MR:
+		return s->nl.t_mr ? s->nl.t_mr : s->t;
+	default:
+		return s->t;
+	}
+}
+
+/* Seconds between two samples' reads of @src (at least 1 us) */
+static double src_secs(const struct sample *a, const struct sample *b, enum ctr_source src)
+{
+	double dt = src_time(b, src) - src_time(a, src);
+
+	return dt > 1e-6 ? dt : 1e-6;
+}
+
 struct row {
 	double hit, miss, evict, inval, repin, pin_mb, dflt, dinv, retry, rnr, minflt, majflt;
 };
@@ -316,8 +346,10 @@ struct row {
 static void compute(const struct opts *o, const struct sample *a, const struct sample *b,
 		    struct thrash *t, struct row *rw)
 {
-	double dt = b->t - a->t > 1e-6 ? b->t - a->t : 1e-6;
-	struct thrash_in in = { .secs = dt };
+	double dt_files = src_secs(a, b, SRC_VMSTAT), dt_odpx = src_secs(a, b, SRC_ODPX), dt_dev;
+	double dt_port = src_secs(a, b, SRC_NL_PORT);
+	struct thrash_in in = { .secs = dt_odpx };
+	enum ctr_source dev;
 
 	memset(rw, 0, sizeof(*rw));
 	in.misses = inc_each(a, b, SRC_ODPX, "misses");
@@ -329,29 +361,30 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	for (int i = 0; i < b->nseg; i++)
 		if (b->seg[i].mode == ODPX_MODE_PIN)
 			in.have_pin = true;
-	thrash_dev_inputs(&a->c, &b->c, &in);
+	dev = thrash_dev_inputs(&a->c, &b->c, &in);
+	in.dev_secs = dt_dev = src_secs(a, b, dev);
 	thrash_step(t, &in);
 
-	rw->hit = (double)inc_each(a, b, SRC_ODPX, "hits") / dt;
-	rw->miss = (double)in.misses / dt;
-	rw->evict = (double)in.evictions / dt;
-	rw->inval = (double)in.invals / dt;
-	rw->repin = (double)in.repins / dt;
+	rw->hit = (double)inc_each(a, b, SRC_ODPX, "hits") / dt_odpx;
+	rw->miss = (double)in.misses / dt_odpx;
+	rw->evict = (double)in.evictions / dt_odpx;
+	rw->inval = (double)in.invals / dt_odpx;
+	rw->repin = (double)in.repins / dt_odpx;
 	rw->pin_mb = (double)ctr_sum(&b->c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
-	rw->dflt = (double)in.dev_faults / dt;
-	rw->dinv = (double)in.dev_inval / dt;
+	rw->dflt = (double)in.dev_faults / dt_dev;
+	rw->dinv = (double)in.dev_inval / dt_dev;
 	rw->retry = (double)(inc_match(a, b, SRC_HW_COUNTERS, "retry", "rnr") +
-			     inc_match(a, b, SRC_HW_COUNTERS, "timeout", "rnr") +
-			     inc_match(a, b, SRC_NL_PORT, "retry", "rnr") +
-			     inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt;
-	rw->rnr = (double)(inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) +
-			   inc_match(a, b, SRC_NL_PORT, "rnr", NULL)) / dt;
+			     inc_match(a, b, SRC_HW_COUNTERS, "timeout", "rnr")) / dt_files +
+		    (double)(inc_match(a, b, SRC_NL_PORT, "retry", "rnr") +
+			     inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt_port;
+	rw->rnr = (double)inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) / dt_files +
+		  (double)inc_match(a, b, SRC_NL_PORT, "rnr", NULL) / dt_port;
 	if (o->pid) {
-		rw->minflt = (double)inc_each(a, b, SRC_PROC_PID, "minflt") / dt;
-		rw->majflt = (double)inc_each(a, b, SRC_PROC_PID, "majflt") / dt;
+		rw->minflt = (double)inc_each(a, b, SRC_PROC_PID, "minflt") / dt_files;
+		rw->majflt = (double)inc_each(a, b, SRC_PROC_PID, "majflt") / dt_files;
 	} else {
-		rw->minflt = (double)inc_each(a, b, SRC_VMSTAT, "pgfault") / dt;
-		rw->majflt = (double)inc_each(a, b, SRC_VMSTAT, "pgmajfault") / dt;
+		rw->minflt = (double)inc_each(a, b, SRC_VMSTAT, "pgfault") / dt_files;
+		rw->majflt = (double)inc_each(a, b, SRC_VMSTAT, "pgmajfault") / dt_files;
 	}
 }
 
@@ -458,7 +491,7 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		if (c->gauge || !p)
 			fputs("null", f);
 		else
-			json_rate(f, (double)ctr_delta(p->value, c->value) / (dt > 1e-6 ? dt : 1e-6));
+			json_rate(f, (double)ctr_delta(p->value, c->value) / src_secs(a, b, c->src));
 		fputc('}', f);
 	}
 	fputs("],\"errors\":[", f);

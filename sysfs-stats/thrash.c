@@ -170,11 +170,12 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 {
 	struct verdict v = { ODPX_THRASH_OK, ODPX_METRIC_NONE, 0 };
 	double secs = in->secs > 0 ? in->secs : 1;
+	double dsecs = in->dev_secs > 0 ? in->dev_secs : secs;
 
 	/* no fault, nothing to classify (min_rate may be 0: no ratio of 0 faults) */
-	if (in->have_dev && in->dev_faults && in->dev_faults / secs >= c->min_rate) {
+	if (in->have_dev && in->dev_faults && in->dev_faults / dsecs >= c->min_rate) {
 		double faults = (double)in->dev_faults;
-		double rate = faults / secs;
+		double rate = faults / dsecs;
 		double inval = (double)in->dev_inval / faults;
 		double refault = (double)in->dev_refaults / faults;
 

@@ -23,7 +23,9 @@
  *   between them adds all it counted; after a sample without the device's
  *   statistics, no MR adds anything.  odpstat took the increase of the
  *   sums over the MRs: MR 8's deregistration made the sum drop, read as a
- *   reset, and the interval counted everything the others ever counted.
+ *   reset, and the interval counted everything the others ever counted;
+ * - the same with netlink replies held back every other sample: rates of
+ *   the odpx counters and of the MRs' are right (test_replay_timing).
  */
 #include <fcntl.h>
 #include <math.h>
@@ -32,8 +34,7 @@
 #include <libmnl/libmnl.h>
 #include <rdma/rdma_netlink.h>
 
-#include "test.h"
-#include "../sysfs-stats/counters.h"
+#include "stats-forge.h"
 
 static char fx[PATH_MAX];
 
@@ -292,19 +293,98 @@ static void put_file(const char *path, const void *buf, size_t len)
 }
 
 /*
- * One sample's reply into the FIFO odpstat reads, once it opens it.  The
- * next sample's is a new FIFO at the same name, in place before this one
- * is written: the reader of this one cannot get the next reply too.
+ * odpstat --replay over a directory of replies: the device list, and a
+ * FIFO for the per-MR statistics, which the test writes at every sample.
  */
-static void feed(const char *fifo, const void *buf, size_t len)
+struct replay {
+	char dir[32], dev_get[PATH_MAX], fifo[PATH_MAX], sys[PATH_MAX];
+	pid_t pid;
+	FILE *out;
+	char *line;
+	size_t cap;
+};
+
+/* odpstat [-p @pid] --sysfs (empty) --replay DIR --json @interval @count */
+static void replay_start(struct replay *r, pid_t pid, const char *interval, unsigned count)
+{
+	static char buf[4096];
+	char *odpstat = odpstat_path(), n[16], p[16];
+	const char *argv[16];
+	int out[2], a = 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->dir, sizeof(r->dir), "/tmp/odpx-replay.XXXXXX");
+	CHECK(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+	snprintf(r->dev_get, sizeof(r->dev_get), "%s/dev-get.bin", r->dir);
+	put_file(r->dev_get, buf, build_dev_get(buf));
+	snprintf(r->fifo, sizeof(r->fifo), "%s/stat-mr-mlx5_0.bin", r->dir);
+	CHECK(mkfifo(r->fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+	snprintf(r->sys, sizeof(r->sys), "%s/sys", r->dir);	/* no sysfs counters */
+	CHECK(mkdir(r->sys, 0700) == 0, "mkdir");
+	snprintf(n, sizeof(n), "%u", count);
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	argv[a++] = odpstat;
+	if (pid) {
+		argv[a++] = "-p";
+		argv[a++] = p;
+	}
+	for (const char *const *x = (const char *const[]){ "--sysfs", r->sys, "--replay", r->dir,
+				   "--json", interval, n, NULL }; *x; x++)
+		argv[a++] = *x;
+	argv[a] = NULL;
+	CHECK(pipe(out) == 0, "pipe");
+	fflush(stdout);
+	if (!(r->pid = fork())) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a failed test leaves no reader of the FIFO */
+		dup2(out[1], 1);
+		execv(odpstat, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	CHECK((r->out = fdopen(out[0], "r")), "fdopen");
+}
+
+/*
+ * The FIFO of the sample odpstat is taking, once it opens it: write the
+ * reply there and close it.  The next sample's is a new FIFO at the same
+ * name, in place before this one is written: the reader of this one
+ * cannot get the next reply too.
+ */
+static int replay_fifo(struct replay *r)
 {
 	int fd;
 
-	CHECK(WAIT_FOR((fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0, 10),
-	      "odpstat does not read %s: %s", fifo, strerror(errno));
-	CHECK(unlink(fifo) == 0 && mkfifo(fifo, 0600) == 0, "a new %s: %s", fifo, strerror(errno));
-	CHECK(fcntl(fd, F_SETFL, 0) == 0 && write(fd, buf, len) == (ssize_t)len, "write %s", fifo);
+	CHECK(WAIT_FOR((fd = open(r->fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0, 10),
+	      "odpstat does not read %s: %s", r->fifo, strerror(errno));
+	CHECK(unlink(r->fifo) == 0 && mkfifo(r->fifo, 0600) == 0, "a new %s: %s", r->fifo,
+	      strerror(errno));
+	CHECK(fcntl(fd, F_SETFL, 0) == 0, "blocking writes");
+	return fd;
+}
+
+static void replay_feed(struct replay *r, const void *buf, size_t len)
+{
+	int fd = replay_fifo(r);
+
+	CHECK(write(fd, buf, len) == (ssize_t)len, "write %s", r->fifo);
 	close(fd);
+}
+
+static const char *replay_line(struct replay *r, unsigned k)
+{
+	CHECK(getline(&r->line, &r->cap, r->out) > 0, "odpstat ended after %u samples", k);
+	return r->line;
+}
+
+static void replay_end(struct replay *r)
+{
+	CHECK(waitpid(r->pid, NULL, 0) == r->pid, "waitpid");
+	fclose(r->out);
+	free(r->line);
+	unlink(r->fifo);
+	unlink(r->dev_get);
+	rmdir(r->sys);
+	rmdir(r->dir);
 }
 
 /* The number after "@key": in an odpstat JSON line. */
@@ -337,32 +417,9 @@ static void test_replay_per_mr(void)
 	};
 	const unsigned ns = sizeof(s) / sizeof(s[0]);
 	static char buf[16384];
-	char dir[] = "/tmp/odpx-replay.XXXXXX", path[PATH_MAX], fifo[PATH_MAX], sys[PATH_MAX];
-	char *odpstat = odpstat_path(), count[16], *line = NULL;
-	size_t cap = 0;
-	int out[2];
-	pid_t sp;
-	FILE *f;
+	struct replay r;
 
-	CHECK(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-	snprintf(path, sizeof(path), "%s/dev-get.bin", dir);
-	put_file(path, buf, build_dev_get(buf));
-	snprintf(fifo, sizeof(fifo), "%s/stat-mr-mlx5_0.bin", dir);
-	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
-	snprintf(sys, sizeof(sys), "%s/sys", dir);	/* no sysfs counters: netlink decides */
-	CHECK(mkdir(sys, 0700) == 0, "mkdir");
-	snprintf(count, sizeof(count), "%u", ns - 1);
-	CHECK(pipe(out) == 0, "pipe");
-	fflush(stdout);
-	if (!(sp = fork())) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a failed test leaves no reader of the FIFO */
-		dup2(out[1], 1);
-		execl(odpstat, odpstat, "--sysfs", sys, "--replay", dir, "--json", "0.2", count,
-		      (char *)NULL);
-		_exit(127);
-	}
-	close(out[1]);
-	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	replay_start(&r, 0, "0.2", ns - 1);
 	for (unsigned k = 0; k < ns; k++) {
 		uint64_t v[3][5];
 		size_t len;
@@ -381,10 +438,10 @@ static void test_replay_per_mr(void)
 			err->error = -EOPNOTSUPP;
 			len = h->nlmsg_len;
 		}
-		feed(fifo, buf, len);
+		replay_feed(&r, buf, len);
 		if (!k)
 			continue;
-		CHECK(getline(&line, &cap, f) > 0, "odpstat ended after %u samples", k);
+		const char *line = replay_line(&r, k);
 		double dt = json_num(line, "interval");
 		double faults = json_num(line, "dev_fault_pages") * dt;
 		double inval = json_num(line, "dev_inval_pages") * dt;
@@ -394,14 +451,84 @@ static void test_replay_per_mr(void)
 		      " want %.0f and %.0f", k, s[k].what, faults, inval, s[k].want_faults,
 		      s[k].want_inval);
 	}
-	CHECK(waitpid(sp, NULL, 0) == sp, "waitpid");
-	fclose(f);
-	free(line);
-	unlink(fifo);
-	unlink(path);
-	rmdir(sys);
-	rmdir(dir);
+	replay_end(&r);
 	printf("odpstat over replayed per-MR statistics: MRs gone add nothing, new ones all\n");
+}
+
+/*
+ * Each source timed where it is read.  Two counters grow at known rates: the
+ * hits of a forged segment of ours (a thread keeps them at HITS_RATE x the
+ * time), and an MR's page_faults (FAULT_RATE x the time the reply is
+ * written), while every other sample's netlink reply is held back 0.3 s of
+ * the 0.4 s interval (the kernel's can take up to 2 s).  odpstat -p must
+ * see both rates.  It timed every source at the start of the sample,
+ * before netlink: the odpx counters, read after a held reply, and the
+ * faults, written at its end, came out 1.75 times too fast in one interval
+ * and 4 times too slow in the next.
+ */
+#define HITS_RATE 1e6
+#define FAULT_RATE 1e5
+static double t0;
+static _Atomic bool hits_stop;
+
+static void *hits_writer(void *arg)
+{
+	uint64_t *hits = arg;
+
+	while (!atomic_load(&hits_stop)) {
+		struct timespec t = { 0, 100000 };
+		__atomic_store_n(hits, (uint64_t)(HITS_RATE * (now_s() - t0)), __ATOMIC_RELAXED);
+		nanosleep(&t, NULL);
+	}
+	return NULL;
+}
+
+static void test_replay_timing(void)
+{
+	static char buf[4096];
+	static const uint32_t mrn[1] = { 7 };
+	int seg = forge(getpid(), 950, 0), fd;
+	char *map = mmap(NULL, forge_bytes(FORGE_COLD_OFF), PROT_READ | PROT_WRITE, MAP_SHARED,
+			 seg, 0);
+	char path[64];
+	struct replay r;
+	pthread_t thr;
+
+	CHECK(map != MAP_FAILED, "mmap: %s", strerror(errno));
+	t0 = now_s();
+	CHECK(pthread_create(&thr, NULL, hits_writer,
+			     map + FORGE_SHARDS_OFF + offsetof(struct stat_shard, hits)) == 0,
+	      "thread");
+	replay_start(&r, getpid(), "0.4", 6);
+	for (unsigned k = 0; k <= 6; k++) {
+		struct timespec held = { 0, 300000000 };
+		uint64_t v[1][5] = { { 0 } };
+		size_t len;
+
+		fd = replay_fifo(&r);
+		if (k % 2)
+			nanosleep(&held, NULL);
+		v[0][0] = v[0][1] = (uint64_t)(FAULT_RATE * (now_s() - t0));
+		len = build_stat_mr(buf, 1, mrn, (const uint64_t (*)[5])v, 0);
+		CHECK(write(fd, buf, len) == (ssize_t)len, "write %s", r.fifo);
+		close(fd);
+		if (!k)
+			continue;
+		const char *line = replay_line(&r, k);
+		double hits = json_num(line, "rates\":{\"hits"), faults = json_num(line, "dev_fault_pages");
+		CHECK(fabs(hits / HITS_RATE - 1) < 0.1 && fabs(faults / FAULT_RATE - 1) < 0.1,
+		      "interval %u (netlink %s): %.0f hits/s (want %.0f), %.0f faulted pages/s"
+		      " (want %.0f)", k, k % 2 ? "held 0.3 s" : "at once", hits, HITS_RATE, faults,
+		      FAULT_RATE);
+	}
+	replay_end(&r);
+	atomic_store(&hits_stop, true);
+	pthread_join(thr, NULL);
+	munmap(map, forge_bytes(FORGE_COLD_OFF));
+	forge_path(path, sizeof(path), getpid(), 950);
+	unlink(path);
+	close(seg);
+	printf("odpstat with netlink held back every other sample: odpx and MR rates right\n");
 }
 
 int main(void)
@@ -410,6 +537,7 @@ int main(void)
 	test_recorded();
 	test_built();
 	test_replay_per_mr();
+	test_replay_timing();
 	printf("recorded rxe replies and built mlx5 per-MR replies parse; malformed ones are rejected\n");
 	return 0;
 }
