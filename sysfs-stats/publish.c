@@ -149,9 +149,8 @@ static bool seg_size(int fd, size_t bytes)
 	       posix_fallocate(fd, 0, (off_t)bytes) == 0;
 }
 
-/* The header, magic last (release: segment.h) */
-static void seg_header(struct odpx_ctx *ctx, struct seg_hdr *h, size_t bytes, pid_t pid,
-		       unsigned n)
+void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
+		     const struct odpx_ctx *ctx)
 {
 	h->version = ODPX_SHM_VERSION;
 	h->hdr_bytes = SEG_HDR_BYTES;
@@ -166,10 +165,12 @@ static void seg_header(struct odpx_ctx *ctx, struct seg_hdr *h, size_t bytes, pi
 	h->n = n;
 	h->start_time = proc_start_time(pid);
 	h->pidns = odpx_pidns();
-	h->mode = ctx->mode;
-	h->backend = ctx->be ? ctx->be->id : 0;
-	h->flags = ctx->flags;
-	h->tick_ms = ctx->tick_ms;
+	if (ctx) {
+		h->mode = ctx->mode;
+		h->backend = ctx->be ? ctx->be->id : 0;
+		h->flags = ctx->flags;
+		h->tick_ms = ctx->tick_ms;
+	}
 	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
 }
 
@@ -183,7 +184,7 @@ static void *seg_fill(struct odpx_ctx *ctx, int fd, size_t bytes, pid_t pid, uns
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	seg_header(ctx, p, bytes, pid, n);
+	seg_header_init(p, bytes, pid, n, ctx);
 	return p;
 }
 
@@ -259,7 +260,7 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	seg_header(ctx, p, bytes, pid, n);
+	seg_header_init(p, bytes, pid, n, ctx);
 	return p;
 }
 

@@ -82,6 +82,13 @@ struct seg_hdr {
 
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");
 
+/*
+ * A writer's header for segment @n of @pid, @bytes long, of @ctx (NULL: a
+ * test's forgery), magic stored last (publish.c).
+ */
+void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
+		     const struct odpx_ctx *ctx);
+
 static inline struct seg_hdr *seg_hdr_of(struct odpx_ctx *ctx)
 {
 	return ctx->stats_region;

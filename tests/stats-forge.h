@@ -12,10 +12,10 @@
 #include "../sysfs-stats/counters.h"
 #include "../sysfs-stats/segment.h"
 
-uint64_t proc_start_time(pid_t pid);	/* publish.c */
-
-#define FORGE_SHARDS_OFF SEG_HDR_BYTES
-#define FORGE_COLD_OFF (SEG_HDR_BYTES + (uint32_t)sizeof(struct stat_shard) * (STAT_SHARDS + 1))
+static inline void forge_path(char *path, size_t len, pid_t pid, unsigned n)
+{
+	snprintf(path, len, "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
+}
 
 static inline size_t forge_bytes(uint32_t cold_off)
 {
@@ -39,25 +39,12 @@ static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t 
 	int fd;
 
 	CHECK(p, "calloc");
-	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	h->version = ODPX_SHM_VERSION;
-	h->hdr_bytes = SEG_HDR_BYTES;
-	h->total_bytes = bytes;
+	forge_path(path, sizeof(path), pid, n);
+	seg_header_init(h, bytes, pid, n, NULL);
 	h->shards_off = shards_off;
-	h->shard_bytes = sizeof(struct stat_shard);
-	h->nshards = STAT_SHARDS + 1;
 	h->cold_off = cold_off;
-	h->cold_bytes = sizeof(struct cold_stats);
-	h->stats_bytes = sizeof(struct odpx_stats);
-	h->pid = pid;
-	h->n = n;
-	h->start_time = proc_start_time(pid);
-	h->pidns = odpx_pidns();
-	h->mode = ODPX_MODE_PIN;
-	h->backend = ODPX_BACKEND_URING;
 	/* maybe misaligned */
 	memcpy(p + shards_off + offsetof(struct stat_shard, hits), &hits, sizeof(hits));
-	atomic_store(&h->magic, ODPX_SHM_MAGIC);
 	snprintf(tmp, sizeof(tmp), "%s.new", path);	/* not a segment name */
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", tmp,
@@ -71,12 +58,7 @@ static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t 
 /* The same at the offsets of a writer of this build. */
 static inline int forge(pid_t pid, unsigned n, uint64_t hits)
 {
-	return forge_at(pid, n, FORGE_SHARDS_OFF, FORGE_COLD_OFF, hits);
-}
-
-static inline void forge_path(char *path, size_t len, pid_t pid, unsigned n)
-{
-	snprintf(path, len, "/dev/shm/" ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
+	return forge_at(pid, n, SEG_HDR_BYTES, SEG_COLD_OFF, hits);
 }
 
 #endif

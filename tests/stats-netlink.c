@@ -488,7 +488,7 @@ static void test_replay_timing(void)
 	static char buf[4096];
 	static const uint32_t mrn[1] = { 7 };
 	int seg = forge(getpid(), 950, 0), fd;
-	char *map = mmap(NULL, forge_bytes(FORGE_COLD_OFF), PROT_READ | PROT_WRITE, MAP_SHARED,
+	char *map = mmap(NULL, forge_bytes(SEG_COLD_OFF), PROT_READ | PROT_WRITE, MAP_SHARED,
 			 seg, 0);
 	char path[64];
 	struct replay r;
@@ -497,7 +497,7 @@ static void test_replay_timing(void)
 	CHECK(map != MAP_FAILED, "mmap: %s", strerror(errno));
 	t0 = now_s();
 	CHECK(pthread_create(&thr, NULL, hits_writer,
-			     map + FORGE_SHARDS_OFF + offsetof(struct stat_shard, hits)) == 0,
+			     map + SEG_HDR_BYTES + offsetof(struct stat_shard, hits)) == 0,
 	      "thread");
 	replay_start(&r, getpid(), "0.4", 6);
 	for (unsigned k = 0; k <= 6; k++) {
@@ -524,7 +524,7 @@ static void test_replay_timing(void)
 	replay_end(&r);
 	atomic_store(&hits_stop, true);
 	pthread_join(thr, NULL);
-	munmap(map, forge_bytes(FORGE_COLD_OFF));
+	munmap(map, forge_bytes(SEG_COLD_OFF));
 	forge_path(path, sizeof(path), getpid(), 950);
 	unlink(path);
 	close(seg);

@@ -110,13 +110,13 @@ static void misaligned(void)
 	k = odpx_seg_scan(g, si, 4);
 	CHECK(k == 1, "a well-formed forged segment: %d found (the forgery is wrong)", k);
 	close(fd);
-	fd = forge_at(g, 0, FORGE_SHARDS_OFF + 1, FORGE_COLD_OFF + 8, 1);
+	fd = forge_at(g, 0, SEG_HDR_BYTES + 1, SEG_COLD_OFF + 8, 1);
 	k = odpx_seg_scan(g, si, 4);
-	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", FORGE_SHARDS_OFF + 1, k);
+	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", SEG_HDR_BYTES + 1, k);
 	close(fd);
-	fd = forge_at(g, 0, FORGE_SHARDS_OFF, FORGE_COLD_OFF + 4, 1);
+	fd = forge_at(g, 0, SEG_HDR_BYTES, SEG_COLD_OFF + 4, 1);
 	k = odpx_seg_scan(g, si, 4);
-	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO", FORGE_COLD_OFF + 4, k);
+	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO", SEG_COLD_OFF + 4, k);
 	close(fd);
 	unlink(path);
 	holder_end(g, hold);
