@@ -465,11 +465,11 @@ static void test_replay_per_mr(void)
  * hits of a forged segment of ours (a thread keeps them at HITS_RATE x the
  * time), and an MR's page_faults (FAULT_RATE x the time the reply is
  * written), while every other sample's netlink reply is held back 0.3 s of
- * the 0.4 s interval (the kernel's can take up to 2 s).  odpstat -p must
+ * the 0.6 s interval (the kernel's can take up to 2 s).  odpstat -p must
  * see both rates.  It timed every source at the start of the sample,
  * before netlink: the odpx counters, read after a held reply, and the
- * faults, written at its end, came out 1.75 times too fast in one interval
- * and 4 times too slow in the next.
+ * faults, written at its end, came out 1.5 times their rate in one interval
+ * and half of it in the next.
  */
 #define HITS_RATE 1e6
 #define FAULT_RATE 1e5
@@ -481,7 +481,7 @@ static void *hits_writer(void *arg)
 	uint64_t *hits = arg;
 
 	while (!atomic_load(&hits_stop)) {
-		struct timespec t = { 0, 100000 };
+		struct timespec t = { 0, 1000000 };
 		__atomic_store_n(hits, (uint64_t)(HITS_RATE * (now_s() - t0)), __ATOMIC_RELAXED);
 		nanosleep(&t, NULL);
 	}
@@ -504,7 +504,7 @@ static void test_replay_timing(void)
 	CHECK(pthread_create(&thr, NULL, hits_writer,
 			     map + SEG_HDR_BYTES + offsetof(struct stat_shard, hits)) == 0,
 	      "thread");
-	replay_start(&r, getpid(), "0.4", 6);
+	replay_start(&r, getpid(), "0.6", 6);
 	for (unsigned k = 0; k <= 6; k++) {
 		struct timespec held = { 0, 300000000 };
 		uint64_t v[1][5] = { { 0 } };
