@@ -362,14 +362,12 @@ static int replay_fifo(struct replay *r)
 	return fd;
 }
 
-/* Returns when the reply was complete: when odpstat read it, within a wakeup */
-static double replay_feed(struct replay *r, const void *buf, size_t len)
+static void replay_feed(struct replay *r, const void *buf, size_t len)
 {
 	int fd = replay_fifo(r);
 
 	CHECK(write(fd, buf, len) == (ssize_t)len, "write %s", r->fifo);
 	close(fd);
-	return now_s();
 }
 
 static const char *replay_line(struct replay *r, unsigned k)
@@ -400,9 +398,26 @@ static double json_num(const char *line, const char *key)
 	return strtod(p + strlen(k), NULL);
 }
 
+/* The rate of counter @name of @where in an odpstat JSON line; NAN if null */
+static double json_ctr_rate(const char *line, const char *where, const char *name)
+{
+	char k[160];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"where\":\"%s\",\"name\":\"%s\",", where, name);
+	CHECK((p = strstr(line, k)) && (p = strstr(p, "\"rate\":")), "no %s %s in: %.300s", where,
+	      name, line);
+	p += strlen("\"rate\":");
+	return strncmp(p, "null", 4) ? strtod(p, NULL) : NAN;
+}
+
 static void test_replay_per_mr(void)
 {
-	/* samples: the MRs listed, their page_faults and page_invalidations */
+	/*
+	 * samples: the MRs listed, their page_faults and page_invalidations.
+	 * MR 7 gains 100 faults from each listing to the next: its rate gives
+	 * the seconds odpstat divided by, so counts come back exact.
+	 */
 	static const struct {
 		unsigned n;
 		uint32_t mrn[3];
@@ -412,14 +427,13 @@ static void test_replay_per_mr(void)
 	} s[] = {
 		{ 2, { 7, 8 }, { 1000, 5000 }, { 10, 4000 }, 0, 0, "" },
 		{ 2, { 7, 9 }, { 1100, 50 }, { 10, 0 }, 150, 0, "MR 8 gone, MR 9 new" },
-		{ 3, { 7, 9, 10 }, { 1100, 50, 1 }, { 10, 0, 0 }, 1, 0, "MR 10 new" },
+		{ 3, { 7, 9, 10 }, { 1200, 50, 1 }, { 10, 0, 0 }, 101, 0, "MR 10 new" },
 		{ 0, { 0 }, { 0 }, { 0 }, 0, 0, "no statistics" },	/* an error reply */
-		{ 3, { 7, 9, 10 }, { 1200, 60, 7 }, { 20, 0, 0 }, 0, 0, "after no statistics" },
-		{ 2, { 7, 10 }, { 1300, 9 }, { 20, 5 }, 102, 5, "MR 9 gone" },
+		{ 3, { 7, 9, 10 }, { 1300, 60, 7 }, { 20, 0, 0 }, 0, 0, "after no statistics" },
+		{ 2, { 7, 10 }, { 1400, 9 }, { 20, 5 }, 102, 5, "MR 9 gone" },
 	};
 	const unsigned ns = sizeof(s) / sizeof(s[0]);
 	static char buf[16384];
-	double t, dt, t_prev = 0;
 	struct replay r;
 
 	replay_start(&r, 0, "0.3", ns - 1);
@@ -441,17 +455,18 @@ static void test_replay_per_mr(void)
 			err->error = -EOPNOTSUPP;
 			len = h->nlmsg_len;
 		}
-		/* a rate is over the time between two replies (to ~1%: a wakeup in 0.3 s) */
-		t = replay_feed(&r, buf, len);
-		dt = t - t_prev;
-		t_prev = t;
+		replay_feed(&r, buf, len);
 		if (!k)
 			continue;
 		const char *line = replay_line(&r, k);
-		double faults = json_num(line, "dev_fault_pages") * dt;
-		double inval = json_num(line, "dev_inval_pages") * dt;
-		CHECK(fabs(faults - s[k].want_faults) <= 0.05 * s[k].want_faults + 0.5 &&
-		      fabs(inval - s[k].want_inval) <= 0.05 * s[k].want_inval + 0.5,
+		double faults = json_num(line, "dev_fault_pages");
+		double inval = json_num(line, "dev_inval_pages");
+		if (s[k].want_faults) {
+			double dt = 100 / json_ctr_rate(line, "mlx5_0/mr7", "page_faults");
+			faults *= dt;
+			inval *= dt;
+		}
+		CHECK(fabs(faults - s[k].want_faults) <= 0.5 && fabs(inval - s[k].want_inval) <= 0.5,
 		      "sample %u (%s): %.1f faulted and %.1f invalidated pages in the interval,"
 		      " want %.0f and %.0f", k, s[k].what, faults, inval, s[k].want_faults,
 		      s[k].want_inval);
@@ -464,9 +479,10 @@ static void test_replay_per_mr(void)
  * Each source timed where it is read.  Two counters grow at known rates: the
  * hits of a forged segment of ours (a thread keeps them at HITS_RATE x the
  * time), and an MR's page_faults (FAULT_RATE x the time the reply is
- * written), while every other sample's netlink reply is held back 0.3 s of
- * the 0.6 s interval (the kernel's can take up to 2 s).  odpstat -p must
- * see both rates.  It timed every source at the start of the sample,
+ * written), while every other sample's netlink reply is held back 0.4 s of
+ * the 0.8 s interval (the kernel's can take up to 2 s).  odpstat -p must
+ * see both rates, to 20% (a reply is read a wakeup after it is written:
+ * up to 60 ms on a loaded machine of two CPUs under TSan).  It timed every source at the start of the sample,
  * before netlink: the odpx counters, read after a held reply, and the
  * faults, written at its end, came out 1.5 times their rate in one interval
  * and half of it in the next.
@@ -504,9 +520,9 @@ static void test_replay_timing(void)
 	CHECK(pthread_create(&thr, NULL, hits_writer,
 			     map + SEG_HDR_BYTES + offsetof(struct stat_shard, hits)) == 0,
 	      "thread");
-	replay_start(&r, getpid(), "0.6", 6);
+	replay_start(&r, getpid(), "0.8", 6);
 	for (unsigned k = 0; k <= 6; k++) {
-		struct timespec held = { 0, 300000000 };
+		struct timespec held = { 0, 400000000 };
 		uint64_t v[1][5] = { { 0 } };
 		size_t len;
 
@@ -521,9 +537,9 @@ static void test_replay_timing(void)
 			continue;
 		const char *line = replay_line(&r, k);
 		double hits = json_num(line, "rates\":{\"hits"), faults = json_num(line, "dev_fault_pages");
-		CHECK(fabs(hits / HITS_RATE - 1) < 0.1 && fabs(faults / FAULT_RATE - 1) < 0.1,
+		CHECK(fabs(hits / HITS_RATE - 1) < 0.2 && fabs(faults / FAULT_RATE - 1) < 0.2,
 		      "interval %u (netlink %s): %.0f hits/s (want %.0f), %.0f faulted pages/s"
-		      " (want %.0f)", k, k % 2 ? "held 0.3 s" : "at once", hits, HITS_RATE, faults,
+		      " (want %.0f)", k, k % 2 ? "held 0.4 s" : "at once", hits, HITS_RATE, faults,
 		      FAULT_RATE);
 	}
 	replay_end(&r);
