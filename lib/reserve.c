@@ -321,7 +321,7 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
  * free slot, or when the backend's pin replaces what a slot holds (one
  * system call instead of an unpin and a pin): it is FREE on return but
  * still pins *reused bytes (still in releasing_bytes until pin_reserved()
- * is done with them), and *victims no longer holds it.  Returns the
+ * has unpinned or replaced them), and *victims no longer holds it.  Returns the
  * entry or -ENOMEM (everything in use); the reason is set by pin_reserved(),
  * outside the locks.
  */
@@ -410,14 +410,25 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	return r;
 }
 
+/* The reused slot's old range is unpinned or replaced: its charge goes (ctx->lock). */
+static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
+{
+	ctx->releasing_bytes -= reused;
+	atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
+}
+
 /*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
- * one too, unless the pin replaces it), pin [s, s+len) into @idx and give
- * the other victims back to the free list.  Returns 0 with ctx->lock held,
- * or -errno with nothing held and @idx freed.
+ * one too, unless the pin replaces it) and give them back to the free list,
+ * then pin [s, s+len) into @idx.  The victims stop counting against the
+ * limits before the pin, which may be slow (a large ibv_reg_mr): another
+ * miss meanwhile must not find them charged and be refused.  Only a reused
+ * range that the pin replaces stays charged until it returns: it is pinned
+ * until then.  Returns 0 with ctx->lock held, or -errno with nothing held
+ * and @idx freed.
  */
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, uint64_t reused,
-			uintptr_t s, size_t len, uint32_t acc)
+		 uintptr_t s, size_t len, uint32_t acc)
 {
 	bool held = reused && ctx->be->pin_replaces;
 	int r;
@@ -425,23 +436,25 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, uint64_t r
 	unpin_victims(ctx, victims);
 	if (reused && !held)
 		unpin_one(ctx, (uint32_t)idx);
+	if (victims != NIL || (reused && !held)) {
+		pthread_mutex_lock(&ctx->lock);
+		victims_free_locked(ctx, victims);
+		if (reused && !held)
+			reused_free_locked(ctx, reused);
+		pthread_mutex_unlock(&ctx->lock);
+	}
 	if (idx < 0)
-		r = len > ctx->lim.max_pinned_bytes
+		return len > ctx->lim.max_pinned_bytes
 			? odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes", len)
 			: odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
 				    " pinned bytes) and every entry is in use",
 				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
-	else
-		r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
+	r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
 	pthread_mutex_lock(&ctx->lock);
-	victims_free_locked(ctx, victims);
-	if (reused) {	/* replaced or unpinned by now */
-		ctx->releasing_bytes -= reused;
-		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
-	}
+	if (held)	/* replaced or unpinned by now */
+		reused_free_locked(ctx, reused);
 	if (r < 0) {
-		if (idx >= 0)
-			entry_free_locked(ctx, (uint32_t)idx);
+		entry_free_locked(ctx, (uint32_t)idx);
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	return r;

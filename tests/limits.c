@@ -29,7 +29,9 @@
  *   release the same entries and after entries die, held or not (it is
  *   counted per thread on the hit path, lib/stats.c, not by a walk);
  * - a miss's victims count against max_pinned_bytes until they are unpinned:
- *   another thread's miss does not pin over the limit meanwhile.
+ *   another thread's miss does not pin over the limit meanwhile; and no
+ *   longer: one that fits once they are unpinned is not refused during the
+ *   evicting miss's own (slow) pin.
  */
 #include <dlfcn.h>
 #include <linux/capability.h>
@@ -789,6 +791,102 @@ static void victims_charged(void)
 	printf("victims charged until unpinned: another miss waits for them\n");
 }
 
+/*
+ * A miss's victims stop counting once they are unpinned, not once its own
+ * pin returns.  Backend "slow" (no pin_replaces, like verbs, whose pin of a
+ * large range takes that long) holds one thread's pin.  16-page limit; V
+ * (8 pages) cached, unused.  A registers 12 pages: it evicts V, unpins it
+ * and is held in its pin.  B's 4 pages fit (12 + 4): the old code still
+ * charged V's 8 until A's pin returned, and refused B with -ENOMEM after
+ * waiting twice, with nothing held but A's reservation.
+ */
+static __thread bool hold_pin;
+static sem_t pin_held, pin_go;
+static uint64_t slow_slot[64];
+static _Atomic uint64_t slow_pinned, slow_peak;
+
+static int slow_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
+		    uint32_t acc, uint32_t *lkey, uint32_t *rkey)
+{
+	(void)ctx, (void)start, (void)acc;
+	if (hold_pin) {
+		hold_pin = false;
+		sem_post(&pin_held);
+		sem_wait(&pin_go);
+	}
+	slow_slot[idx] = len;
+	uint64_t now = atomic_fetch_add(&slow_pinned, len) + len, peak = atomic_load(&slow_peak);
+	while (now > peak && !atomic_compare_exchange_weak(&slow_peak, &peak, now))
+		;
+	*lkey = *rkey = idx;
+	return 0;
+}
+
+static void slow_unpin(struct odpx_ctx *ctx, uint32_t idx)
+{
+	(void)ctx;
+	atomic_fetch_sub(&slow_pinned, slow_slot[idx]);
+	slow_slot[idx] = 0;
+}
+
+static void slow_close(struct odpx_ctx *ctx) { (void)ctx; }
+
+static const struct backend_ops slow_ops = {
+	.name = "slow", .id = ODPX_BACKEND_RESERVED, .pin = slow_pin, .unpin = slow_unpin,
+	.close = slow_close,
+};
+
+static void *held_pin_miss(void *arg)
+{
+	struct stall_arg *a = arg;
+	struct odpx_mr *mr;
+
+	hold_pin = true;
+	a->r = odpx_reg(a->ctx, a->p, 12 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	if (a->r == 0)
+		a->r = odpx_dereg(a->ctx, mr);
+	return NULL;
+}
+
+static void victims_freed_before_pin(void)
+{
+	struct odpx_attr at = { .comp_mask = ODPX_ATTR_LIMITS,
+				.limits = { .max_entries = 32, .max_pinned_bytes = 16 * PG,
+					    .max_entry_bytes = 16 * PG, .max_unused_bytes = 16 * PG } };
+	unsigned char *b = map_anon(NULL, 64 * PG);
+	struct odpx_ctx *ctx;
+	struct odpx_mr *mr;
+	struct stall_arg a;
+	pthread_t t;
+	double t0;
+	int r;
+
+	memset(b, 4, 64 * PG);
+	CHECK(sem_init(&pin_held, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
+	CHECK_RC(odpx_open_backend(&slow_ops, &at, &ctx), 0);
+	a = (struct stall_arg){ ctx, b + 20 * PG, -1 };
+	CHECK_RC(odpx_reg(ctx, b, 8 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);	/* V */
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK(pthread_create(&t, NULL, held_pin_miss, &a) == 0, "pthread_create");
+	CHECK(sem_wait(&pin_held) == 0, "sem_wait");
+	CHECK(atomic_load(&slow_pinned) == 0, "V not unpinned before A's pin");
+	t0 = now_s();
+	r = odpx_reg(ctx, b + 40 * PG, 4 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	CHECK(r == 0, "4 pages while A pins 12 of 16, V unpinned: %d (%s) after %.0f ms; reason: %s",
+	      r, strerror(-r), (now_s() - t0) * 1e3, odpx_last_reason());
+	sem_post(&pin_go);
+	pthread_join(t, NULL);
+	CHECK(a.r == 0, "A's 12 pages: %d (%s)", a.r, strerror(-a.r));
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK(atomic_load(&slow_peak) <= 16 * PG, "the backend held %lu pages at once, limit 16",
+	      (unsigned long)(atomic_load(&slow_peak) / PG));
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(b, 64 * PG);
+	sem_destroy(&pin_held);
+	sem_destroy(&pin_go);
+	printf("victims uncharged once unpinned: another miss fits during a slow pin\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -808,6 +906,7 @@ int main(void)
 	replace_evict();
 	no_false_enomem();
 	victims_charged();
+	victims_freed_before_pin();
 	CHECK(run_forked(NULL, replace_memlock_child, NULL) == 0, "replace over RLIMIT_MEMLOCK failed");
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
 	printf("ok\n");
