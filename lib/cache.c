@@ -241,17 +241,17 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	int r;
 
 	for (int waits = 0;; waits++) {
-		uint32_t victims = NIL, coming;
-		uint64_t reused = 0;
+		struct reservation rv = { .victims = NIL };
+		uint32_t coming;
 
 		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
-		idx = reserve_locked(ctx, end - s, NIL, 0, &victims, &reused, false);
+		idx = reserve_locked(ctx, end - s, NIL, 0, &rv, false);
 		coming = LD(ctx->releasing);
 		pthread_mutex_unlock(&ctx->lock);
-		if ((r = pin_reserved(ctx, idx, victims, reused, s, end - s, acc)) == 0)
+		if ((r = pin_reserved(ctx, idx, &rv, s, end - s, acc)) == 0)
 			break;
 		if (idx != -ENOMEM || waits == ROOM_WAITS || !room_coming(ctx, coming))
 			return r;
@@ -325,8 +325,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
 		uintptr_t us = s, ue = end;
-		uint32_t victims = NIL;
-		uint64_t reused = 0;
+		struct reservation rv = { .victims = NIL };
 		uint64_t c0, t0;
 
 		apply_pending(ctx);
@@ -401,14 +400,12 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		c0 = mon.inval_count;
 		t0 = mon.nrm ? monitor_ns() : 0;	/* the pin's age, for the REMOVE quarantine */
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
-		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &victims, &reused,
-					     true);
+		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &rv, true);
 		if (idx == -ENOMEM && (us != s || ue != end)) {
 			/* the merged range outgrew the limits: the request alone may fit */
 			us = s;
 			ue = end;
-			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &victims, &reused,
-					     true);
+			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &rv, true);
 		}
 		uint32_t coming = LD(ctx->releasing);
 		mon_unlock();
@@ -416,7 +413,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		if (idx >= 0 && (us != s || ue != end))
 			STAT_INC(ctx, merges);
 		/* victims first: a victim's slot may be the one we pin into */
-		if ((r = pin_reserved(ctx, idx, victims, reused, us, ue - us, acc)) < 0) {
+		if ((r = pin_reserved(ctx, idx, &rv, us, ue - us, acc)) < 0) {
 			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, coming))
 				continue;
 			return r;

@@ -54,12 +54,22 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
 bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* mon.lock, seq */
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 
+/*
+ * What reserve_locked() leaves for pin_reserved() (reserve.c).  Start with
+ * { .victims = NIL }: a second reservation adds its victims to the first's.
+ */
+struct reservation {
+	uint32_t victims;	/* evicted, chained through dnext: unpinned before the pin */
+	uint64_t reused;	/* bytes a victim's old range still pins in the reserved slot */
+	bool replace;		/* the pin replaces them in place (else: unpinned first) */
+};
+
 /* reserve.c */
 void lru_link(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
-		       uintptr_t start, uint32_t *victims, uint64_t *reused, bool mon_held);
+		       uintptr_t start, struct reservation *rv, bool mon_held);
 void unreserve(struct odpx_ctx *ctx, uint32_t idx);
-int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, uint64_t reused,
+int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc);
 
 /*

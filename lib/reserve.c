@@ -200,6 +200,15 @@ static void lru_age(struct odpx_ctx *ctx)
 		ctx->lru_min_key = lru_key(ctx, floor);
 }
 
+static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v)
+{
+	uint64_t bytes = 0;
+
+	for (; v != NIL; v = LD(ctx->ent[v].dnext))
+		bytes += SPAN_BYTES(LD(ctx->ent[v].span));
+	return bytes;
+}
+
 /*
  * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
  * Victims are chained on *victims (through dnext) for the caller to unpin
@@ -208,11 +217,9 @@ static void lru_age(struct odpx_ctx *ctx)
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
 		      uint64_t bytes, uint32_t *victims, bool mon_held)
 {
-	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, mine = 0;
-
 	/* our own victims are unpinned before our pin; other misses' may not be */
-	for (uint32_t v = *victims; v != NIL; v = LD(ctx->ent[v].dnext))
-		mine += SPAN_BYTES(LD(ctx->ent[v].span));
+	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, mine = victims_bytes(ctx, *victims);
+
 	lru_age(ctx);	/* every miss comes here, linking or not */
 	while (ctx->nentries + 1 > max_entries ||
 	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes) {
@@ -316,34 +323,45 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 
 /*
  * Reserve an entry and @bytes within the limits, under ctx->lock (and
- * mon.lock when @mon_held), evicting onto *victims for the caller to unpin
- * after unlocking.  The first victim's slot is taken when the slab has no
- * free slot, or when the backend's pin replaces what a slot holds (one
- * system call instead of an unpin and a pin): it is FREE on return but
- * still pins *reused bytes (still in releasing_bytes until pin_reserved()
- * has unpinned or replaced them), and *victims no longer holds it.  Returns the
- * entry or -ENOMEM (everything in use); the reason is set by pin_reserved(),
- * outside the locks.
+ * mon.lock when @mon_held), evicting onto rv->victims for the caller to
+ * unpin after unlocking.  The last victim's slot is taken when the backend's
+ * pin replaces what a slot holds (one system call instead of an unpin and a
+ * pin) and both ranges fit max_pinned_bytes together: the kernel pins the
+ * new range before it lets the old one go, so VmPin holds both meanwhile.
+ * It is taken too when the slab has no free slot, its range then unpinned
+ * first.  Either way the slot is FREE on return but still pins rv->reused
+ * bytes (still in releasing_bytes until pin_reserved() has unpinned or
+ * replaced them), and rv->victims no longer holds it.  Returns the entry or
+ * -ENOMEM (everything in use); the reason is set by pin_reserved(), outside
+ * the locks.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
-			      uintptr_t start, uint32_t *victims, uint64_t *reused, bool mon_held)
+		       uintptr_t start, struct reservation *rv, bool mon_held)
 {
+	uint64_t max = ctx->lim.max_pinned_bytes;
 	uint32_t idx;
 
-	if (bytes > ctx->lim.max_pinned_bytes)
+	if (bytes > max)
 		return -ENOMEM;
 	if (start && ctx->nevicted)
 		count_remiss(ctx, start);
-	if (!make_room(ctx, ctx->lim.max_entries, ctx->lim.max_pinned_bytes, bytes, victims,
-		       mon_held) ||
-	    (ctx->free_head == NIL && *victims == NIL))
+	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, mon_held) ||
+	    (ctx->free_head == NIL && rv->victims == NIL))
 		return -ENOMEM;
-	if (ctx->free_head != NIL && (*victims == NIL || !ctx->be->pin_replaces)) {
+	rv->replace = false;
+	if (rv->victims != NIL && ctx->be->pin_replaces) {
+		/* others' victims are still pinned, ours but this one are not */
+		uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims);
+		uint64_t old = SPAN_BYTES(LD(ctx->ent[rv->victims].span));
+
+		rv->replace = ctx->pinned_bytes + others + old + bytes <= max;
+	}
+	if (ctx->free_head != NIL && !rv->replace) {
 		idx = take_free_locked(ctx, home);
 	} else {
-		struct entry *e = &ctx->ent[idx = *victims];
-		*victims = LD(e->dnext);
-		*reused = SPAN_BYTES(LD(e->span));	/* still releasing, ours now */
+		struct entry *e = &ctx->ent[idx = rv->victims];
+		rv->victims = LD(e->dnext);
+		rv->reused = SPAN_BYTES(LD(e->span));	/* still releasing, ours now */
 		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)) + 1, 0, ST_FREE, 0), REL);
 	}
 	ctx->nentries++;
@@ -427,10 +445,12 @@ static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
  * until then.  Returns 0 with ctx->lock held, or -errno with nothing held
  * and @idx freed.
  */
-int pin_reserved(struct odpx_ctx *ctx, int64_t idx, uint32_t victims, uint64_t reused,
+int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc)
 {
-	bool held = reused && ctx->be->pin_replaces;
+	uint32_t victims = rv->victims;
+	uint64_t reused = rv->reused;
+	bool held = reused && rv->replace;
 	int r;
 
 	unpin_victims(ctx, victims);

@@ -21,10 +21,12 @@
  * - max_unused_bytes is enforced by the engine tick (odpx.h); a miss does not
  *   walk the LRU to enforce it (that would make every miss O(entries));
  * - an eviction and the miss that caused it share one slot update (the
- *   io_uring backend's pin replaces what the slot holds): VmPin stays exact
- *   and the new range moves the right bytes; a pin that fails leaves the
- *   evicted range unpinned too; and when pinning both at once is over
- *   RLIMIT_MEMLOCK (no CAP_IPC_LOCK), the miss unpins first and succeeds;
+ *   io_uring backend's pin replaces what the slot holds) when both ranges
+ *   fit max_pinned_bytes, else the victim is unpinned first (VmPin never
+ *   holds both over the limit): VmPin stays exact and the new range moves
+ *   the right bytes; a pin that fails leaves the evicted range unpinned
+ *   too; and when pinning both at once is over RLIMIT_MEMLOCK (no
+ *   CAP_IPC_LOCK), the miss unpins first and succeeds;
  * - unused_bytes is exact once references settle, after threads hit and
  *   release the same entries and after entries die, held or not (it is
  *   counted per thread on the hit path, lib/stats.c, not by a walk);
@@ -434,7 +436,10 @@ static void all_in_use(void)
 	CHECK_RC(odpx_close(ctx), 0);
 }
 
-/* One 4-page entry's room: each miss evicts the last range into its own slot. */
+/*
+ * One entry (max_entries 1, the bytes to spare): each miss of a 4-page
+ * range evicts the last one and replaces it in its slot.
+ */
 static void replace_cycle(struct odpx_ctx *ctx, unsigned first, unsigned n, const char *what)
 {
 	struct lim l = { 64, 4 * PG };
@@ -459,7 +464,7 @@ static void replace_cycle(struct odpx_ctx *ctx, unsigned first, unsigned n, cons
 
 static void replace_evict(void)
 {
-	struct odpx_ctx *ctx = open_limits(64, 4 * PG, 4 * PG, 4 * PG, 0);
+	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 4 * PG, 64 * PG, 0);
 	unsigned char *ro = mmap(NULL, 4 * PG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct odpx_mr *mr;
 	struct odpx_stats st;
@@ -515,7 +520,7 @@ static int replace_memlock_child(void *arg)
 	CHECK_RC(io_uring_queue_init(2, &probe, 0), 0);
 	CHECK_RC(io_uring_register_buffers_sparse(&probe, 1), 0);
 	pin0 = vm_pinned_kb();
-	ctx = open_limits(64, 4 * PG, 4 * PG, 4 * PG, 0);
+	ctx = open_limits(1, 64 * PG, 4 * PG, 64 * PG, 0);
 	replace_cycle(ctx, 40, 1, "memlock: first");	/* monitor, engine and one entry */
 	for (pages = 1; pages < 2048; pages++) {
 		set_memlock(pages * PG);
@@ -716,6 +721,14 @@ static void no_false_enomem(void)
  */
 static __thread bool stall_me;
 static sem_t stalled, go_on;
+/*
+ * While @track_slots: the slot updates, and the most VmPin held during
+ * one, in kB over pin0 (a replace pins the new range before it unpins the
+ * old one).
+ */
+static bool track_slots;
+static long update_peak_kb;
+static unsigned tracked_updates;
 
 int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 					 const struct iovec *iov, const __u64 *tags, unsigned nr)
@@ -733,6 +746,11 @@ int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 		clock_gettime(CLOCK_REALTIME, &t);
 		t.tv_sec += 10;
 		sem_timedwait(&go_on, &t);
+	}
+	if (track_slots) {
+		long peak = vm_pinned_kb() - pin0 + (long)(iov->iov_len / 1024);
+		update_peak_kb = peak > update_peak_kb ? peak : update_peak_kb;
+		tracked_updates++;
 	}
 	return real(ring, off, iov, tags, nr);
 }
@@ -887,6 +905,57 @@ static void victims_freed_before_pin(void)
 	printf("victims uncharged once unpinned: another miss fits during a slow pin\n");
 }
 
+/*
+ * A replace pins the new range before it unpins the old one: it is taken
+ * only when both fit max_pinned_bytes (the wrapper reads VmPin before each
+ * update and adds the range it pins).  Four misses in a row; those that
+ * evict:
+ * - 4 pages, entries of 4 pages (room for one): the old code replaced,
+ *   VmPin 8 pages in the update; now the victim is unpinned first (two
+ *   updates);
+ * - 2 entries (a slab of 2, no free slot), 4 pages, entries of 2: the
+ *   victim's slot is reused all the same, unpinned first (the old code: 6);
+ * - 2 entries, 16 pages, entries of 1 page: the replace fits, and is taken
+ *   (one update).
+ */
+static void replace_fits_run(uint64_t entries, uint64_t pinned, unsigned pages, bool replaces)
+{
+	struct lim l = { entries, pinned };
+	struct odpx_ctx *ctx = open_limits(entries, pinned, 4 * PG, pinned, 0);
+	uint64_t evictions = 0;
+	char what[96];
+
+	update_peak_kb = 0;
+	track_slots = true;
+	for (unsigned i = 0; i < 4; i++) {
+		struct odpx_stats a = stats_of(ctx), b;
+		unsigned u = tracked_updates;
+
+		snprintf(what, sizeof(what), "replace fits: %lu entries, %lu pages, R%u of %u pages",
+			 (unsigned long)entries, (unsigned long)(pinned / PG), 20 + i, pages);
+		dereg(ctx, l, reg(ctx, l, R(20 + i), pages * PG, 0, what), what);
+		b = stats_of(ctx);
+		CHECK(update_peak_kb * 1024 <= (long)pinned, "%s: VmPin %ld kB during a slot update, limit %lu kB",
+		      what, update_peak_kb, (unsigned long)(pinned / 1024));
+		if (b.evictions == a.evictions)
+			continue;
+		evictions++;
+		CHECK(tracked_updates - u == (replaces ? 1U : 2U), "%s: %u slot updates, want %u", what,
+		      tracked_updates - u, replaces ? 1 : 2);
+	}
+	track_slots = false;
+	CHECK(evictions >= 2, "replace fits: %lu evictions in 4 misses", (unsigned long)evictions);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+static void replace_fits(void)
+{
+	replace_fits_run(64, 4 * PG, 4, false);
+	replace_fits_run(2, 4 * PG, 2, false);
+	replace_fits_run(2, 16 * PG, 1, true);
+	printf("a replace only when both ranges fit max_pinned_bytes\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -904,6 +973,7 @@ int main(void)
 	merge_cap();
 	direct_counts();
 	replace_evict();
+	replace_fits();
 	no_false_enomem();
 	victims_charged();
 	victims_freed_before_pin();
