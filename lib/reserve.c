@@ -245,15 +245,24 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		}
 		if (!mon_held)
 			mon_lock();
+		/*
+		 * Again under mon.lock: a hit and its release take no lock, and
+		 * one that came while we waited for it made this entry the most
+		 * recently released: put back under its new stamp.
+		 */
 		w = atomic_load_explicit(&e->word, ACQ);
-		bool owned = false;
-		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0) {
+		bool owned = false, again = LD(e->last_use) != used;
+		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0 && !again) {
 			seq_begin(ctx);
 			owned = kill_locked(ctx, idx, 0);	/* else a hit won: it pushes */
 			seq_end(ctx);
 		}
 		if (!mon_held)
 			mon_unlock();
+		if (again) {
+			lru_relink(ctx, idx, LD(e->last_use));
+			continue;
+		}
 		if (owned) {
 			cache_unlink_lru(ctx, idx);
 			/* account now so the loop sees the room; freed after unpin */

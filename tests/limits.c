@@ -7,10 +7,10 @@
  * - unused entries are evicted least recently released first, exactly at the
  *   resolution of misses (the comment at the top of lib/reserve.c): a simple
  *   order, then one where entries used since they were linked are re-linked
- *   by the evictor in between, then a model of exact LRU that predicts every
- *   hit and miss of long random runs with held references, one of them
- *   across the wrap of the cache's 32-bit clock and one across a jump of
- *   2^31 misses;
+ *   by the evictor in between, one released while the evictor waits for
+ *   mon.lock, then a model of exact LRU that predicts every hit and miss of
+ *   long random runs with held references, one of them across the wrap of
+ *   the cache's 32-bit clock and one across a jump of 2^31 misses;
  * - with every entry in use, odpx_reg returns -ENOMEM and loses nothing: every
  *   held registration still hits and moves the right bytes, and one release
  *   makes room again; a request that fits the limits on its own is not
@@ -45,6 +45,7 @@
 
 #include "test.h"
 #include "internal.h"	/* the slab, for lru-model */
+#include "../uffd/monitor.h"	/* mon.lock, for lru-recheck */
 
 #define PG 4096UL
 
@@ -956,6 +957,71 @@ static void replace_fits(void)
 	printf("a replace only when both ranges fit max_pinned_bytes\n");
 }
 
+/*
+ * The evictor picks the least recently released entry, then takes mon.lock
+ * to kill it; a hit and release in between takes no lock, and makes that
+ * entry the most recently released one.  The engine's trim (no mon.lock
+ * held on entry) is stopped there by holding mon.lock, as the monitor
+ * holds it while it reads.  E, F, G miss (clock 1, 2, 3), E and F are
+ * released, G is released with mon.lock held: the unused bytes exceed
+ * max_unused_bytes by one entry, and the trim picks E (released at 1).
+ * E is hit and released (now at 3) before the lock is dropped: the trim
+ * must evict F (2), as the old code, which checked E's references again but
+ * not its stamp, did not.
+ */
+static void *hit_release(void *arg)
+{
+	struct odpx_mr *mr;
+
+	CHECK_RC(odpx_reg(exact_ctx, arg, PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+	CHECK_RC(odpx_dereg(exact_ctx, mr), 0);
+	return NULL;
+}
+
+static void lru_recheck(void)
+{
+	struct lim l = { 64, 64 * PG };
+	struct odpx_ctx *ctx = open_limits(64, 64 * PG, 4 * PG, 2 * PG, 5);
+	void *E = R(20), *F = R(21), *G = R(22);
+	struct odpx_mr *g;
+	struct timespec until;
+	pthread_t t;
+	int locked = 0;
+
+	touch(ctx, l, 20, 0, "lru recheck: E");
+	touch(ctx, l, 21, 0, "lru recheck: F");
+	g = reg(ctx, l, G, PG, 0, "lru recheck: G");
+	struct odpx_stats s0 = stats_of(ctx), s1;
+	pthread_mutex_lock(&mon.lock);
+	CHECK_RC(odpx_dereg(ctx, g), 0);	/* 3 unused pages of 2: the next tick trims */
+	/* the trim holds ctx->lock while it waits for mon.lock */
+	for (double end = now_s() + 5; locked < 50 && now_s() < end;) {
+		if (pthread_mutex_trylock(&ctx->lock) == 0) {
+			pthread_mutex_unlock(&ctx->lock);
+			locked = 0;
+		} else {
+			locked++;
+		}
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	CHECK(locked == 50, "lru recheck: the engine's trim did not start in 5 s");
+	exact_ctx = ctx;
+	CHECK(pthread_create(&t, NULL, hit_release, E) == 0, "pthread_create");
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	CHECK(pthread_timedjoin_np(t, NULL, &until) == 0, "lru recheck: the hit on E waited for mon.lock");
+	pthread_mutex_unlock(&mon.lock);
+	CHECK(WAIT_FOR((s1 = stats_of(ctx)).evictions > s0.evictions, 5), "lru recheck: nothing trimmed");
+	CHECK(s1.misses == s0.misses && s1.evictions == s0.evictions + 1,
+	      "lru recheck: misses %lu -> %lu, evictions %lu -> %lu", (unsigned long)s0.misses,
+	      (unsigned long)s1.misses, (unsigned long)s0.evictions, (unsigned long)s1.evictions);
+	CHECK(slab_has(ctx, E) && !slab_has(ctx, F) && slab_has(ctx, G),
+	      "lru recheck: cached E %d F %d G %d; want E (released last) and G kept, F (least"
+	      " recently released) trimmed", slab_has(ctx, E), slab_has(ctx, F), slab_has(ctx, G));
+	CHECK_RC(odpx_close(ctx), 0);
+	printf("lru recheck: an entry released while the evictor waits for mon.lock is kept\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -969,6 +1035,7 @@ int main(void)
 	unused_cap();
 	unused_exact();
 	lru_relinked();
+	lru_recheck();
 	lru_model();
 	merge_cap();
 	direct_counts();
