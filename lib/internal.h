@@ -218,6 +218,12 @@ struct odpx_ctx {
 	 */
 	uint64_t releasing_bytes;
 	/*
+	 * The victims among them, out of nentries but still in their slots:
+	 * charged against max_entries to every miss but the evicting one, so
+	 * that the slab's spare slots never hold more (reserve.c).
+	 */
+	uint64_t releasing_entries;
+	/*
 	 * Starts of ranges evicted lately, direct-mapped by start page: a miss
 	 * at one of them is counted in evict_remiss (ctx->lock).
 	 */

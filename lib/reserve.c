@@ -200,11 +200,11 @@ static void lru_age(struct odpx_ctx *ctx)
 		ctx->lru_min_key = lru_key(ctx, floor);
 }
 
-static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v)
+static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v, uint64_t *n)
 {
 	uint64_t bytes = 0;
 
-	for (; v != NIL; v = LD(ctx->ent[v].dnext))
+	for (*n = 0; v != NIL; v = LD(ctx->ent[v].dnext), ++*n)
 		bytes += SPAN_BYTES(LD(ctx->ent[v].span));
 	return bytes;
 }
@@ -218,10 +218,11 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		      uint64_t bytes, uint32_t *victims, bool mon_held)
 {
 	/* our own victims are unpinned before our pin; other misses' may not be */
-	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, mine = victims_bytes(ctx, *victims);
+	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, nmine;
+	uint64_t mine = victims_bytes(ctx, *victims, &nmine);
 
 	lru_age(ctx);	/* every miss comes here, linking or not */
-	while (ctx->nentries + 1 > max_entries ||
+	while (ctx->nentries + (ctx->releasing_entries - nmine) + 1 > max_entries ||
 	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes) {
 		uint32_t idx = lru_min(ctx);
 
@@ -270,7 +271,9 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ctx->nentries--;
 			ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
 			ctx->releasing_bytes += SPAN_BYTES(LD(e->span));
+			ctx->releasing_entries++;
 			mine += SPAN_BYTES(LD(e->span));
+			nmine++;
 			ST(e->dnext, *victims);
 			*victims = idx;
 			STAT_INC(ctx, evictions);
@@ -291,6 +294,7 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 		ctx->nentries++;	/* entry_free_locked takes it off again */
 		ctx->pinned_bytes += SPAN_BYTES(LD(ctx->ent[v].span));
 		ctx->releasing_bytes -= SPAN_BYTES(LD(ctx->ent[v].span));
+		ctx->releasing_entries--;
 		entry_free_locked(ctx, v);
 		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
 		v = next;
@@ -360,7 +364,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	rv->replace = false;
 	if (rv->victims != NIL && ctx->be->pin_replaces) {
 		/* others' victims are still pinned, ours but this one are not */
-		uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims);
+		uint64_t n, others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
 		uint64_t old = SPAN_BYTES(LD(ctx->ent[rv->victims].span));
 
 		rv->replace = ctx->pinned_bytes + others + old + bytes <= max;
@@ -371,6 +375,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		struct entry *e = &ctx->ent[idx = rv->victims];
 		rv->victims = LD(e->dnext);
 		rv->reused = SPAN_BYTES(LD(e->span));	/* still releasing, ours now */
+		ctx->releasing_entries--;	/* the slot counts in nentries again */
 		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)) + 1, 0, ST_FREE, 0), REL);
 	}
 	ctx->nentries++;

@@ -33,7 +33,8 @@
  * - a miss's victims count against max_pinned_bytes until they are unpinned:
  *   another thread's miss does not pin over the limit meanwhile; and no
  *   longer: one that fits once they are unpinned is not refused during the
- *   evicting miss's own (slow) pin.
+ *   evicting miss's own (slow) pin; they count against max_entries too, so
+ *   that no miss meanwhile takes one of the slab's spare slots.
  */
 #include <dlfcn.h>
 #include <linux/capability.h>
@@ -725,11 +726,16 @@ static sem_t stalled, go_on;
 /*
  * While @track_slots: the slot updates, and the most VmPin held during
  * one, in kB over pin0 (a replace pins the new range before it unpins the
- * old one).
+ * old one); the slots of one context's table that hold a range, and their
+ * most at once.  @stall_unpin: the next unpin of any thread waits as
+ * @stall_me's update does.
  */
+#define TRACKED_SLOTS 64
 static bool track_slots;
 static long update_peak_kb;
 static unsigned tracked_updates;
+static bool slot_used[TRACKED_SLOTS];
+static _Atomic int slots_used, slots_used_max, stall_unpin;
 
 int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 					 const struct iovec *iov, const __u64 *tags, unsigned nr)
@@ -740,7 +746,8 @@ int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 	if (!real)
 		real = (int (*)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
 				unsigned))dlsym(RTLD_NEXT, "io_uring_register_buffers_update_tag");
-	if (stall_me) {
+	int one = 1;
+	if (stall_me || (!iov->iov_base && atomic_compare_exchange_strong(&stall_unpin, &one, 0))) {
 		stall_me = false;
 		sem_post(&stalled);
 		struct timespec t;
@@ -753,7 +760,15 @@ int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 		update_peak_kb = peak > update_peak_kb ? peak : update_peak_kb;
 		tracked_updates++;
 	}
-	return real(ring, off, iov, tags, nr);
+	int r = real(ring, off, iov, tags, nr);
+	if (track_slots && r == 1 && off < TRACKED_SLOTS && slot_used[off] != !!iov->iov_base) {
+		slot_used[off] = iov->iov_base != NULL;
+		int n = atomic_fetch_add(&slots_used, iov->iov_base ? 1 : -1) + (iov->iov_base ? 1 : -1);
+		for (int m = atomic_load(&slots_used_max);
+		     n > m && !atomic_compare_exchange_weak(&slots_used_max, &m, n);)
+			;
+	}
+	return r;
 }
 
 struct stall_arg { struct odpx_ctx *ctx; void *p; int r; };
@@ -1022,6 +1037,52 @@ static void lru_recheck(void)
 	printf("lru recheck: an entry released while the evictor waits for mon.lock is kept\n");
 }
 
+/*
+ * Victims in flight still hold their slots: other misses count them against
+ * max_entries as they count their bytes against max_pinned_bytes.  The
+ * slab has spare slots (max_entries 4: 5 slots), and the engine's trim
+ * evicts 3 of 4 unused entries and is stopped in its first unpin.  A miss
+ * meanwhile must evict the fourth and reuse its slot, not take a spare one:
+ * the old code had 5 ranges registered at once (the wrapper counts the
+ * slots that hold one).
+ */
+static void entries_in_flight(void)
+{
+	struct lim l = { 4, 64 * PG };
+	struct odpx_ctx *ctx;
+	struct odpx_mr *held[4], *mr;
+	struct timespec until;
+	int r;
+
+	CHECK(sem_init(&stalled, 0, 0) == 0 && sem_init(&go_on, 0, 0) == 0, "sem_init");
+	memset(slot_used, 0, sizeof(slot_used));
+	atomic_store(&slots_used, 0);
+	atomic_store(&slots_used_max, 0);
+	track_slots = true;
+	ctx = open_limits(4, 64 * PG, 4 * PG, PG, 5);
+	for (unsigned i = 0; i < 4; i++)	/* held: nothing to trim yet */
+		held[i] = reg(ctx, l, R(20 + i), PG, 0, "entries in flight: fill");
+	atomic_store(&stall_unpin, 1);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_RC(odpx_dereg(ctx, held[i]), 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	CHECK(sem_timedwait(&stalled, &until) == 0, "entries in flight: no trim in 5 s");
+	r = odpx_reg(ctx, R(30), PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	int most = atomic_load(&slots_used_max);
+	sem_post(&go_on);
+	CHECK(r == 0, "entries in flight: a miss during the trim: %d (%s)", r, strerror(-r));
+	CHECK(most <= 4, "entries in flight: %d ranges registered at once, max_entries 4", most);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK(WAIT_FOR(atomic_load(&ctx->releasing) == 0, 5), "entries in flight: the trim did not end");
+	check_limits(ctx, l, "entries in flight");
+	track_slots = false;
+	CHECK_RC(odpx_close(ctx), 0);
+	sem_destroy(&stalled);
+	sem_destroy(&go_on);
+	printf("entries in flight count against max_entries\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -1044,6 +1105,7 @@ int main(void)
 	no_false_enomem();
 	victims_charged();
 	victims_freed_before_pin();
+	entries_in_flight();
 	CHECK(run_forked(NULL, replace_memlock_child, NULL) == 0, "replace over RLIMIT_MEMLOCK failed");
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
 	printf("ok\n");
