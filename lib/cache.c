@@ -216,16 +216,20 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
 
 /*
  * A reservation found no room while @r0 counted entries were on their way
- * back to the free list (dead ones the engine reaps, victims of a miss being
- * unpinned): what is in use does not fill the limits.  Reap, wait until some
- * are back (at most about 40 ms), and say whether to try again.
+ * back to the free list (dead ones the engine reaps, victims of another
+ * miss being unpinned; not the reservation's own, freed before it waits):
+ * what is in use does not fill the limits.  Reap, wait until some are back,
+ * at most ROOM_WAIT_NS, and say whether to try again.
  */
+#define ROOM_WAIT_NS 40000000ULL	/* README, "Limits and knobs": about 40 ms, twice */
+
 static bool room_coming(struct odpx_ctx *ctx, uint32_t r0)
 {
 	if (!r0)
 		return false;
 	cache_reap_dead(ctx);
-	for (int i = 0; i < 2000 && atomic_load_explicit(&ctx->releasing, ACQ) >= r0; i++) {
+	for (uint64_t end = monitor_ns() + ROOM_WAIT_NS;
+	     atomic_load_explicit(&ctx->releasing, ACQ) >= r0 && monitor_ns() < end;) {
 		struct timespec t = { 0, 20000 };
 		nanosleep(&t, NULL);
 	}
@@ -242,18 +246,16 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 
 	for (int waits = 0;; waits++) {
 		struct reservation rv = { .victims = NIL };
-		uint32_t coming;
 
 		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
 		idx = reserve_locked(ctx, end - s, NIL, 0, &rv, false);
-		coming = LD(ctx->releasing);
 		pthread_mutex_unlock(&ctx->lock);
 		if ((r = pin_reserved(ctx, idx, &rv, s, end - s, acc)) == 0)
 			break;
-		if (idx != -ENOMEM || waits == ROOM_WAITS || !room_coming(ctx, coming))
+		if (idx != -ENOMEM || waits == ROOM_WAITS || !room_coming(ctx, rv.coming))
 			return r;
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -407,14 +409,13 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			ue = end;
 			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &rv, true);
 		}
-		uint32_t coming = LD(ctx->releasing);
 		mon_unlock();
 		pthread_mutex_unlock(&ctx->lock);
 		if (idx >= 0 && (us != s || ue != end))
 			STAT_INC(ctx, merges);
 		/* victims first: a victim's slot may be the one we pin into */
 		if ((r = pin_reserved(ctx, idx, &rv, us, ue - us, acc)) < 0) {
-			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, coming))
+			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, rv.coming))
 				continue;
 			return r;
 		}

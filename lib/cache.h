@@ -62,6 +62,8 @@ struct reservation {
 	uint32_t victims;	/* evicted, chained through dnext: unpinned before the pin */
 	uint64_t reused;	/* bytes a victim's old range still pins in the reserved slot */
 	bool replace;		/* the pin replaces them in place (else: unpinned first) */
+	/* -ENOMEM: ctx->releasing but our victims, which are back before we wait */
+	uint32_t coming;
 };
 
 /* reserve.c */

@@ -345,26 +345,31 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
  * first.  Either way the slot is FREE on return but still pins rv->reused
  * bytes (still in releasing_bytes until pin_reserved() has unpinned or
  * replaced them), and rv->victims no longer holds it.  Returns the entry or
- * -ENOMEM (everything in use); the reason is set by pin_reserved(), outside
- * the locks.
+ * -ENOMEM (everything in use, rv->coming set); the reason is set by
+ * pin_reserved(), outside the locks.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held)
 {
-	uint64_t max = ctx->lim.max_pinned_bytes;
+	uint64_t max = ctx->lim.max_pinned_bytes, n;
 	uint32_t idx;
 
+
+	rv->coming = 0;
 	if (bytes > max)
 		return -ENOMEM;
 	if (start && ctx->nevicted)
 		count_remiss(ctx, start);
 	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, mon_held) ||
-	    (ctx->free_head == NIL && rv->victims == NIL))
+	    (ctx->free_head == NIL && rv->victims == NIL)) {
+		victims_bytes(ctx, rv->victims, &n);
+		rv->coming = LD(ctx->releasing) - (uint32_t)n;
 		return -ENOMEM;
+	}
 	rv->replace = false;
 	if (rv->victims != NIL && ctx->be->pin_replaces) {
 		/* others' victims are still pinned, ours but this one are not */
-		uint64_t n, others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
+		uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
 		uint64_t old = SPAN_BYTES(LD(ctx->ent[rv->victims].span));
 
 		rv->replace = ctx->pinned_bytes + others + old + bytes <= max;

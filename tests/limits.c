@@ -771,7 +771,7 @@ int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 	return r;
 }
 
-struct stall_arg { struct odpx_ctx *ctx; void *p; int r; };
+struct stall_arg { struct odpx_ctx *ctx; void *p; int r; size_t len; };
 
 static void *stalled_miss(void *arg)
 {
@@ -779,7 +779,7 @@ static void *stalled_miss(void *arg)
 	struct odpx_mr *mr;
 
 	stall_me = true;
-	a->r = odpx_reg(a->ctx, a->p, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	a->r = odpx_reg(a->ctx, a->p, a->len, ODPX_ACCESS_LOCAL_WRITE, &mr);
 	if (a->r == 0)
 		a->r = odpx_dereg(a->ctx, mr);
 	return NULL;
@@ -790,7 +790,7 @@ static void victims_charged_run(unsigned nvictims)
 	struct lim l = { 64, 16 * PG };
 	struct odpx_ctx *ctx = open_limits(l.entries, l.pinned, 16 * PG, l.pinned, 0);
 	unsigned char *b = map_anon(NULL, 64 * PG);
-	struct stall_arg a = { ctx, b + 40 * PG, -1 };
+	struct stall_arg a = { ctx, b + 40 * PG, -1, PG };
 	struct odpx_mr *mr;
 	pthread_t t;
 	char what[64];
@@ -876,7 +876,7 @@ static void *held_pin_miss(void *arg)
 	struct odpx_mr *mr;
 
 	hold_pin = true;
-	a->r = odpx_reg(a->ctx, a->p, 12 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	a->r = odpx_reg(a->ctx, a->p, a->len, ODPX_ACCESS_LOCAL_WRITE, &mr);
 	if (a->r == 0)
 		a->r = odpx_dereg(a->ctx, mr);
 	return NULL;
@@ -898,7 +898,7 @@ static void victims_freed_before_pin(void)
 	memset(b, 4, 64 * PG);
 	CHECK(sem_init(&pin_held, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
 	CHECK_RC(odpx_open_backend(&slow_ops, &at, &ctx), 0);
-	a = (struct stall_arg){ ctx, b + 20 * PG, -1 };
+	a = (struct stall_arg){ ctx, b + 20 * PG, -1, 12 * PG };
 	CHECK_RC(odpx_reg(ctx, b, 8 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);	/* V */
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 	CHECK(pthread_create(&t, NULL, held_pin_miss, &a) == 0, "pthread_create");
@@ -1083,6 +1083,51 @@ static void entries_in_flight(void)
 	printf("entries in flight count against max_entries\n");
 }
 
+/*
+ * A miss refused while entries are on their way back waits for them about
+ * 40 ms, twice (README), not counting its own victims, which are back
+ * before it waits.  16 pages: H (4) held, V (8) then W (2) released.  A
+ * misses 4 pages, evicts V and is stopped in V's unpin.  B misses 6: it
+ * evicts W and still does not fit while V is pinned, so it waits twice for
+ * V, which does not come, and is refused.  The old code slept 2000 times
+ * 20 µs (about 210 ms here), and counted W among what was coming: its first
+ * wait ended at once.
+ */
+static void room_wait_run(void)
+{
+	struct lim l = { 64, 16 * PG };
+	struct odpx_ctx *ctx = open_limits(l.entries, l.pinned, 16 * PG, l.pinned, 0);
+	unsigned char *b = map_anon(NULL, 64 * PG);
+	struct stall_arg a = { ctx, b + 16 * PG, -1, 4 * PG };
+	struct odpx_mr *h, *mr;
+	pthread_t t;
+	double t0, ms;
+	int r;
+
+	memset(b, 5, 64 * PG);
+	CHECK(sem_init(&stalled, 0, 0) == 0 && sem_init(&go_on, 0, 0) == 0, "sem_init");
+	h = reg(ctx, l, b, 4 * PG, 0, "room wait: H");
+	dereg(ctx, l, reg(ctx, l, b + 24 * PG, 8 * PG, 0, "room wait: V"), "room wait: V");
+	dereg(ctx, l, reg(ctx, l, b + 36 * PG, 2 * PG, 0, "room wait: W"), "room wait: W");
+	CHECK(pthread_create(&t, NULL, stalled_miss, &a) == 0, "pthread_create");
+	CHECK(sem_wait(&stalled) == 0, "sem_wait");
+	t0 = now_s();
+	r = odpx_reg(ctx, b + 40 * PG, 6 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	ms = (now_s() - t0) * 1e3;
+	sem_post(&go_on);
+	pthread_join(t, NULL);
+	CHECK(r == -ENOMEM, "room wait: 6 pages while V is pinned: %d (%s), want -ENOMEM", r, strerror(-r));
+	CHECK(ms >= 78 && ms <= 120, "room wait: refused after %.1f ms, want 2 waits of 40 ms", ms);
+	CHECK(a.r == 0, "room wait: A = %d (%s)", a.r, strerror(-a.r));
+	dereg(ctx, l, reg(ctx, l, b + 40 * PG, 6 * PG, 0, "room wait: V unpinned"), "room wait");
+	dereg(ctx, l, h, "room wait");
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(b, 64 * PG);
+	sem_destroy(&stalled);
+	sem_destroy(&go_on);
+	printf("room wait: refused after %.1f ms (2 waits of 40 ms)\n", ms);
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -1106,6 +1151,7 @@ int main(void)
 	victims_charged();
 	victims_freed_before_pin();
 	entries_in_flight();
+	room_wait_run();
 	CHECK(run_forked(NULL, replace_memlock_child, NULL) == 0, "replace over RLIMIT_MEMLOCK failed");
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after close, baseline %ld", vm_pinned_kb(), pin0);
 	printf("ok\n");
