@@ -215,25 +215,29 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
 }
 
 /*
- * A reservation found no room while @r0 counted entries were on their way
- * back to the free list (dead ones the engine reaps, victims of another
- * miss being unpinned; not the reservation's own, freed before it waits):
- * what is in use does not fill the limits.  Reap, wait until some are back,
- * at most ROOM_WAIT_NS, and say whether to try again.
+ * A reservation found no room while entries were on their way back to the
+ * free list (dead ones the engine reaps, victims of another miss being
+ * unpinned; not the reservation's own, freed before it waits): what is in
+ * use does not fill the limits.  Reap, wait until some are back (the count
+ * falls below rv->coming, or rv->dead is freed), at most ROOM_WAIT_NS, and
+ * say whether to try again.
  */
 #define ROOM_WAIT_NS 40000000ULL	/* README, "Limits and knobs": about 40 ms, twice */
 
-static bool room_coming(struct odpx_ctx *ctx, uint32_t r0)
+static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 {
-	if (!r0)
+	if (!rv->coming && rv->dead == NIL)
 		return false;
-	cache_reap_dead(ctx);
-	for (uint64_t end = monitor_ns() + ROOM_WAIT_NS;
-	     atomic_load_explicit(&ctx->releasing, ACQ) >= r0 && monitor_ns() < end;) {
+	for (uint64_t end = monitor_ns() + ROOM_WAIT_NS;;) {
+		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+			cache_reap_dead(ctx);
+		if (atomic_load_explicit(&ctx->releasing, ACQ) < rv->coming ||
+		    (rv->dead != NIL && W_STATE(LD(ctx->ent[rv->dead].word)) != ST_DEAD) ||
+		    monitor_ns() >= end)
+			return true;
 		struct timespec t = { 0, 20000 };
 		nanosleep(&t, NULL);
 	}
-	return true;
 }
 
 #define ROOM_WAITS 2	/* per registration */
@@ -245,7 +249,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	int r;
 
 	for (int waits = 0;; waits++) {
-		struct reservation rv = { .victims = NIL };
+		struct reservation rv = { .victims = NIL, .dead = NIL };
 
 		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
@@ -255,7 +259,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 		pthread_mutex_unlock(&ctx->lock);
 		if ((r = pin_reserved(ctx, idx, &rv, s, end - s, acc)) == 0)
 			break;
-		if (idx != -ENOMEM || waits == ROOM_WAITS || !room_coming(ctx, rv.coming))
+		if (idx != -ENOMEM || waits == ROOM_WAITS || !room_coming(ctx, &rv))
 			return r;
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -327,7 +331,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
 		uintptr_t us = s, ue = end;
-		struct reservation rv = { .victims = NIL };
+		struct reservation rv = { .victims = NIL, .dead = NIL };
 		uint64_t c0, t0;
 
 		apply_pending(ctx);
@@ -415,7 +419,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 			STAT_INC(ctx, merges);
 		/* victims first: a victim's slot may be the one we pin into */
 		if ((r = pin_reserved(ctx, idx, &rv, us, ue - us, acc)) < 0) {
-			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, rv.coming))
+			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, &rv))
 				continue;
 			return r;
 		}

@@ -55,8 +55,9 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* mon.lock, s
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 
 /*
- * What reserve_locked() leaves for pin_reserved() (reserve.c).  Start with
- * { .victims = NIL }: a second reservation adds its victims to the first's.
+ * What reserve_locked() leaves for pin_reserved() and room_coming()
+ * (reserve.c).  Start with { .victims = NIL, .dead = NIL }: a second
+ * reservation adds to what the first found.
  */
 struct reservation {
 	uint32_t victims;	/* evicted, chained through dnext: unpinned before the pin */
@@ -64,6 +65,12 @@ struct reservation {
 	bool replace;		/* the pin replaces them in place (else: unpinned first) */
 	/* -ENOMEM: ctx->releasing but our victims, which are back before we wait */
 	uint32_t coming;
+	/*
+	 * -ENOMEM: a DEAD entry with no reference left, or NIL.  It is on its
+	 * way back even when its last holder has not pushed it yet (between
+	 * put_ref()'s last decrement and dead_push(), not in ctx->releasing).
+	 */
+	uint32_t dead;
 };
 
 /* reserve.c */

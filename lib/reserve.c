@@ -212,10 +212,11 @@ static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v, uint64_t *
 /*
  * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
  * Victims are chained on *victims (through dnext) for the caller to unpin
- * after unlocking.  Returns false when everything left is in use.
+ * after unlocking; *dead is a DEAD entry met with no reference left, if
+ * any.  Returns false when everything left is in use.
  */
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
-		      uint64_t bytes, uint32_t *victims, bool mon_held)
+		      uint64_t bytes, uint32_t *victims, uint32_t *dead, bool mon_held)
 {
 	/* our own victims are unpinned before our pin; other misses' may not be */
 	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, nmine;
@@ -234,6 +235,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 
 		if (W_STATE(w) != ST_ALIVE) {
 			cache_unlink_lru(ctx, idx);	/* dead: the engine reaps it */
+			if (!W_REF(w))
+				*dead = idx;	/* on its way, pushed or about to be */
 			continue;
 		}
 		if (W_REF(w)) {		/* in use: its release stamps it later */
@@ -345,8 +348,8 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
  * first.  Either way the slot is FREE on return but still pins rv->reused
  * bytes (still in releasing_bytes until pin_reserved() has unpinned or
  * replaced them), and rv->victims no longer holds it.  Returns the entry or
- * -ENOMEM (everything in use, rv->coming set); the reason is set by
- * pin_reserved(), outside the locks.
+ * -ENOMEM (everything in use, rv->coming and rv->dead set); the reason is
+ * set by pin_reserved(), outside the locks.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held)
@@ -360,7 +363,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		return -ENOMEM;
 	if (start && ctx->nevicted)
 		count_remiss(ctx, start);
-	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, mon_held) ||
+	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, &rv->dead, mon_held) ||
 	    (ctx->free_head == NIL && rv->victims == NIL)) {
 		victims_bytes(ctx, rv->victims, &n);
 		rv->coming = LD(ctx->releasing) - (uint32_t)n;
@@ -400,10 +403,10 @@ void unreserve(struct odpx_ctx *ctx, uint32_t idx)
 /* Evict every unused entry (the backend said ENOMEM). */
 static void evict_all_unused(struct odpx_ctx *ctx)
 {
-	uint32_t victims = NIL;
+	uint32_t victims = NIL, dead;
 
 	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims, false);
+	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims, &dead, false);
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);
 }
@@ -503,7 +506,7 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 void cache_trim(struct odpx_ctx *ctx)
 {
 	uint64_t unused, over;
-	uint32_t victims = NIL;
+	uint32_t victims = NIL, dead;
 
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->pinned_bytes <= ctx->lim.max_unused_bytes) {
@@ -515,7 +518,7 @@ void cache_trim(struct odpx_ctx *ctx)
 		over = unused - ctx->lim.max_unused_bytes;
 		/* others' victims stay charged: evict @over bytes of our own */
 		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - over, 0,
-			  &victims, false);
+			  &victims, &dead, false);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);

@@ -30,6 +30,8 @@
  * - unused_bytes is exact once references settle, after threads hit and
  *   release the same entries and after entries die, held or not (it is
  *   counted per thread on the hit path, lib/stats.c, not by a walk);
+ * - an entry that died held is waited for from its last release, before its
+ *   holder has pushed it for the engine to unpin;
  * - a miss's victims count against max_pinned_bytes until they are unpinned:
  *   another thread's miss does not pin over the limit meanwhile; and no
  *   longer: one that fits once they are unpinned is not refused during the
@@ -46,6 +48,7 @@
 
 #include "test.h"
 #include "internal.h"	/* the slab, for lru-model */
+#include "cache.h"		/* put_dead(), for dead_coming */
 #include "../uffd/monitor.h"	/* mon.lock, for lru-recheck */
 
 #define PG 4096UL
@@ -1128,6 +1131,54 @@ static void room_wait_run(void)
 	printf("room wait: refused after %.1f ms (2 waits of 40 ms)\n", ms);
 }
 
+/*
+ * An entry that died held is on its way back from the moment its last
+ * reference goes, before its holder pushes it on the dead stack (which
+ * counts it in ctx->releasing).  max_entries 1: P is held and unmapped (it
+ * dies held); the holder's release is played here up to that window (the
+ * reference dropped, put_dead() not yet called: a preemption there), and
+ * another page misses.  Nothing is held: the miss must wait for P, which
+ * a thread pushes 2 ms later, not fail at once with -ENOMEM "every entry is
+ * in use", as the old code did (ctx->releasing was 0).
+ */
+static void *late_put_dead(void *arg)
+{
+	nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+	put_dead(exact_ctx, arg);
+	return NULL;
+}
+
+static void dead_coming(void)
+{
+	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 16 * PG, 64 * PG, 0);
+	unsigned char *p = map_anon(NULL, PG), *q = map_anon(NULL, PG);
+	struct odpx_mr *held, *mr;
+	struct entry *e;
+	pthread_t t;
+	double t0;
+	int r;
+
+	memset(p, 1, PG);
+	memset(q, 2, PG);
+	CHECK_RC(odpx_reg(ctx, p, PG, ODPX_ACCESS_LOCAL_WRITE, &held), 0);
+	e = (struct entry *)held;
+	CHECK(munmap(p, PG) == 0, "munmap");
+	CHECK(WAIT_FOR(W_STATE(atomic_load(&e->word)) == ST_DEAD, 5), "dead coming: P did not die");
+	/* put_ref() up to put_dead(): the last reference is gone */
+	CHECK(W_REF(atomic_fetch_sub(&e->word, 1)) == 1, "dead coming: P held twice");
+	exact_ctx = ctx;
+	CHECK(pthread_create(&t, NULL, late_put_dead, e) == 0, "pthread_create");
+	t0 = now_s();
+	r = odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	CHECK(r == 0, "dead coming: a miss with nothing held, P on its way back: %d (%s) after %.1f ms;"
+	      " reason: %s", r, strerror(-r), (now_s() - t0) * 1e3, odpx_last_reason());
+	pthread_join(t, NULL);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(q, PG);
+	printf("dead coming: a miss waits for an entry whose last holder has not pushed it yet\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -1148,6 +1199,7 @@ int main(void)
 	replace_evict();
 	replace_fits();
 	no_false_enomem();
+	dead_coming();
 	victims_charged();
 	victims_freed_before_pin();
 	entries_in_flight();
