@@ -406,12 +406,15 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		c0 = mon.inval_count;
 		t0 = mon.nrm ? monitor_ns() : 0;	/* the pin's age, for the REMOVE quarantine */
 		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
-		int64_t idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), us, &rv, true);
-		if (idx == -ENOMEM && (us != s || ue != end)) {
-			/* the merged range outgrew the limits: the request alone may fit */
+		/* room for the request; the merged range if it fits with no more eviction */
+		if (us != s || ue != end) {
+			rv.wide_bytes = ue - us;
+			rv.wide_home = bucket_of(ctx, us, acc);
+		}
+		int64_t idx = reserve_locked(ctx, end - s, bucket_of(ctx, s, acc), us, &rv, true);
+		if (!rv.wide) {
 			us = s;
 			ue = end;
-			idx = reserve_locked(ctx, ue - us, bucket_of(ctx, us, acc), 0, &rv, true);
 		}
 		mon_unlock();
 		pthread_mutex_unlock(&ctx->lock);

@@ -55,11 +55,19 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* mon.lock, s
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 
 /*
- * What reserve_locked() leaves for pin_reserved() and room_coming()
- * (reserve.c).  Start with { .victims = NIL, .dead = NIL }: a second
- * reservation adds to what the first found.
+ * What a miss asks of reserve_locked() beyond its request, and what that
+ * leaves for pin_reserved() and room_coming() (reserve.c).  Start with
+ * { .victims = NIL, .dead = NIL }.
  */
 struct reservation {
+	/*
+	 * In: the range merged with what the request overlaps (0: none) and
+	 * its home slot.  Out: @wide, it was reserved instead of the request:
+	 * it fit once room was made for the request alone.
+	 */
+	uint64_t wide_bytes;
+	uint32_t wide_home;
+	bool wide;
 	uint32_t victims;	/* evicted, chained through dnext: unpinned before the pin */
 	uint64_t reused;	/* bytes a victim's old range still pins in the reserved slot */
 	bool replace;		/* the pin replaces them in place (else: unpinned first) */

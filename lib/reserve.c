@@ -340,7 +340,9 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 /*
  * Reserve an entry and @bytes within the limits, under ctx->lock (and
  * mon.lock when @mon_held), evicting onto rv->victims for the caller to
- * unpin after unlocking.  The last victim's slot is taken when the backend's
+ * unpin after unlocking.  A merged range (rv->wide_bytes) is reserved
+ * instead only if it fits once the request has its room: merging never
+ * evicts more than the request needs.  The last victim's slot is taken when the backend's
  * pin replaces what a slot holds (one system call instead of an unpin and a
  * pin) and both ranges fit max_pinned_bytes together: the kernel pins the
  * new range before it lets the old one go, so VmPin holds both meanwhile.
@@ -357,8 +359,8 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	uint64_t max = ctx->lim.max_pinned_bytes, n;
 	uint32_t idx;
 
-
 	rv->coming = 0;
+	rv->wide = false;
 	if (bytes > max)
 		return -ENOMEM;
 	if (start && ctx->nevicted)
@@ -369,10 +371,16 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		rv->coming = LD(ctx->releasing) - (uint32_t)n;
 		return -ENOMEM;
 	}
+	/* others' victims are still pinned, ours will not be by our pin */
+	uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
+
+	rv->wide = rv->wide_bytes > bytes && ctx->pinned_bytes + others + rv->wide_bytes <= max;
+	if (rv->wide) {
+		bytes = rv->wide_bytes;
+		home = rv->wide_home;
+	}
 	rv->replace = false;
 	if (rv->victims != NIL && ctx->be->pin_replaces) {
-		/* others' victims are still pinned, ours but this one are not */
-		uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
 		uint64_t old = SPAN_BYTES(LD(ctx->ent[rv->victims].span));
 
 		rv->replace = ctx->pinned_bytes + others + old + bytes <= max;

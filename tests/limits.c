@@ -14,7 +14,8 @@
  * - with every entry in use, odpx_reg returns -ENOMEM and loses nothing: every
  *   held registration still hits and moves the right bytes, and one release
  *   makes room again; a request that fits the limits on its own is not
- *   refused because merging it with a held entry would not;
+ *   refused because merging it with a held entry would not, nor does it
+ *   evict more than it needs for the merge;
  * - a request longer than max_entry_bytes is -E2BIG;
  * - direct registrations (shared memory in a pin-mode context, every one in
  *   direct mode) count against the same limits and evict unused entries;
@@ -360,6 +361,39 @@ static void pinned_cap(void)
 }
 
 /*
+ * A merged range that does not fit evicts no more than the request alone
+ * needs.  16 pages: H (8) held, V1 V2 V3 (2 each) released in turn.  A
+ * 4-page request overlapping H by 2 pages fits alone once V1 is evicted;
+ * merged with H (10 pages) it never fits.  The old code reserved the
+ * merged range first, evicted V1, V2 and V3 for it, and then reserved the
+ * request alone.
+ */
+static void merge_evicts_for_request(void)
+{
+	struct lim l = { 64, 16 * PG };
+	struct odpx_ctx *ctx = open_limits(64, 16 * PG, 16 * PG, 16 * PG, 0);
+	unsigned char *h = R(70);
+	struct odpx_mr *held, *mr;
+	struct odpx_stats a, b;
+
+	held = reg(ctx, l, h, 8 * PG, 0, "merge evicts: H");
+	for (unsigned i = 0; i < 3; i++)	/* 2 pages each */
+		dereg(ctx, l, reg(ctx, l, R(77 + i), 2 * PG, 0, "merge evicts: V"), "merge evicts: V");
+	a = stats_of(ctx);
+	mr = reg(ctx, l, h + 6 * PG, 4 * PG, 0, "merge evicts: 4 pages beside H");
+	b = stats_of(ctx);
+	CHECK(b.evictions == a.evictions + 1 && b.merges == a.merges,
+	      "merge evicts: %lu evictions (1 needed), %lu merges", (unsigned long)(b.evictions - a.evictions),
+	      (unsigned long)(b.merges - a.merges));
+	CHECK(data_check(ctx, mr, h + 6 * PG, 4 * PG, 9), "merge evicts: data");
+	dereg(ctx, l, mr, "merge evicts");
+	touch(ctx, l, 78, 1, "merge evicts: V2 kept");
+	touch(ctx, l, 79, 1, "merge evicts: V3 kept");
+	dereg(ctx, l, held, "merge evicts");
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
+/*
  * Merging must not turn a request that fits into -ENOMEM: 4 of 8 pages held,
  * a 4-page request overlapping it by 2 fits on its own (4 + 4), merged (6)
  * it would not (4 + 6).
@@ -382,6 +416,7 @@ static void merge_cap(void)
 	dereg(ctx, l, a, "merge cap");
 	dereg(ctx, l, b, "merge cap");
 	CHECK_RC(odpx_close(ctx), 0);
+	merge_evicts_for_request();
 }
 
 /* Everything in use: -ENOMEM, nothing lost, room again after a release. */
