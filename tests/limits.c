@@ -809,14 +809,19 @@ int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 	return r;
 }
 
-struct stall_arg { struct odpx_ctx *ctx; void *p; int r; size_t len; };
+/* @in_pin: stopped in the slow backend's pin (below), not in a slot update */
+struct stall_arg { struct odpx_ctx *ctx; void *p; int r; size_t len; bool in_pin; };
+static __thread bool hold_pin;
 
 static void *stalled_miss(void *arg)
 {
 	struct stall_arg *a = arg;
 	struct odpx_mr *mr;
 
-	stall_me = true;
+	if (a->in_pin)
+		hold_pin = true;
+	else
+		stall_me = true;
 	a->r = odpx_reg(a->ctx, a->p, a->len, ODPX_ACCESS_LOCAL_WRITE, &mr);
 	if (a->r == 0)
 		a->r = odpx_dereg(a->ctx, mr);
@@ -828,7 +833,7 @@ static void victims_charged_run(unsigned nvictims)
 	struct lim l = { 64, 16 * PG };
 	struct odpx_ctx *ctx = open_limits(l.entries, l.pinned, 16 * PG, l.pinned, 0);
 	unsigned char *b = map_anon(NULL, 64 * PG);
-	struct stall_arg a = { ctx, b + 40 * PG, -1, PG };
+	struct stall_arg a = { ctx, b + 40 * PG, -1, PG, false };
 	struct odpx_mr *mr;
 	pthread_t t;
 	char what[64];
@@ -872,7 +877,6 @@ static void victims_charged(void)
  * charged V's 8 until A's pin returned, and refused B with -ENOMEM after
  * waiting twice, with nothing held but A's reservation.
  */
-static __thread bool hold_pin;
 static sem_t pin_held, pin_go;
 static uint64_t slow_slot[64];
 static _Atomic uint64_t slow_pinned, slow_peak;
@@ -908,18 +912,6 @@ static const struct backend_ops slow_ops = {
 	.close = slow_close,
 };
 
-static void *held_pin_miss(void *arg)
-{
-	struct stall_arg *a = arg;
-	struct odpx_mr *mr;
-
-	hold_pin = true;
-	a->r = odpx_reg(a->ctx, a->p, a->len, ODPX_ACCESS_LOCAL_WRITE, &mr);
-	if (a->r == 0)
-		a->r = odpx_dereg(a->ctx, mr);
-	return NULL;
-}
-
 static void victims_freed_before_pin(void)
 {
 	struct odpx_attr at = { .comp_mask = ODPX_ATTR_LIMITS,
@@ -936,10 +928,10 @@ static void victims_freed_before_pin(void)
 	memset(b, 4, 64 * PG);
 	CHECK(sem_init(&pin_held, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
 	CHECK_RC(odpx_open_backend(&slow_ops, &at, &ctx), 0);
-	a = (struct stall_arg){ ctx, b + 20 * PG, -1, 12 * PG };
+	a = (struct stall_arg){ ctx, b + 20 * PG, -1, 12 * PG, true };
 	CHECK_RC(odpx_reg(ctx, b, 8 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);	/* V */
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
-	CHECK(pthread_create(&t, NULL, held_pin_miss, &a) == 0, "pthread_create");
+	CHECK(pthread_create(&t, NULL, stalled_miss, &a) == 0, "pthread_create");
 	CHECK(sem_wait(&pin_held) == 0, "sem_wait");
 	CHECK(atomic_load(&slow_pinned) == 0, "V not unpinned before A's pin");
 	t0 = now_s();
@@ -1136,7 +1128,7 @@ static void room_wait_run(void)
 	struct lim l = { 64, 16 * PG };
 	struct odpx_ctx *ctx = open_limits(l.entries, l.pinned, 16 * PG, l.pinned, 0);
 	unsigned char *b = map_anon(NULL, 64 * PG);
-	struct stall_arg a = { ctx, b + 16 * PG, -1, 4 * PG };
+	struct stall_arg a = { ctx, b + 16 * PG, -1, 4 * PG, false };
 	struct odpx_mr *h, *mr;
 	pthread_t t;
 	double t0, ms;
