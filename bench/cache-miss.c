@@ -107,18 +107,19 @@ static void w3(size_t bytes)
 	char *base = map_anon(span, true);
 	struct io_uring ring;
 	/*
-	 * Room for one range's bytes, not for one entry: the eviction is
-	 * forced through max_pinned_bytes.  (With a full slab, at d40c145 a
-	 * miss that had to evict failed with -ENOMEM every other time:
-	 * reserve() looked at the free list before the victim was on it.)
+	 * One entry, and bytes for two ranges: the eviction is forced through
+	 * max_entries, and the victim's slot is replaced in place (one system
+	 * call), which odpx does only when the limit holds both ranges for the
+	 * length of the update (reserve.c).  With room for one range's bytes
+	 * the miss unpins, then pins: two calls, as the raw pin + unpin.
 	 */
 	enum { ODPX, NUL, RAW, REPLACE, NUL_REPLACE, RUNS };
 	struct miss_run m[RUNS] = {
-		[ODPX] = { .ctx = open_ctx("uring", 64, bytes), .base = base, .bytes = bytes },
-		[NUL] = { .ctx = open_ctx("null", 64, bytes), .base = base, .bytes = bytes },
+		[ODPX] = { .ctx = open_ctx("uring", 1, 2 * bytes), .base = base, .bytes = bytes },
+		[NUL] = { .ctx = open_ctx("null", 1, 2 * bytes), .base = base, .bytes = bytes },
 		[RAW] = { .ring = &ring, .base = base, .bytes = bytes },
 		[REPLACE] = { .ring = &ring, .replace = true, .base = base, .bytes = bytes },
-		[NUL_REPLACE] = { .ctx = open_ctx("null", 64, bytes), .ring = &ring,
+		[NUL_REPLACE] = { .ctx = open_ctx("null", 1, 2 * bytes), .ring = &ring,
 				  .replace = true, .base = base, .bytes = bytes },
 	};
 	static const char *const be[2] = { "uring", "null" };
@@ -187,7 +188,7 @@ static void w3(size_t bytes)
 static void w3_new_vma(size_t bytes)
 {
 	unsigned k = 32, reps = o.quick ? 10 : 30;
-	struct odpx_ctx *ctx = open_ctx("uring", 64, bytes);
+	struct odpx_ctx *ctx = open_ctx("uring", 1, 2 * bytes);
 	struct io_uring ring;
 	double *v[2] = { calloc(reps, sizeof(double)), calloc(reps, sizeof(double)) };
 	uint64_t regs0 = 0;
