@@ -111,7 +111,7 @@ static void atfork_child(void)
 			c->be->child_fds(c);
 	}
 	stats_atfork_child();
-	pthread_mutex_init(&ctx_list_lock, NULL);
+	pthread_mutex_unlock(&ctx_list_lock);	/* taken by this thread in prepare */
 }
 
 static void ctx_list_del(struct odpx_ctx *ctx)

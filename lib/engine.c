@@ -548,7 +548,7 @@ void engine_atfork_parent(void)
 
 void engine_atfork_child(void)
 {
-	pthread_mutex_init(&start_lock, NULL);
+	pthread_mutex_unlock(&start_lock);	/* taken by this thread in prepare */
 }
 
 int engine_start(struct odpx_ctx *ctx)

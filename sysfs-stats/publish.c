@@ -370,7 +370,7 @@ void stats_atfork_child(void)
 		close(pv->fd);
 		pv->fd = -1;
 	}
-	pthread_mutex_init(&seg_list_lock, NULL);
+	pthread_mutex_unlock(&seg_list_lock);	/* ours: the one thread here took it */
 }
 
 void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)

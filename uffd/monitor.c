@@ -1584,7 +1584,7 @@ void monitor_atfork_child(void)
 	free(mon.w);
 	memset(&mon, 0, sizeof(mon));
 	pthread_mutex_init(&mon.lock, NULL);
-	pthread_mutex_init(&life_lock, NULL);
+	pthread_mutex_unlock(&life_lock);	/* taken by this thread in prepare */
 	mon.uffd = mon.stopfd = mon.shfd = mon.helper_pidfd = mon.lifeline = mon.doorbell = -1;
 	vma_atfork_child();
 }
