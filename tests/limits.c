@@ -750,17 +750,21 @@ static void no_false_enomem(void)
 }
 
 /*
- * A miss's victims stay charged until they are unpinned.  A miss evicts a
- * 16-page entry for one page and is stopped in its first slot update (the
- * wrapper below): the replace of the reused slot (one victim), or the unpin
- * of the second of two victims.  Until that update has run, the victims are
- * still pinned, so another thread's 15 pages do not fit a 16-page limit:
- * the old code took them out of the count at eviction and pinned 31 pages
- * (VmPin over the limit).  Now that miss waits, and is refused if the update
- * does not come; once it has come, it fits.
+ * A miss's victims stay charged until they are unpinned.  A miss evicts
+ * 16 pages for one page and is stopped in its first slot update (the
+ * wrapper below), the unpin of a victim (one of 16 pages, or the first of
+ * two of 8).  Until that update has run, the victims are still pinned, so
+ * another thread's 15 pages do not fit a 16-page limit: the old code took
+ * them out of the count at eviction and pinned 31 pages (VmPin over the
+ * limit).  Now that miss waits, and is refused if the update does not
+ * come; once it has come, it fits.  The replace case: a cache of two
+ * entries evicts by entries, and the miss replaces an 8-page victim's slot
+ * in place (both fit); the victim stays charged until the replace returns,
+ * so another miss's 8 pages are refused meanwhile (1 + 8 + 8 > 16).
  */
 static __thread bool stall_me;
 static sem_t stalled, go_on;
+static const void *stalled_base;	/* the iov_base of the update stopped in */
 /*
  * While @track_slots: the slot updates, and the most VmPin held during
  * one, in kB over pin0 (a replace pins the new range before it unpins the
@@ -775,30 +779,35 @@ static unsigned tracked_updates;
 static bool slot_used[TRACKED_SLOTS];
 static _Atomic int slots_used, slots_used_max, stall_unpin;
 
+static int (*real_update)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
+			  unsigned);
+
+/* before main(): the engine's thread calls the wrapper too */
+__attribute__((constructor)) static void find_real_update(void)
+{
+	real_update = (int (*)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
+			       unsigned))dlsym(RTLD_NEXT, "io_uring_register_buffers_update_tag");
+}
+
 int io_uring_register_buffers_update_tag(struct io_uring *ring, unsigned off,
 					 const struct iovec *iov, const __u64 *tags, unsigned nr)
 {
-	static int (*real)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
-			   unsigned);
-
-	if (!real)
-		real = (int (*)(struct io_uring *, unsigned, const struct iovec *, const __u64 *,
-				unsigned))dlsym(RTLD_NEXT, "io_uring_register_buffers_update_tag");
 	int one = 1;
 	if (stall_me || (!iov->iov_base && atomic_compare_exchange_strong(&stall_unpin, &one, 0))) {
 		stall_me = false;
+		stalled_base = iov->iov_base;
 		sem_post(&stalled);
 		struct timespec t;
 		clock_gettime(CLOCK_REALTIME, &t);
 		t.tv_sec += 10;
-		sem_timedwait(&go_on, &t);
+		CHECK(sem_timedwait(&go_on, &t) == 0, "a stopped slot update was never let go");
 	}
 	if (track_slots) {
 		long peak = vm_pinned_kb() - pin0 + (long)(iov->iov_len / 1024);
 		update_peak_kb = peak > update_peak_kb ? peak : update_peak_kb;
 		tracked_updates++;
 	}
-	int r = real(ring, off, iov, tags, nr);
+	int r = real_update(ring, off, iov, tags, nr);
 	if (track_slots && r == 1 && off < TRACKED_SLOTS && slot_used[off] != !!iov->iov_base) {
 		slot_used[off] = iov->iov_base != NULL;
 		int n = atomic_fetch_add(&slots_used, iov->iov_base ? 1 : -1) + (iov->iov_base ? 1 : -1);
@@ -828,32 +837,40 @@ static void *stalled_miss(void *arg)
 	return NULL;
 }
 
-static void victims_charged_run(unsigned nvictims)
+static void victims_charged_run(unsigned nvictims, bool replace)
 {
-	struct lim l = { 64, 16 * PG };
+	struct lim l = { replace ? 2 : 64, 16 * PG };
 	struct odpx_ctx *ctx = open_limits(l.entries, l.pinned, 16 * PG, l.pinned, 0);
 	unsigned char *b = map_anon(NULL, 64 * PG);
 	struct stall_arg a = { ctx, b + 40 * PG, -1, PG, false };
+	size_t more = replace ? 8 * PG : 15 * PG;
 	struct odpx_mr *mr;
 	pthread_t t;
 	char what[64];
 	int r;
 
 	memset(b, 3, 64 * PG);
-	for (unsigned i = 0; i < nvictims; i++)	/* cached, unused: 16 pages */
-		dereg(ctx, l, reg(ctx, l, b + i * 17 * PG, 16 * PG / nvictims, 0, "victim"), "victim");
+	/* cached, unused: 16 pages in 1 or 2; or 8 then 4 pages, the 8 least recent */
+	for (unsigned i = 0; i < nvictims; i++)
+		dereg(ctx, l, reg(ctx, l, b + i * 17 * PG, replace ? 8 * PG >> i : 16 * PG / nvictims,
+				  0, "victim"), "victim");
 	CHECK(sem_init(&stalled, 0, 0) == 0 && sem_init(&go_on, 0, 0) == 0, "sem_init");
 	CHECK(pthread_create(&t, NULL, stalled_miss, &a) == 0, "pthread_create");
 	CHECK(sem_wait(&stalled) == 0, "sem_wait");
-	snprintf(what, sizeof(what), "%u victim(s) not yet unpinned", nvictims);
+	snprintf(what, sizeof(what), "%u victim(s) not yet %s", nvictims,
+		 replace ? "replaced" : "unpinned");
+	CHECK(replace ? stalled_base == a.p : !stalled_base,
+	      "%s: stopped in the wrong update (iov_base %p, the miss's range %p)", what,
+	      stalled_base, a.p);
 	check_limits(ctx, l, what);
-	r = odpx_reg(ctx, b + 44 * PG, 15 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	r = odpx_reg(ctx, b + 44 * PG, more, ODPX_ACCESS_LOCAL_WRITE, &mr);
 	check_limits(ctx, l, what);	/* the old code: VmPin 31 pages */
-	CHECK(r == -ENOMEM, "%s: 15 pages more = %d (%s), want -ENOMEM", what, r, strerror(-r));
+	CHECK(r == -ENOMEM, "%s: %zu pages more = %d (%s), want -ENOMEM", what, more / PG, r,
+	      strerror(-r));
 	sem_post(&go_on);
 	pthread_join(t, NULL);
 	CHECK(a.r == 0, "%s: the stalled miss = %d (%s)", what, a.r, strerror(-a.r));
-	dereg(ctx, l, reg(ctx, l, b + 44 * PG, 15 * PG, 0, "15 pages, victims unpinned"), what);
+	dereg(ctx, l, reg(ctx, l, b + 44 * PG, more, 0, "victims unpinned"), what);
 	check_limits(ctx, l, what);
 	CHECK_RC(odpx_close(ctx), 0);
 	munmap(b, 64 * PG);
@@ -863,8 +880,9 @@ static void victims_charged_run(unsigned nvictims)
 
 static void victims_charged(void)
 {
-	victims_charged_run(1);	/* stalled in the replace of the reused slot */
-	victims_charged_run(2);	/* stalled in the unpin of the other victim */
+	victims_charged_run(1, false);	/* stalled in the unpin of the victim */
+	victims_charged_run(2, false);	/* in the unpin of one of two */
+	victims_charged_run(2, true);	/* in the replace of the reused slot */
 	printf("victims charged until unpinned: another miss waits for them\n");
 }
 
