@@ -9,7 +9,7 @@
  *     into one 12 MiB MR, which a device with that limit refuses, failing a request that
  *     fits on its own;
  *   - an explicit max_entry_bytes above max_mr_size fails the open with -EINVAL;
- *   - data moves through both registrations (RDMA WRITE into each).
+ *   - data moves through both registrations (an RDMA READ into each, through its lkey).
  */
 #include "dev-verbs-util.h"
 
@@ -57,17 +57,16 @@ static void run(struct dev *d, enum odpx_mode mode)
 	if (odpx_mr_length(m1) > FAKE_MAX_MR || odpx_mr_length(m2) > FAKE_MAX_MR)
 		dev_fail("%s: adjacent 6 MiB registrations: MRs of %zu and %zu bytes, max_mr_size %lu",
 			 m, odpx_mr_length(m1), odpx_mr_length(m2), FAKE_MAX_MR);
-	src = dv_reg(ctx, s, 4096, ACC_LW);
+	src = dv_reg(ctx, s, 4096, ACC_REMOTE);
 	struct odpx_mr *mrs[2] = { m1, m2 };
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++) {	/* an RDMA READ into each, through its own lkey */
 		unsigned char *dst = buf + (size_t)(i * 6 + 5) * MIB;
-		struct odpx_mr *rm = dv_reg(ctx, dst, 4096, ACC_REMOTE);
 		dev_fill(s, 4096, (unsigned)(20 + i));
-		if (dv_rdma(d, IBV_WR_RDMA_WRITE, src, s, 4096, dst, odpx_mr_rkey(rm)))
-			dev_fail("%s: RDMA WRITE into registration %d failed", m, i + 1);
+		memset(dst, 0, 4096);
+		if (dv_rdma(d, IBV_WR_RDMA_READ, mrs[i], dst, 4096, s, odpx_mr_rkey(src)))
+			dev_fail("%s: RDMA READ into registration %d failed", m, i + 1);
 		if (!dev_same("mrsize", dst, s, 4096))
 			dev_fail("%s: data mismatch in registration %d", m, i + 1);
-		dv_dereg(ctx, rm);
 		dv_dereg(ctx, mrs[i]);
 	}
 	dv_dereg(ctx, src);

@@ -61,6 +61,8 @@ static void hint_flags(void)
 		dev_fail("mprotect: %s", strerror(errno));
 	for (int i = 0; i < 400 && !engine_asleep(ctx); i++)
 		dev_pause_ms(10);
+	if (!engine_asleep(ctx))	/* both hints must reach it in one batch */
+		dev_fail("the engine is not asleep 4 s after its first hint");
 	s0 = dv_stats(ctx);
 	if (odpx_prefetch(ctx, m, N * PG, 0) || odpx_prefetch(ctx, b, N * PG, ODPX_PREFETCH_WRITE))
 		dev_fail("prefetch: %s", odpx_last_reason());

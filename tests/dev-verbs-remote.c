@@ -3,11 +3,9 @@
  * mode, an rkey from a remote-access registration of one page reaches that page, and an
  * RDMA WRITE to the next page (mapped, registered for local access in the same chunk)
  * completes with a remote access error.  Local registrations carry no rkey, and no default
- * path hands out a global rkey (stats); ODPX_OPEN_GLOBAL_RKEY widens it, visibly.  In pin
- * mode, exact remote ranges stay cached however long their hash chain (long_chain()).
+ * path hands out a global rkey (stats); ODPX_OPEN_GLOBAL_RKEY widens it, visibly.
  */
 #include "dev-verbs-util.h"
-#include "index.h"
 
 static void run(enum odpx_mode mode)
 {
@@ -90,63 +88,9 @@ static void run(enum odpx_mode mode)
 	dev_close(&d);
 }
 
-/*
- * Pin mode, 120 one-page remote registrations whose starts share one hash bucket (a
- * stride of the hash's prime in pages): each is released, then registered again, and
- * every one must be a hit.  A remote class matches exact ranges only, and its lookup
- * gave up at the end of MAX_STEPS (96) links without trying the tree: the oldest 24
- * missed, and each miss superseded its own cached twin.
- */
-static void long_chain(void)
-{
-	enum { N_REG = 120 };
-	struct dev d;
-	struct odpx_ctx *ctx;
-	struct odpx_mr *mr;
-	struct odpx_stats a, b;
-	unsigned char *base, *pg[N_REG];
-	unsigned n = 0;
-
-	dev_open(&d);
-	ctx = dv_open(&d, ODPX_MODE_PIN, 0);
-	size_t stride = (size_t)ctx->hmod * 4096, span = stride * (N_REG + 8);
-	base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		    -1, 0);
-	if (base == MAP_FAILED)
-		dev_fail("mmap %zu: %s", span, strerror(errno));
-	uint32_t acc = ACC_REMOTE & ctx->acc_mask, b0 = bucket_of(ctx, (uintptr_t)base, acc);
-	for (size_t off = 0; off < span && n < N_REG; off += stride)	/* a key's wrap skips one */
-		if (bucket_of(ctx, (uintptr_t)base + off, acc) == b0)
-			pg[n++] = base + off;
-	if (n < N_REG)
-		dev_fail("only %u pages in bucket %u", n, b0);
-	for (unsigned i = 0; i < N_REG; i++) {
-		pg[i][0] = (unsigned char)i;
-		dv_dereg(ctx, dv_reg(ctx, pg[i], 4096, ACC_REMOTE));
-	}
-	a = dv_stats(ctx);
-	for (unsigned i = 0; i < N_REG; i++) {
-		mr = dv_reg(ctx, pg[i], 4096, ACC_REMOTE);
-		if (odpx_mr_addr(mr) != pg[i] || odpx_mr_length(mr) != 4096)
-			dev_fail("long chain: %p+4096 got %p+%zu", (void *)pg[i], odpx_mr_addr(mr),
-				 odpx_mr_length(mr));
-		dv_dereg(ctx, mr);
-	}
-	b = dv_stats(ctx);
-	if (b.misses != a.misses || b.hits != a.hits + N_REG)
-		dev_fail("long chain: %u exact ranges in one bucket again: %llu hits, %llu misses, "
-			 "want %u hits", N_REG, (unsigned long long)(b.hits - a.hits),
-			 (unsigned long long)(b.misses - a.misses), N_REG);
-	printf("pin: %u exact ranges in one hash chain hit again\n", N_REG);
-	odpx_close(ctx);
-	munmap(base, span);
-	dev_close(&d);
-}
-
 int main(void)
 {
 	run(ODPX_MODE_EXPLICIT);
 	run(ODPX_MODE_PIN);
-	long_chain();
 	return 0;
 }
