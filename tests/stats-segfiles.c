@@ -181,18 +181,10 @@ static void many_contexts(void)
 	       " no rate\n");
 }
 
-static int private_shm(void *arg)
+static int in_private_shm(void *arg)
 {
 	(void)arg;
-	if (unshare(CLONE_NEWNS) < 0) {	/* only the lack of privilege is a reason to skip */
-		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
-		SKIP("unshare(CLONE_NEWNS): %s as uid %d: no private mount of /dev/shm",
-		     strerror(errno), (int)geteuid());
-	}
-	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "private mounts: %s",
-	      strerror(errno));
-	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", 0, "mode=1777") == 0,
-	      "mount tmpfs on /dev/shm: %s", strerror(errno));
+	private_shm();
 	fifo_at_our_name();
 	misaligned();
 	many_contexts();
@@ -202,7 +194,7 @@ static int private_shm(void *arg)
 
 int main(void)
 {
-	int r = run_forked(NULL, private_shm, NULL);
+	int r = run_forked(NULL, in_private_shm, NULL);
 
 	CHECK(r == 0 || r == 77, "%s %d", r > 128 ? "signal" : "exit", r > 128 ? r - 128 : r);
 	return r;
