@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <limits.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "odpx.h"
 
@@ -66,6 +67,15 @@ const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const c
 			   const char *name);
 /* sum of every counter of @src named @name (any where) */
 uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name, bool *found);
+
+/* The one clock of sample times (CLOCK_MONOTONIC, seconds): sources are timed apart and compared. */
+static inline double ctr_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 /*
  * Increase of the counters of @src named @name between two samples: each
  * place (where) against its own earlier value, summed.  A place gone from

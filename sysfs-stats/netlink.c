@@ -408,14 +408,6 @@ static int fetch(struct nl_conn *c, const char *what, uint16_t cmd, bool dump, u
 	return r;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int nl_collect(const char *dev, struct nl_result *res, const char *rec, const char *rep)
 {
 	struct nl_conn c = { .record = rec, .replay = rep };
@@ -454,7 +446,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			snprintf(what, sizeof(what), "stat-port-%s-%u", name, p);
 			if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
 				continue;
-			t_port += mono_s();
+			t_port += ctr_now_s();
 			n_port++;
 			nl_parse(c.buf, c.len, res);	/* no hw counters: -EINVAL, skipped */
 		}
@@ -471,7 +463,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 		snprintf(what, sizeof(what), "stat-mr-%s", name);
 		size_t nmr = res->nmr_stats;
 		if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0) {
-			t_mr += mono_s();
+			t_mr += ctr_now_s();
 			n_mr++;
 			if (nl_parse(c.buf, c.len, res) >= 0 && res->ctrs)
 				ctr_add(res->ctrs, SRC_NL_MR, name, "mrs", res->nmr_stats - nmr, true);

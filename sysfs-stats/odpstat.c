@@ -107,14 +107,6 @@ static int die(const char *fmt, ...)
 	return 1;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static const char *backend_str(enum odpx_backend b)
 {
 	return b == ODPX_BACKEND_URING ? "uring" : b == ODPX_BACKEND_VERBS ? "verbs" : "?";
@@ -226,7 +218,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	ctr_set_clear(&s->c);
 	nl_result_free(&s->nl);
 	s->nl.ctrs = &s->c;
-	s->t = now_s();
+	s->t = ctr_now_s();
 	src_uverbs_read(&o->roots, o->dev, &s->c);
 	src_debugfs_read(&o->roots, &s->c);
 	src_hw_counters_read(&o->roots, o->dev, &s->c);
@@ -269,7 +261,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 		}
 	}
 	/* a full array may have left contexts out: grow it and scan again */
-	while ((s->t_odpx = now_s(), r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
+	while ((s->t_odpx = ctr_now_s(), r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 64;
 		struct odpx_seg_info *v = realloc(s->seg, (size_t)cap * sizeof(*v));
 		if (!v) {
@@ -569,7 +561,7 @@ static int screen_rows(void)
 static void sleep_until(double t)
 {
 	for (;;) {
-		double left = t - now_s();
+		double left = t - ctr_now_s();
 		struct timespec ts;
 		if (left <= 0)
 			return;
