@@ -7,31 +7,10 @@
 #ifndef ODPX_TEST_STATS_FORGE_H
 #define ODPX_TEST_STATS_FORGE_H
 
-#include <sched.h>
-#include <sys/mount.h>
-
 #include "test.h"
 #include "internal.h"
 #include "../sysfs-stats/counters.h"
 #include "../sysfs-stats/segment.h"
-
-/*
- * In a child of its own (run_forked()): a /dev/shm of this test alone, so
- * that no other odpx process's cleaner removes, or its segments add to,
- * what the test looks at.  Skips only where unprivileged.
- */
-static inline void private_shm(void)
-{
-	if (unshare(CLONE_NEWNS) < 0) {	/* only the lack of privilege is a reason to skip */
-		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
-		SKIP("unshare(CLONE_NEWNS): %s as uid %d: no private mount of /dev/shm",
-		     strerror(errno), (int)geteuid());
-	}
-	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "private mounts: %s",
-	      strerror(errno));
-	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", 0, "mode=1777") == 0,
-	      "mount tmpfs on /dev/shm: %s", strerror(errno));
-}
 
 static inline void forge_path(char *path, size_t len, pid_t pid, unsigned n)
 {

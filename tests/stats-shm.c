@@ -91,15 +91,7 @@ static int shm_case(void *arg)
 	char buf[4096] = { 1 };
 	int fd;
 
-	if (unshare(CLONE_NEWNS) < 0) {	/* only the lack of privilege is a reason to skip */
-		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
-		SKIP("unshare(CLONE_NEWNS): %s as uid %d: no private mount of /dev/shm",
-		     strerror(errno), (int)geteuid());
-	}
-	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "private mounts: %s",
-	      strerror(errno));
-	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", ro ? MS_RDONLY : 0, "size=64k") == 0,
-	      "mount tmpfs on /dev/shm: %s", strerror(errno));
+	private_shm(ro ? MS_RDONLY : 0, "size=64k");
 	if (!ro) {
 		fd = open("/dev/shm/fill", O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		CHECK(fd >= 0, "fill: %s", strerror(errno));

@@ -12,10 +12,12 @@
 #include <string.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +78,40 @@ static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 	if (waitpid(pid, &st, 0) != pid)
 		FAIL("waitpid: %s", strerror(errno));
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * In a child of its own: a /dev/shm of this test alone (a tmpfs mounted with
+ * @flags and @opts in a private mount namespace), so that no other odpx
+ * process's cleaner removes, or its segments add to, what the test looks
+ * at.  Skips only where unprivileged.
+ */
+static inline void private_shm(unsigned long flags, const char *opts)
+{
+	if (unshare(CLONE_NEWNS) < 0) {	/* only the lack of privilege is a reason to skip */
+		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+		SKIP("unshare(CLONE_NEWNS): %s as uid %d: no private mount of /dev/shm",
+		     strerror(errno), (int)geteuid());
+	}
+	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "private mounts: %s",
+	      strerror(errno));
+	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", flags, opts) == 0,
+	      "mount tmpfs on /dev/shm: %s", strerror(errno));
+}
+
+static inline int private_shm_child(void *fn)
+{
+	private_shm(0, "mode=1777");
+	return ((int (*)(void))fn)();
+}
+
+/* A test's main: @fn in a private /dev/shm; its status (77: skipped) */
+static inline int run_in_private_shm(int (*fn)(void))
+{
+	int r = run_forked(NULL, private_shm_child, (void *)fn);
+
+	CHECK(r == 0 || r == 77, "%s %d", r > 128 ? "signal" : "exit", r > 128 ? r - 128 : r);
+	return r;
 }
 
 /* The directory of this program (build/tests), into @dir[4096]. */
