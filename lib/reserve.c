@@ -234,7 +234,15 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		uint32_t used = LD(e->last_use);
 
 		if (W_STATE(w) != ST_ALIVE) {
-			cache_unlink_lru(ctx, idx);	/* dead: the engine reaps it */
+			/*
+			 * Dead: it leaves the LRU when it is freed (release_owned()).
+			 * Until then it stays, behind the others, so that every scan
+			 * meets it: once its last reference is gone it is on its way
+			 * back before its holder has pushed it (nothing counts it
+			 * then), and a scan that had unlinked it left the next miss
+			 * no sign of it: -ENOMEM at once.
+			 */
+			lru_relink(ctx, idx, LD(ctx->clock));
 			if (!W_REF(w))
 				*dead = idx;	/* on its way, pushed or about to be */
 			continue;

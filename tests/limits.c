@@ -32,7 +32,8 @@
  *   release the same entries and after entries die, held or not (it is
  *   counted per thread on the hit path, lib/stats.c, not by a walk);
  * - an entry that died held is waited for from its last release, before its
- *   holder has pushed it for the engine to unpin;
+ *   holder has pushed it for the engine to unpin, also by a miss after an
+ *   earlier scan of the LRU met it dead (held, or by another miss);
  * - a miss's victims count against max_pinned_bytes until they are unpinned:
  *   another thread's miss does not pin over the limit meanwhile; and no
  *   longer: one that fits once they are unpinned is not refused during the
@@ -1224,6 +1225,103 @@ static void dead_coming(void)
 	printf("dead coming: a miss waits for an entry whose last holder has not pushed it yet\n");
 }
 
+/*
+ * The same window, once another scan of the LRU has met the dead entry.
+ * - Held: max_entries 1, P held and unmapped; a miss then is refused (P is
+ *   in use), and its scan met P dead.  P's holder releases it up to
+ *   put_dead(), pushed 2 ms later: the next miss must wait for P.  The old
+ *   code took P out of the LRU at the first scan, so the second found
+ *   nothing there and nothing counted: -ENOMEM at once, nothing held.
+ * - Two misses: max_entries 2, P1 and P2 die held and are released up to
+ *   put_dead(), pushed 20 ms later.  A misses from a thread, B 5 ms after:
+ *   both fit once P1 and P2 are back.  The old code: the first scan took
+ *   both out of the LRU, and the second miss was refused at once.
+ */
+struct late_arg { struct odpx_ctx *ctx; struct entry *e[2]; unsigned n; long delay_ns; };
+struct hold_arg { struct odpx_ctx *ctx; void *p; int r; struct odpx_mr *mr; };
+
+static void *reg_hold(void *arg)
+{
+	struct hold_arg *a = arg;
+
+	a->r = odpx_reg(a->ctx, a->p, PG, ODPX_ACCESS_LOCAL_WRITE, &a->mr);
+	return NULL;
+}
+
+static void *late_put_deads(void *arg)
+{
+	struct late_arg *a = arg;
+
+	nanosleep(&(struct timespec){ 0, a->delay_ns }, NULL);
+	for (unsigned i = 0; i < a->n; i++)
+		put_dead(a->ctx, a->e[i]);
+	return NULL;
+}
+
+/* a held entry of @p dies, and its holder's release stops short of put_dead() */
+static struct entry *die_unpushed(struct odpx_ctx *ctx, unsigned char *p, bool release,
+				  const char *what)
+{
+	struct odpx_mr *held;
+	struct entry *e;
+
+	CHECK_RC(odpx_reg(ctx, p, PG, ODPX_ACCESS_LOCAL_WRITE, &held), 0);
+	e = (struct entry *)held;
+	CHECK(munmap(p, PG) == 0, "munmap");
+	CHECK(WAIT_FOR(W_STATE(atomic_load(&e->word)) == ST_DEAD, 5), "%s: did not die", what);
+	if (release)
+		CHECK(W_REF(atomic_fetch_sub(&e->word, 1)) == 1, "%s: held twice", what);
+	return e;
+}
+
+static void dead_met_before(void)
+{
+	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 16 * PG, 64 * PG, 0);
+	unsigned char *q = map_anon(NULL, 2 * PG);
+	struct late_arg la = { ctx, { NULL, NULL }, 1, 2000000 };
+	struct hold_arg a;
+	struct odpx_mr *mr, *mr2;
+	pthread_t t, ta;
+	double t0;
+	int r;
+
+	memset(q, 2, 2 * PG);
+	la.e[0] = die_unpushed(ctx, map_anon(NULL, PG), false, "dead met: P");
+	CHECK_RC(odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr), -ENOMEM);	/* P is held */
+	CHECK(W_REF(atomic_fetch_sub(&la.e[0]->word, 1)) == 1, "dead met: P held twice");
+	CHECK(pthread_create(&t, NULL, late_put_deads, &la) == 0, "pthread_create");
+	t0 = now_s();
+	r = odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	CHECK(r == 0, "dead met: a miss with nothing held, P (met dead before) on its way back:"
+	      " %d (%s) after %.1f ms; reason: %s", r, strerror(-r), (now_s() - t0) * 1e3,
+	      odpx_last_reason());
+	pthread_join(t, NULL);
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+
+	/* two misses, two entries on their way back */
+	ctx = open_limits(2, 64 * PG, 16 * PG, 64 * PG, 0);
+	la = (struct late_arg){ ctx, { NULL, NULL }, 2, 20000000 };
+	for (unsigned i = 0; i < 2; i++)
+		la.e[i] = die_unpushed(ctx, map_anon(NULL, PG), true, "dead met: P1, P2");
+	a = (struct hold_arg){ ctx, q, -1, NULL };
+	CHECK(pthread_create(&t, NULL, late_put_deads, &la) == 0, "pthread_create");
+	CHECK(pthread_create(&ta, NULL, reg_hold, &a) == 0, "pthread_create");
+	nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+	t0 = now_s();
+	r = odpx_reg(ctx, q + PG, PG, ODPX_ACCESS_LOCAL_WRITE, &mr2);
+	CHECK(r == 0, "dead met: B, two entries on their way back and A's miss: %d (%s) after %.1f ms;"
+	      " reason: %s", r, strerror(-r), (now_s() - t0) * 1e3, odpx_last_reason());
+	pthread_join(ta, NULL);
+	pthread_join(t, NULL);
+	CHECK(a.r == 0, "dead met: A = %d (%s)", a.r, strerror(-a.r));
+	CHECK_RC(odpx_dereg(ctx, mr2), 0);
+	CHECK_RC(odpx_dereg(ctx, a.mr), 0);
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(q, 2 * PG);
+	printf("dead met before: a later scan of the LRU still waits for a dead entry\n");
+}
+
 int main(void)
 {
 	pin0 = vm_pinned_kb();
@@ -1245,6 +1343,7 @@ int main(void)
 	replace_fits();
 	no_false_enomem();
 	dead_coming();
+	dead_met_before();
 	victims_charged();
 	victims_freed_before_pin();
 	entries_in_flight();
