@@ -866,6 +866,26 @@ static int task_policy(const char *comm)
 }
 
 /*
+ * This program's eventfd() (libodpx.a's calls bind to it) fails with EMFILE
+ * on the engine thread while refuse_engine_eventfd says so: the monitor's
+ * start there (a prefetch first) then fails after the engine lowered its
+ * policy for the spawn.
+ */
+static atomic_bool refuse_engine_eventfd;
+
+int eventfd(unsigned int initval, int flags)
+{
+	char name[16] = "";
+
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	if (atomic_load(&refuse_engine_eventfd) && !strcmp(name, "odpx-engine")) {
+		errno = EMFILE;
+		return -1;
+	}
+	return (int)syscall(SYS_eventfd2, initval, flags);
+}
+
+/*
  * A prefetch as a context's first call: the engine (SCHED_BATCH) pre-pins,
  * so its miss starts the monitor.  odpx-uffd and the reader thread run
  * SCHED_OTHER all the same (they inherited SCHED_BATCH: a woken reader did
@@ -892,6 +912,35 @@ static int prefetch_first(void *arg)
 	CHECK(task_policy("odpx-uffd") == SCHED_OTHER,
 	      "the reader thread runs policy %d after a prefetch first, want SCHED_OTHER",
 	      task_policy("odpx-uffd"));
+	CHECK_RC(odpx_close(ctx), 0);
+	munmap(p, LEN);
+	return 0;
+}
+
+/*
+ * The same, with the monitor's start failing on the engine (its eventfd:
+ * EMFILE).  The engine's SCHED_BATCH, lowered for the spawn, must come
+ * back: the failed start left it SCHED_OTHER for good.
+ */
+static int prefetch_first_refused(void *arg)
+{
+	struct odpx_ctx *ctx = open_pin(0);
+	char *p = map_anon(NULL, LEN);
+	struct odpx_stats st;
+
+	(void)arg;
+	memset(p, 1, LEN);
+	atomic_store(&refuse_engine_eventfd, true);
+	CHECK_RC(odpx_prefetch(ctx, p, LEN, 0), 0);
+	CHECK(WAIT_FOR((st = stats_of(ctx), st.prefetch_issued + st.prefetch_failed == 1), 5),
+	      "the hint was not served");
+	atomic_store(&refuse_engine_eventfd, false);
+	CHECK(st.prefetch_failed == 1 && st.direct_no_monitor == 1 && !mon.running,
+	      "the monitor's start did not fail: failed %lu, direct_no_monitor %lu, running %d",
+	      U(st.prefetch_failed), U(st.direct_no_monitor), (int)mon.running);
+	CHECK(task_policy("odpx-engine") == SCHED_BATCH,
+	      "after a failed start of the monitor the engine runs policy %d, not SCHED_BATCH",
+	      task_policy("odpx-engine"));
 	CHECK_RC(odpx_close(ctx), 0);
 	munmap(p, LEN);
 	return 0;
@@ -930,6 +979,8 @@ int main(void)
 	CHECK(run_forked(NULL, rt_beside_helper, NULL) == 0, "SCHED_FIFO caller");
 	CHECK(run_forked(NULL, prefetch_first, NULL) == 0, "a prefetch first");
 	printf("a prefetch first: the readers run SCHED_OTHER: ok\n");
+	CHECK(run_forked(NULL, prefetch_first_refused, NULL) == 0, "a prefetch first, refused");
+	printf("a prefetch first, the monitor's start refused: the engine stays SCHED_BATCH: ok\n");
 	CHECK(run_forked(NULL, on_one_cpu, NULL) == 0, "on one CPU");
 	printf("one CPU, the thread reads: ok\n");
 	CHECK(run_forked(NULL, wall_waiter, NULL) == 0, "beside a __WALL reaper");

@@ -1426,16 +1426,9 @@ out_err:
 	}
 	if (!mon.running) {
 		const char *h = getenv("ODPX_UFFD_HELPER");
-		/*
-		 * The readers inherit the starting thread's policy: a real-time
-		 * caller's, but never SCHED_BATCH or SCHED_IDLE (the engine's, when
-		 * a prefetch is the first miss): a woken reader must preempt, or
-		 * munmaps wait for whatever runs on its CPU.
-		 */
 		struct sched_param sp = { 0 };
-		int pol = sched_getscheduler(0);
-		bool lowered = (pol == SCHED_BATCH || pol == SCHED_IDLE) &&
-			       !pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+		int pol;
+		bool lowered;
 
 		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 			r = -errno;
@@ -1443,6 +1436,19 @@ out_err:
 			release_uffd();
 			goto out;
 		}
+		/*
+		 * The readers inherit the starting thread's policy: a real-time
+		 * caller's, but never SCHED_BATCH or SCHED_IDLE (the engine's, when
+		 * a prefetch is the first miss): a woken reader must preempt, or
+		 * munmaps wait for whatever runs on its CPU.  Lowered for the
+		 * spawns alone, and set back on every path out of them: the
+		 * engine stays SCHED_BATCH when the start fails.  (An
+		 * unprivileged SCHED_IDLE thread cannot leave SCHED_IDLE with
+		 * RLIMIT_NICE at 0: its readers inherit it.)
+		 */
+		pol = sched_getscheduler(0);
+		lowered = (pol == SCHED_BATCH || pol == SCHED_IDLE) &&
+			  !pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
 		if (h && !strcmp(h, "0"))
 			snprintf(mon.helper_why, sizeof(mon.helper_why), "ODPX_UFFD_HELPER=0");
 		else if (process_cpus() == 1 && !(h && !strcmp(h, "1")))
