@@ -80,18 +80,24 @@ static void uring_close(struct odpx_ctx *ctx)
 
 	if (!b)
 		return;
-	io_uring_queue_exit(&b->ring);	/* unpins whatever is left */
+	if (b->ring.ring_fd >= 0)	/* else a child's: gone at the fork */
+		io_uring_queue_exit(&b->ring);	/* unpins whatever is left */
 	pthread_mutex_destroy(&b->xfer_lock);
 	free(b);
 	ctx->be_priv = NULL;
 }
 
+/*
+ * Child after fork: the ring's descriptor and mappings.  The ring lives
+ * while either does, and with it the parent's pins: a parent that exits
+ * without odpx_close() would leave them pinned for the child's life.
+ */
 static void uring_child_fds(struct odpx_ctx *ctx)
 {
 	struct uring_be *b = be(ctx);
 
 	if (b) {
-		close(b->ring.ring_fd);
+		io_uring_queue_exit(&b->ring);
 		b->ring.ring_fd = -1;
 	}
 }

@@ -640,14 +640,17 @@ void engine_stop(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&ctx->eng_lock);
 }
 
-/* Child after fork, in the atfork handler: its copies of the descriptors. */
+/*
+ * Child after fork, in the atfork handler: its copies of the descriptors
+ * and of the ring's mappings (a ring lives while it is mapped anywhere).
+ */
 void engine_child_fds(struct odpx_ctx *ctx)
 {
 	struct engine *e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
 
 	if (!e)
 		return;
-	close(e->ring.ring_fd);
+	io_uring_queue_exit(&e->ring);
 	close(e->efd);
 	e->ring.ring_fd = e->efd = -1;
 }
@@ -659,7 +662,6 @@ void engine_forget(struct odpx_ctx *ctx)
 
 	if (!e)
 		return;
-	io_uring_queue_exit(&e->ring);	/* our copies of its mappings (no descriptor now) */
 	free(e);
 	atomic_store_explicit(&ctx->eng, NULL, memory_order_relaxed);
 }

@@ -112,7 +112,10 @@ struct backend_ops {
 	 */
 	bool pin_replaces;
 	void (*close)(struct odpx_ctx *ctx);
-	/* optional: in the child after fork, close the descriptors it holds, mark them -1 */
+	/*
+	 * optional: in the child after fork, drop the descriptors it holds and
+	 * the mappings that would keep them alive; mark them -1
+	 */
 	void (*child_fds)(struct odpx_ctx *ctx);
 	uint32_t max_entries;	/* hard limit of the backend, 0: none */
 	uint64_t max_entry_bytes;
