@@ -29,7 +29,8 @@
  * engine has drained).
  *
  * Ring: two requests, each queued again when it ends: a multishot poll on
- * the doorbell, a timeout for the tick.  The engine looks at its CQ on every
+ * the doorbell (a one-shot poll where the kernel refuses multishot, before
+ * 5.13), a timeout for the tick.  The engine looks at its CQ on every
  * pass, not only after a sleep (no system call while nothing ended): an
  * engine that always has work never sleeps, and its ticks (trim, counters)
  * would wait for the work to end.  What ended is queued again and
@@ -72,6 +73,7 @@ struct engine {
 	pthread_t thr;
 	_Atomic bool stop;
 	unsigned unarmed;	/* UD_* of requests to queue again (engine only) */
+	bool poll_oneshot;	/* the kernel refused a multishot poll (before 5.13) */
 	struct __kernel_timespec tick, linger;
 	struct pf_range recent[RECENT];
 	uint64_t recent_ns[RECENT];
@@ -397,7 +399,9 @@ static void arm(struct engine *e)
 			if (!(sqe = io_uring_get_sqe(&e->ring)))
 				return;
 		}
-		if (ud == UD_DOORBELL)
+		if (ud == UD_DOORBELL && e->poll_oneshot)
+			io_uring_prep_poll_add(sqe, e->efd, POLLIN);
+		else if (ud == UD_DOORBELL)
 			io_uring_prep_poll_multishot(sqe, e->efd, POLLIN);
 		else
 			io_uring_prep_timeout(sqe, &e->tick, 0, 0);
@@ -449,6 +453,13 @@ static bool reap_cq(struct engine *e)
 			if (read(e->efd, &v, sizeof(v)) < 0) {
 				/* EAGAIN: another completion already drained it */
 			}
+			/*
+			 * A kernel before 5.13 refuses a multishot poll with
+			 * -EINVAL at once: queued again as it was, it would
+			 * come back at once for ever.  One shot from then on.
+			 */
+			if (cqe->res == -EINVAL)
+				e->poll_oneshot = true;
 			if (!(cqe->flags & IORING_CQE_F_MORE))
 				e->unarmed |= UD_DOORBELL;
 		} else if (ud == UD_TICK) {
