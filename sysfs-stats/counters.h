@@ -200,6 +200,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *record, const
 struct odpx_seg_info {
 	pid_t pid;
 	unsigned n;
+	uint64_t born_ns;	/* with @pid and @n, the context's identity (0: unknown) */
 	enum odpx_mode mode;
 	enum odpx_backend backend;
 	char reason[192];

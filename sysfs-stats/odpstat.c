@@ -196,8 +196,10 @@ static void caps_line(const struct devcaps *d, char *buf, size_t len)
 static void add_seg_counters(struct sample *s)
 {
 	for (int i = 0; i < s->nseg; i++) {
-		char where[32];
-		snprintf(where, sizeof(where), "%d/%u", (int)s->seg[i].pid, s->seg[i].n);
+		char where[48];
+		/* born_ns: a context that took a gone one's name (exec) is another */
+		snprintf(where, sizeof(where), "%d/%u/%" PRIx64, (int)s->seg[i].pid, s->seg[i].n,
+			 s->seg[i].born_ns);
 		for (size_t f = 0; f < sizeof(stat_fields) / sizeof(stat_fields[0]); f++)
 			ctr_add(&s->c, SRC_ODPX, where, stat_fields[f].name,
 				*(const uint64_t *)((const char *)&s->seg[i].st + stat_fields[f].off),

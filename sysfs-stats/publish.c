@@ -165,6 +165,7 @@ void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
 	h->n = n;
 	h->start_time = proc_start_time(pid);
 	h->pidns = odpx_pidns();
+	h->born_ns = mono_ns();
 	if (ctx) {
 		h->mode = ctx->mode;
 		h->backend = ctx->be ? ctx->be->id : 0;

@@ -78,6 +78,13 @@ struct seg_hdr {
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
 	_Atomic uint64_t thrash_windows;
 	_Atomic uint64_t reader_process, reader_fallbacks;	/* gauges, appended (zero in older writers) */
+	/*
+	 * CLOCK_MONOTONIC when the writer laid the segment out, written once
+	 * before @magic (zero in older writers): with @pid and @n, which a
+	 * process that exec()s gives its first context again, the context's
+	 * identity to a reader that follows its counters from sample to sample.
+	 */
+	uint64_t born_ns;
 };
 
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");

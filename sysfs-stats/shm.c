@@ -233,6 +233,7 @@ static int seg_read_fd(int fd, pid_t pid, bool locked, struct odpx_seg_info *out
 	memset(out, 0, sizeof(*out));
 	out->pid = pid;
 	out->n = h->n;
+	out->born_ns = h->born_ns;
 	out->mode = (enum odpx_mode)h->mode;
 	out->backend = (enum odpx_backend)h->backend;
 	out->tick_ms = h->tick_ms;

@@ -11,9 +11,14 @@
  *     with aligned offsets is read.  It was read, through misaligned loads.
  *   - odpstat -p of a process with 65 contexts reads all of them (it read
  *     64), and a 66th first seen during the run adds no rate that interval.
+ *   - a context that takes the name of one gone before it (pid.0 again,
+ *     after an exec()) is a new context to odpstat: it adds no rate in the
+ *     interval where it is first seen.  Its counts were taken as the old
+ *     one's grown.
  * Everything runs in a mount namespace of its own with a tmpfs on /dev/shm;
  * without the privilege for one it skips, saying so.
  */
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -65,13 +70,17 @@ static void fifo_at_our_name(void)
 	printf("a FIFO at a context's segment name: the open returned, counters found\n");
 }
 
-/* A process of ours that lives until @hold[1] closes. */
+/*
+ * A process of ours that lives until @hold[1] closes.  Close-on-exec: an
+ * odpstat started meanwhile must not hold it, or a failed case would leave
+ * the two waiting for each other for ever (odpstat -p ends with the holder).
+ */
 static pid_t holder(int hold[2])
 {
 	pid_t g;
 	char c;
 
-	CHECK(pipe(hold) == 0, "pipe");
+	CHECK(pipe2(hold, O_CLOEXEC) == 0, "pipe");
 	fflush(stdout);
 	if (!(g = fork())) {
 		close(hold[1]);
@@ -181,11 +190,67 @@ static void many_contexts(void)
 	       " no rate\n");
 }
 
+/*
+ * odpstat -p of a process whose context pid.0 (10^9 hits) is replaced by
+ * another of the same name (2 * 10^9 hits), as a process that exec()s and
+ * opens a context again: the name is renamed over the old file (odpstat
+ * never finds it missing), then the old writer lets go of its lock.  No
+ * line may show a rate: neither context counts while odpstat runs.
+ */
+static void name_reused(void)
+{
+	char *odpstat = odpstat_path();
+	char spid[16], path[64], *line = NULL;
+	int hold[2], out[2], rows = 0, after = 0, old_fd, new_fd = -1;
+	pid_t g = holder(hold), sp;
+	size_t cap = 0;
+	FILE *f;
+
+	snprintf(spid, sizeof(spid), "%d", (int)g);
+	old_fd = forge(g, 0, 1000000000);
+	CHECK(pipe(out) == 0, "pipe");
+	fflush(stdout);
+	if (!(sp = fork())) {
+		dup2(out[1], 1);
+		execl(odpstat, odpstat, "-p", spid, "--json", "--no-netlink", "0.1", "100", NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	while (after < 3 && getline(&line, &cap, f) > 0) {
+		char *hits = strstr(line, "\"rates\":{\"hits\":");
+
+		CHECK(hits, "no rates in odpstat's line: %.200s", line);
+		hits += strlen("\"rates\":{\"hits\":");
+		CHECK(count_of(line, "\"ctx\":") == 1, "line %d: %d contexts, want 1", rows + 1,
+		      count_of(line, "\"ctx\":"));
+		CHECK(!strncmp(hits, "0.000,", 6), "line %d (%s the name was taken again): %.30s"
+		      " hits/s from contexts neither of which counts", rows + 1,
+		      new_fd < 0 ? "before" : "after", hits);
+		after += new_fd >= 0;
+		if (++rows == 1) {
+			new_fd = forge(g, 0, 2000000000);	/* renamed over pid.0 */
+			close(old_fd);				/* its writer exec()ed */
+		}
+	}
+	kill(sp, SIGTERM);
+	waitpid(sp, NULL, 0);
+	fclose(f);
+	free(line);
+	CHECK(after == 3, "only %d of odpstat's lines after the name was taken again", after);
+	forge_path(path, sizeof(path), g, 0);
+	unlink(path);
+	close(new_fd);
+	holder_end(g, hold);
+	printf("a context that takes a gone one's name is new to odpstat: no rate\n");
+}
+
 static int cases(void)
 {
 	fifo_at_our_name();
 	misaligned();
 	many_contexts();
+	name_reused();
 	return 0;
 }
 
