@@ -132,24 +132,14 @@ static void misaligned(void)
 	printf("segments with misaligned offsets: rejected (-EPROTO)\n");
 }
 
-/*
- * odpstat -p of a process with 65 contexts (forged, 10^9 hits each, none
- * counting): all 65 in every line, and a 66th that appears during the run
- * adds no rate in the interval where it is first seen.  odpstat read 64,
- * and a context it had not seen before counted its 10^9 hits as new.
- */
-static void many_contexts(void)
+/* odpstat -p @g, JSON lines every 0.1 s, at most 100; its output in *@f */
+static pid_t odpstat_follow(pid_t g, FILE **f)
 {
-	char *odpstat = odpstat_path();
-	char spid[16], *line = NULL;
-	int hold[2], out[2], rows = 0, seen_new = 0, fds[66];
-	pid_t g = holder(hold), sp;
-	size_t cap = 0;
-	FILE *f;
+	char *odpstat = odpstat_path(), spid[16];
+	int out[2];
+	pid_t sp;
 
 	snprintf(spid, sizeof(spid), "%d", (int)g);
-	for (unsigned i = 0; i < 65; i++)
-		fds[i] = forge(g, i, 1000000000);
 	CHECK(pipe(out) == 0, "pipe");
 	fflush(stdout);
 	if (!(sp = fork())) {
@@ -158,14 +148,41 @@ static void many_contexts(void)
 		_exit(127);
 	}
 	close(out[1]);
-	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	CHECK((*f = fdopen(out[0], "r")), "fdopen");
+	return sp;
+}
+
+/* The hits/s of odpstat's JSON @line, as printed */
+static const char *hits_of(const char *line)
+{
+	const char *hits = strstr(line, "\"rates\":{\"hits\":");
+
+	CHECK(hits, "no rates in odpstat's line: %.200s", line);
+	return hits + strlen("\"rates\":{\"hits\":");
+}
+
+/*
+ * odpstat -p of a process with 65 contexts (forged, 10^9 hits each, none
+ * counting): all 65 in every line, and a 66th that appears during the run
+ * adds no rate in the interval where it is first seen.  odpstat read 64,
+ * and a context it had not seen before counted its 10^9 hits as new.
+ */
+static void many_contexts(void)
+{
+	char *line = NULL;
+	int hold[2], rows = 0, seen_new = 0, fds[66];
+	pid_t g = holder(hold), sp;
+	size_t cap = 0;
+	FILE *f;
+
+	for (unsigned i = 0; i < 65; i++)
+		fds[i] = forge(g, i, 1000000000);
+	sp = odpstat_follow(g, &f);
 	/* until the 66th has been seen in two lines: a deadline of 100 lines */
 	while (seen_new < 2 && getline(&line, &cap, f) > 0) {
 		int ctxs = count_of(line, "\"ctx\":");
-		char *hits = strstr(line, "\"rates\":{\"hits\":");
+		const char *hits = hits_of(line);
 
-		CHECK(hits, "no rates in odpstat's line: %.200s", line);
-		hits += strlen("\"rates\":{\"hits\":");
 		CHECK(ctxs == 66 || (ctxs == 65 && !seen_new), "line %d: %d contexts, want %s",
 		      rows + 1, ctxs, seen_new ? "66" : "65 or 66");
 		CHECK(!strncmp(hits, "0.000,", 6), "line %d, %d contexts: %.30s hits/s from"
@@ -199,29 +216,17 @@ static void many_contexts(void)
  */
 static void name_reused(void)
 {
-	char *odpstat = odpstat_path();
-	char spid[16], path[64], *line = NULL;
-	int hold[2], out[2], rows = 0, after = 0, old_fd, new_fd = -1;
+	char path[64], *line = NULL;
+	int hold[2], rows = 0, after = 0, old_fd, new_fd = -1;
 	pid_t g = holder(hold), sp;
 	size_t cap = 0;
 	FILE *f;
 
-	snprintf(spid, sizeof(spid), "%d", (int)g);
 	old_fd = forge(g, 0, 1000000000);
-	CHECK(pipe(out) == 0, "pipe");
-	fflush(stdout);
-	if (!(sp = fork())) {
-		dup2(out[1], 1);
-		execl(odpstat, odpstat, "-p", spid, "--json", "--no-netlink", "0.1", "100", NULL);
-		_exit(127);
-	}
-	close(out[1]);
-	CHECK((f = fdopen(out[0], "r")), "fdopen");
+	sp = odpstat_follow(g, &f);
 	while (after < 3 && getline(&line, &cap, f) > 0) {
-		char *hits = strstr(line, "\"rates\":{\"hits\":");
+		const char *hits = hits_of(line);
 
-		CHECK(hits, "no rates in odpstat's line: %.200s", line);
-		hits += strlen("\"rates\":{\"hits\":");
 		CHECK(count_of(line, "\"ctx\":") == 1, "line %d: %d contexts, want 1", rows + 1,
 		      count_of(line, "\"ctx\":"));
 		CHECK(!strncmp(hits, "0.000,", 6), "line %d (%s the name was taken again): %.30s"
