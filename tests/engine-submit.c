@@ -49,6 +49,7 @@ static bool refused(struct io_uring *ring)
 }
 
 static bool old_kernel;	/* the engine's multishot polls refused, as before 5.13 */
+static atomic_int old_polls;	/* multishot polls so refused */
 
 /* As a kernel before 5.13 sees a multishot poll: with a flag it does not know. */
 static void as_old_kernel(struct io_uring *ring)
@@ -62,8 +63,10 @@ static void as_old_kernel(struct io_uring *ring)
 		return;
 	for (unsigned i = ring->sq.sqe_head; i != ring->sq.sqe_tail; i++) {
 		struct io_uring_sqe *sqe = &ring->sq.sqes[i & ring->sq.ring_mask];
-		if (sqe->opcode == IORING_OP_POLL_ADD && (sqe->len & IORING_POLL_ADD_MULTI))
+		if (sqe->opcode == IORING_OP_POLL_ADD && (sqe->len & IORING_POLL_ADD_MULTI)) {
 			sqe->len |= 1U << 30;	/* unknown here too: -EINVAL */
+			atomic_fetch_add(&old_polls, 1);
+		}
 	}
 }
 
@@ -196,6 +199,8 @@ static int multishot_refused(void *arg)
 		CHECK(WAIT_FOR(engine_asleep(ctx), 5), "the engine never went to sleep (it spins)");
 		hints_served(ctx, p + 2 * i * PG, 1, i + 1, "multishot refused");
 	}
+	CHECK(atomic_load(&old_polls) > 0, "no multishot poll of the engine's was refused:"
+	      " the case tests nothing");
 	w0 = stats_of(ctx).engine_wakeups;
 	t0 = stats_of(ctx).engine_ticks;
 	usleep(300 * 1000);
