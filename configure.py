@@ -157,15 +157,6 @@ lib_srcs = [s for s in lib_srcs if not os.path.basename(s).startswith('main-')]
 if verbs is None:
     lib_srcs = [s for s in lib_srcs if 'verbs' not in os.path.basename(s)]
 objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0] for s in lib_srcs]
-# odpx-uffd, the uffd reader process: freestanding (no libc, no sanitizer), embedded in the library
-n.rule('helper', '$cc -std=gnu11 -O2 -Wall -Wextra -static -nostdlib -ffreestanding -fno-stack-protector '
-       '-fno-pie -no-pie -fno-asynchronous-unwind-tables -fno-tree-loop-distribute-patterns -s '
-       '-Wl,--build-id=none -MMD -MF $out.d -o $out $in', depfile='$out.d', deps='gcc',
-       description='HELPER $out')
-n.rule('image', f'$cc -c -DHELPER_IMAGE=\\"$image\\" -o $out $in', description='IMAGE $out')
-helper = n.build(f'{B}/odpx-uffd', 'helper', 'uffd/main-helper.c')[0]
-objs += n.build(f'{B}/obj/uffd/helper-image.o', 'image', 'uffd/helper-image.S', implicit=[helper],
-                image=helper)
 n.build(f'{B}/config.h', 'phony')
 n.build(f'{B}/libodpx.a', 'ar', objs)
 n.build(f'{B}/libodpx.so', 'so', objs, implicit=['lib/odpx.map'])

@@ -38,7 +38,14 @@
 #include <sys/uio.h>
 
 #include "bench.h"
-#include "../uffd/monitor.h"	/* struct watch, mon.budget, mon.nw */
+
+static uint64_t monitor_regs(void)
+{
+	struct monitor_usage u;
+
+	monitor_usage(&u);
+	return u.registers;
+}
 
 #define RANGES 8		/* disjoint ranges cycled through */
 
@@ -206,7 +213,7 @@ static void w3_new_vma(size_t bytes)
 			mprotect(p[i] + bytes, bytes, PROT_NONE);	/* no merging */
 		}
 		if (rep == 1)
-			regs0 = mon.regs;
+			regs0 = monitor_regs();
 		t0 = now_ns();
 		for (unsigned i = 0; i < k; i++) {
 			struct odpx_mr *mr;
@@ -230,7 +237,7 @@ static void w3_new_vma(size_t bytes)
 		s[i] = summarize(v[i], reps, k);
 	snprintf(cas, sizeof(cas), "miss-new-vma-%s", size_str(bytes, sz, sizeof(sz)));
 	kv_time("W3", cas, "uring", mode_of(ctx), 1, bytes, &s[0],
-		"uffd_registers=%lu raw_pin+unpin_ns=%.1f", (unsigned long)(mon.regs - regs0),
+		"uffd_registers=%lu raw_pin+unpin_ns=%.1f", (unsigned long)(monitor_regs() - regs0),
 		s[1].median);
 	kv_ratio("W3", cas, "uring", mode_of(ctx), "odpx_miss_new_vma/raw_pin+unpin",
 		 s[0].median, s[1].median, 0, 0, "");
@@ -308,8 +315,10 @@ static void mem(void)
 	 * by max_entries and written whole at open, hence rss_open_delta.
 	 */
 	struct odpx_stats st = stats_of(ctx);
-	size_t watch_table = ((size_t)mon.budget + 1) * sizeof(struct watch);
-	double layout = (double)sizeof(struct entry) + (double)sizeof(struct watch) * mon.nw / n;
+	struct monitor_usage u;
+	monitor_usage(&u);
+	size_t watch_table = ((size_t)u.budget + 1) * u.record_bytes;
+	double layout = (double)sizeof(struct entry) + (double)u.record_bytes * u.watched / n;
 	double measured = (double)(rss2 - rss0) / (double)st.entries;
 
 	kv_head("MEM", "100000x4KiB", "null", mode_of(ctx));
@@ -318,7 +327,7 @@ static void mem(void)
 	       " bytes_per_entry=%zu amortized_bytes_per_entry=%.4f rss_open_delta=%lu"
 	       " rss_insert_delta=%lu rss_bytes_per_entry=%.2f target=<=64 met=%s\n",
 	       (unsigned long)n, bytes, (unsigned long)st.entries, sizeof(struct entry),
-	       (size_t)n * sizeof(struct entry), sizeof(struct watch), mon.nw, watch_table,
+	       (size_t)n * sizeof(struct entry), u.record_bytes, u.watched, watch_table,
 	       sizeof(struct entry), layout, (unsigned long)(rss1 - rss0),
 	       (unsigned long)(rss2 - rss1), measured, met((double)sizeof(struct entry), '<', 64));
 	odpx_close(ctx);

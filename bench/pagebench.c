@@ -30,7 +30,6 @@
 #include <sys/wait.h>
 
 #include "bench.h"
-#include "../uffd/monitor.h"	/* the userfaultfd mode in force, for the header */
 
 extern char **environ;
 
@@ -222,11 +221,13 @@ static int header(void)
 	r = odpx_reg(ctx, buf, 64 * KiB, ODPX_ACCESS_LOCAL_WRITE, &mr);	/* attaches the monitor */
 	if (r == 0)
 		odpx_dereg(ctx, mr);
+	struct monitor_usage u;
+	monitor_usage(&u);
 	printf("# active: backend uring, mode %s (%s); userfaultfd mode %s\n",
-	       odpx_mode_str(m), reason, uffd_mode_str(mon.mode));
+	       odpx_mode_str(m), reason, u.mode);
 	printf("workload=ENV case=active backend=uring mode=%s kernel=%s page_bytes=%ld"
 	       " uffd_mode=%s cpus=%d pin_budget=%lu quick=%d\n", odpx_mode_str(m),
-	       bench_env.kernel, bench_env.page, uffd_mode_str(mon.mode), bench_env.ncpu,
+	       bench_env.kernel, bench_env.page, u.mode, bench_env.ncpu,
 	       (unsigned long)o.pin_budget, o.quick);
 	odpx_close(ctx);
 	munmap(buf, 64 * KiB);

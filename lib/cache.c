@@ -6,20 +6,16 @@
  * overlap.  Two structures share the entries' own memory: a hash by exact
  * start page (the common hit: the same buffer again) and an AVL tree by start
  * (interior hits, overlap and invalidation scans).  Both are written under
- * mon.lock inside a ctx->seq write section and read without any lock: a
+ * the invalidation lock inside a ctx->seq write section and read without any lock: a
  * reader loads ctx->seq, searches, takes a reference with a CAS on the
  * entry's word (which fails if the entry was recycled, since that bumps its
  * generation), and re-reads ctx->seq.  A changed or odd seq means retry;
- * after a few retries it searches under mon.lock.  So a hit writes only to
+ * after a few retries it searches under the lock.  So a hit writes only to
  * the entry it hits.
  *
- * Miss (the mmu_interval_read_begin/retry protocol of DESIGN.md):
- *   watch the range (uffd) -> record mon.inval_count -> pin, no lock held ->
- *   lock -> any invalidation of the range since the record?  unpin, retry
- *   (bounded, then direct) : insert.
- * An event that the monitor has not read yet when we insert is fine: the
- * munmap() behind it cannot return before the monitor has read it, and the
- * monitor marks the new entry dead in the same critical section.
+ * A miss follows the monitor's protocol (uffd/reader.c): watch, read_begin,
+ * pin with no lock held, read_retry, insert.  The context is the monitor's
+ * subscriber: its invalidate() kills what an event covers.
  *
  * Room for a new entry (the free list, the LRU of unused entries, eviction
  * and the pin itself) is reserve.c's; the two share cache.h.
@@ -32,7 +28,6 @@
 #include <sys/mman.h>
 
 #include "cache.h"
-#include "../uffd/monitor.h"
 
 #define MISS_RETRIES 3
 #define FAST_TRIES 4
@@ -85,7 +80,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 	return LK_RETRY;
 }
 
-/* Under mon.lock: nothing moves. */
+/* Under the invalidation lock: nothing moves. */
 static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
 			 struct entry **out, uint64_t *taken)
 {
@@ -117,7 +112,7 @@ static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
- * Mark an indexed entry DEAD and take it out of the index.  mon.lock held,
+ * Mark an indexed entry DEAD and take it out of the index.  The invalidation lock held,
  * inside a seq write section.  Returns true when the caller became the owner
  * (no reference left): the entry must then be pushed or freed by it.
  */
@@ -164,19 +159,6 @@ static void release_owned(struct odpx_ctx *ctx, uint32_t idx)
 	cache_unlink_lru(ctx, idx);
 	entry_free_locked(ctx, idx);
 	pthread_mutex_unlock(&ctx->lock);
-}
-
-/*
- * Events the reader process dequeued and nobody applied yet (its gate is
- * up) kill entries the munmaps behind them have already returned from:
- * apply them, so that reaping before a reservation frees those slots too.
- */
-static void apply_pending(struct odpx_ctx *ctx)
-{
-	if (atomic_load_explicit(atomic_load_explicit(&ctx->gate, ACQ), ACQ)) {
-		mon_lock();
-		monitor_unlock_kick(ctx);	/* our caller reaps our dead entries */
-	}
 }
 
 /* Unpin every dead entry with no holder.  Never on the uffd reader. */
@@ -228,12 +210,12 @@ static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 {
 	if (!rv->coming && rv->dead == NIL)
 		return false;
-	for (uint64_t end = monitor_ns() + ROOM_WAIT_NS;;) {
+	for (uint64_t end = odpx_now_ns() + ROOM_WAIT_NS;;) {
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
 		if (atomic_load_explicit(&ctx->releasing, ACQ) < rv->coming ||
 		    (rv->dead != NIL && W_STATE(LD(ctx->ent[rv->dead].word)) != ST_DEAD) ||
-		    monitor_ns() >= end)
+		    odpx_now_ns() >= end)
 			return true;
 		struct timespec t = { 0, 20000 };
 		nanosleep(&t, NULL);
@@ -251,7 +233,6 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	for (int waits = 0;; waits++) {
 		struct reservation rv = { .victims = NIL, .dead = NIL };
 
-		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
@@ -274,45 +255,216 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	return 0;
 }
 
+static struct odpx_ctx *ctx_of_sub(struct monitor_sub *sub)
+{
+	return (struct odpx_ctx *)((char *)sub - offsetof(struct odpx_ctx, sub));
+}
+
 /*
  * After a failed attach (the reason is in ctx->reason) misses are served
  * direct, and the attach is tried again at most once per
  * MONITOR_RETRY_NS: a thread or process limit that stopped the reader may
  * be lifted, and a context should not stay uncached for its whole life
  * because of one refusal.  A userfaultfd the kernel refuses stays refused
- * (monitor.c), and costs each retry only a lock.
+ * (uffd/open.c), and costs each retry only a lock.
  */
 #define MONITOR_RETRY_NS 1000000000ULL
 
 static int attach_monitor(struct odpx_ctx *ctx)
 {
-	uint64_t retry, now;
+	struct monitor_config cfg = {
+		.uffd_mode = getenv("ODPX_UFFD_MODE"),
+		.watch_max = (unsigned)odpx_env("ODPX_WATCH_MAX", 0),
+		.quarantine_ns = odpx_env("ODPX_REMOVE_QUARANTINE_MS", 100) * 1000000ULL,
+		.spin_ns = odpx_env("ODPX_MONITOR_SPIN_US", 0) * 1000ULL,
+		.widen_bytes = odpx_env("ODPX_WATCH_WIDEN_KB", MONITOR_WIDEN_DEFAULT >> 10) << 10,
+	};
+	uint64_t retry, now = 0;
+	char why[96];
 	int r;
 
-	if (atomic_load_explicit(&ctx->attached, ACQ))
+	if (atomic_load_explicit(&ctx->sub.attached, ACQ))
 		return 0;
 	retry = atomic_load_explicit(&ctx->monitor_retry_ns, RLX);
-	if (retry && (now = monitor_ns()) < retry)
+	if (retry && (now = odpx_now_ns()) < retry)
 		return -ENOTSUP;
 	/* one thread of the context retries; the others go direct meanwhile */
 	if (retry && !atomic_compare_exchange_strong(&ctx->monitor_retry_ns, &retry,
 						     now + MONITOR_RETRY_NS))
 		return -ENOTSUP;
-	r = monitor_attach(ctx);
+	if (cfg.uffd_mode && !strcmp(cfg.uffd_mode, "auto"))
+		cfg.uffd_mode = NULL;
+	r = monitor_attach(&ctx->sub, &cfg, why, sizeof(why));
 	if (r < 0)
-		atomic_store(&ctx->monitor_retry_ns, monitor_ns() + MONITOR_RETRY_NS);
+		atomic_store(&ctx->monitor_retry_ns, odpx_now_ns() + MONITOR_RETRY_NS);
+	ctx_reason_monitor(ctx, r < 0 ? why : NULL);
 	return r;
+}
+
+/* A range the monitor would not watch (monitor_watch()'s -errno): direct, counted. */
+static int watch_failed(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
+			struct entry **out, int r)
+{
+	switch (r) {
+	case -EXDEV: STAT_INC(ctx, direct_shared); break;
+	case -EAGAIN: STAT_INC(ctx, direct_racing); break;	/* it kept changing */
+	case -EBUSY:
+	case -EINVAL: STAT_INC(ctx, direct_unwatchable); break;
+	case -ENOSPC: STAT_INC(ctx, direct_budget); break;
+	default:
+		return odpx_fail(r, "%#lx-%#lx is not mapped or not accessible",
+				 (unsigned long)s, (unsigned long)end);
+	}
+	return direct_reg(ctx, s, end, acc, out);
+}
+
+/* One miss in progress: the request, the range it pins and its reservation. */
+struct miss {
+	uintptr_t s, end;	/* the request's pages */
+	uintptr_t us, ue;	/* what is pinned: the request, or merged with what it overlaps */
+	uint32_t acc;
+	bool unsafe;		/* ODPX_OPEN_UNSAFE_NO_MONITOR */
+	struct monitor_read rd;
+	struct reservation rv;
+	int64_t idx;
+};
+
+enum { MISS_HIT, MISS_UNWATCHED, MISS_RESERVED };
+
+/*
+ * Under ctx->lock and the invalidation lock: the lookup again (unless the
+ * index has not changed since @seen), the watch check, the merge with what
+ * the request overlaps, read_begin and the reservation with its evictions.
+ */
+static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
+			struct entry **out)
+{
+	uint64_t taken;
+
+	if (LD(ctx->seq) != seen && lookup_locked(ctx, m->s, m->end, m->acc, out, &taken) == LK_HIT) {
+		stats_hit(ctx, 1, taken);
+		return MISS_HIT;
+	}
+	/*
+	 * Watched, checked together with read_begin: a VMA replaced after
+	 * monitor_watch() had its record cut (its UNMAP logged before begin);
+	 * pinning the new, unwatched VMA must not be cached.
+	 */
+	if (!m->unsafe && !monitor_covers(m->s, m->end))
+		return MISS_UNWATCHED;
+	m->us = m->s;
+	m->ue = m->end;
+	/* merge with what it overlaps, unless that outgrows the cap */
+	for (uint32_t x = index_first_overlap(ctx, m->acc, m->s, m->end); x != NIL;
+	     x = index_next(ctx, LD(ctx->root[m->acc]), e_start(&ctx->ent[x]))) {
+		uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
+		if (xs >= m->end)
+			break;
+		uintptr_t ns = xs < m->us ? xs : m->us, ne = xe > m->ue ? xe : m->ue;
+		if (ne - ns <= ctx->lim.max_entry_bytes && !exact_only(m->acc) &&
+		    (m->unsafe || monitor_covers(ns, ne))) {
+			m->us = ns;
+			m->ue = ne;
+		}
+	}
+	if (!m->unsafe && monitor_recently_invalidated(m->us, m->ue))
+		STAT_INC(ctx, repins);
+	monitor_read_begin(&m->rd);
+	atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
+	/* room for the request; the merged range if it fits with no more eviction */
+	m->rv = (struct reservation){ .victims = NIL, .dead = NIL };
+	if (m->us != m->s || m->ue != m->end) {
+		m->rv.wide_bytes = m->ue - m->us;
+		m->rv.wide_home = bucket_of(ctx, m->us, m->acc);
+	}
+	m->idx = reserve_locked(ctx, m->end - m->s, bucket_of(ctx, m->s, m->acc), m->us, &m->rv,
+				true);
+	if (!m->rv.wide) {
+		m->us = m->s;
+		m->ue = m->end;
+	}
+	return MISS_RESERVED;
+}
+
+static void entry_set(struct odpx_ctx *ctx, struct entry *e, int kind, uintptr_t s,
+		      uintptr_t end, uint32_t acc)
+{
+	e->kind = kind | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
+	e->access = (uint8_t)acc;
+	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
+}
+
+/*
+ * Pinned, with ctx->lock held: read_retry under the invalidation lock,
+ * then insert.  -EAGAIN: invalidated meanwhile, unpinned, try again.
+ */
+static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
+{
+	struct entry *e = &ctx->ent[m->idx];
+	bool kick = false;
+	int r;
+
+	monitor_lock();
+	r = m->unsafe ? 0 : monitor_read_retry(&m->rd, m->us, m->ue);
+	if (r == -EAGAIN) {
+		monitor_unlock();
+		pthread_mutex_unlock(&ctx->lock);
+		ctx->be->unpin(ctx, (uint32_t)m->idx);
+		STAT_INC(ctx, unpins);
+		unreserve(ctx, (uint32_t)m->idx);
+		STAT_INC(ctx, miss_retries);
+		return -EAGAIN;
+	}
+	if (r == -EBUSY) {	/* a DONTNEED of this range may not have zapped yet: don't cache */
+		monitor_unlock();
+		pthread_mutex_unlock(&ctx->lock);
+		STAT_INC(ctx, direct_racing);
+		STAT_INC(ctx, direct_regs);
+		entry_set(ctx, e, KIND_DIRECT, m->us, m->ue, m->acc);
+		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), m->acc, ST_DEAD, 1), REL);
+		*out = e;
+		return 0;
+	}
+	seq_begin(ctx);
+	for (uint32_t x; (x = index_first_overlap(ctx, m->acc, m->us, m->ue)) != NIL;) {
+		if (kill_locked(ctx, x, 1)) {
+			dead_push(ctx, x);
+			kick = true;
+		}
+		STAT_INC(ctx, superseded);
+	}
+	entry_set(ctx, e, KIND_CACHED, m->us, m->ue, m->acc);
+	ST(e->last_use, LD(ctx->clock));
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), m->acc, ST_ALIVE, 1), REL);
+	index_insert(ctx, (uint32_t)m->idx, m->acc);
+	/*
+	 * The watch records count the entries of attached contexts only, as
+	 * their recount does: an unmonitored context's would be counted here
+	 * and not there, and its -1 could then leave a record short.
+	 */
+	if (!m->unsafe)
+		monitor_watch_ref(m->us, m->ue, +1);
+	seq_end(ctx);
+	monitor_unlock();
+	lru_link(ctx, (uint32_t)m->idx);
+	pthread_mutex_unlock(&ctx->lock);
+	if (kick)
+		engine_kick(ctx);
+	*out = e;
+	return 0;
 }
 
 /* @seen: the seq of a lookup that found nothing, or odd (none) */
 static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		struct entry **out, uint32_t seen)
 {
-	bool unsafe = ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR;
-	int r;
+	struct miss m = { .s = s, .end = end, .acc = acc,
+			  .unsafe = ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR };
+	bool watched = false;
+	int waits = 0, r;
 
 	STAT_INC(ctx, misses);
-	if (!unsafe && attach_monitor(ctx) < 0) {
+	if (!m.unsafe && attach_monitor(ctx) < 0) {
 		STAT_INC(ctx, direct_no_monitor);
 		return direct_reg(ctx, s, end, acc, out);
 	}
@@ -325,165 +477,40 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		STAT_INC(ctx, direct_no_engine);
 		return direct_reg(ctx, s, end, acc, out);
 	}
-	bool watched = false;
-	uint64_t taken;
-	int waits = 0;
-
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
-		uintptr_t us = s, ue = end;
-		struct reservation rv = { .victims = NIL, .dead = NIL };
-		uint64_t c0, t0;
-
-		apply_pending(ctx);
 		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
 			cache_reap_dead(ctx);
-		/*
-		 * One section under both locks: lookup, watch check, merge and
-		 * reservation with its evictions.  The miss takes each lock twice
-		 * in all, here and at the insert.
-		 */
 		pthread_mutex_lock(&ctx->lock);
-		mon_lock();
-		/* the index has not changed since a lookup found nothing: skip it */
-		if (LD(ctx->seq) != seen && lookup_locked(ctx, s, end, acc, out, &taken) == LK_HIT) {
-			mon_unlock();
-			pthread_mutex_unlock(&ctx->lock);
-			stats_hit(ctx, 1, taken);
+		monitor_lock();
+		r = miss_reserve(ctx, &m, seen, out);
+		monitor_unlock();
+		pthread_mutex_unlock(&ctx->lock);
+		if (r == MISS_HIT)
 			return 0;
-		}
-		/*
-		 * Watched, checked atomically with taking c0: a VMA replaced
-		 * after monitor_watch() had its record cut (and its UNMAP logged
-		 * before c0); pinning the new, unwatched VMA must not be cached.
-		 */
-		if (!unsafe && !monitor_covers(s, end)) {
-			mon_unlock();
-			pthread_mutex_unlock(&ctx->lock);
+		if (r == MISS_UNWATCHED) {
 			if (watched) {	/* watched, and replaced since */
 				STAT_INC(ctx, miss_retries);
 				attempt++;
 				watched = false;
 				continue;
 			}
-			r = monitor_watch(s, end);
-			if (r == -EXDEV) {
-				STAT_INC(ctx, direct_shared);
-				return direct_reg(ctx, s, end, acc, out);
-			}
-			if (r == -EAGAIN) {	/* the mapping kept changing under the watch */
-				STAT_INC(ctx, direct_racing);
-				return direct_reg(ctx, s, end, acc, out);
-			}
-			if (r == -EBUSY || r == -EINVAL) {
-				STAT_INC(ctx, direct_unwatchable);
-				return direct_reg(ctx, s, end, acc, out);
-			}
-			if (r == -ENOSPC) {
-				STAT_INC(ctx, direct_budget);
-				return direct_reg(ctx, s, end, acc, out);
-			}
-			if (r < 0)
-				return odpx_fail(r, "%#lx-%#lx is not mapped or not accessible",
-						 (unsigned long)s, (unsigned long)end);
+			if ((r = monitor_watch(s, end)) < 0)
+				return watch_failed(ctx, s, end, acc, out, r);
 			watched = true;
 			continue;
 		}
-		/* merge with what it overlaps, unless that outgrows the cap */
-		for (uint32_t x = index_first_overlap(ctx, acc, s, end); x != NIL;
-		     x = index_next(ctx, LD(ctx->root[acc]), e_start(&ctx->ent[x]))) {
-			if (e_start(&ctx->ent[x]) >= end)
-				break;
-			uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
-			uintptr_t ns = xs < us ? xs : us, ne = xe > ue ? xe : ue;
-			if (ne - ns <= ctx->lim.max_entry_bytes && !exact_only(acc) &&
-			    (unsafe || monitor_covers(ns, ne))) {
-				us = ns;
-				ue = ne;
-			}
-		}
-		if (!unsafe && monitor_recently_invalidated(us, ue))
-			STAT_INC(ctx, repins);
-		c0 = mon.inval_count;
-		t0 = mon.nrm ? monitor_ns() : 0;	/* the pin's age, for the REMOVE quarantine */
-		atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
-		/* room for the request; the merged range if it fits with no more eviction */
-		if (us != s || ue != end) {
-			rv.wide_bytes = ue - us;
-			rv.wide_home = bucket_of(ctx, us, acc);
-		}
-		int64_t idx = reserve_locked(ctx, end - s, bucket_of(ctx, s, acc), us, &rv, true);
-		if (!rv.wide) {
-			us = s;
-			ue = end;
-		}
-		mon_unlock();
-		pthread_mutex_unlock(&ctx->lock);
-		if (idx >= 0 && (us != s || ue != end))
+		if (m.idx >= 0 && (m.us != s || m.ue != end))
 			STAT_INC(ctx, merges);
 		/* victims first: a victim's slot may be the one we pin into */
-		if ((r = pin_reserved(ctx, idx, &rv, us, ue - us, acc)) < 0) {
-			if (idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, &rv))
+		if ((r = pin_reserved(ctx, m.idx, &m.rv, m.us, m.ue - m.us, acc)) < 0) {
+			if (m.idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, &m.rv))
 				continue;
 			return r;
 		}
-
-		struct entry *e = &ctx->ent[idx];
-		mon_lock();
-		/* invalidated meanwhile, or unwatched (an idle record reclaimed for the budget) */
-		if (!unsafe && (monitor_inval_since(c0, us, ue) || !monitor_covers(us, ue))) {
-			mon_unlock();
-			pthread_mutex_unlock(&ctx->lock);
-			ctx->be->unpin(ctx, (uint32_t)idx);
-			STAT_INC(ctx, unpins);
-			unreserve(ctx, (uint32_t)idx);
-			STAT_INC(ctx, miss_retries);
-			attempt++;	/* bounded: then it is served direct */
-			watched = false;	/* one attempt for one invalidation, cut watch or not */
-			continue;
-		}
-		if (!unsafe && monitor_remove_recent(us, ue, t0)) {
-			/* a DONTNEED of this range may not have zapped yet: don't cache */
-			mon_unlock();
-			pthread_mutex_unlock(&ctx->lock);
-			STAT_INC(ctx, direct_racing);
-			STAT_INC(ctx, direct_regs);
-			e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
-			e->access = (uint8_t)acc;
-			ST(e->span, SPAN_MAKE(us, (ue - us) >> PAGE_SHIFT));
-			atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_DEAD, 1), REL);
-			*out = e;
-			return 0;
-		}
-		bool kick = false;
-		seq_begin(ctx);
-		for (uint32_t x; (x = index_first_overlap(ctx, acc, us, ue)) != NIL;) {
-			if (kill_locked(ctx, x, 1)) {
-				dead_push(ctx, x);
-				kick = true;
-			}
-			STAT_INC(ctx, superseded);
-		}
-		e->kind = KIND_CACHED | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
-		e->access = (uint8_t)acc;
-		ST(e->span, SPAN_MAKE(us, (ue - us) >> PAGE_SHIFT));
-		ST(e->last_use, LD(ctx->clock));
-		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_ALIVE, 1), REL);
-		index_insert(ctx, (uint32_t)idx, acc);
-		/*
-		 * The records count the entries of attached contexts only, as
-		 * recount() does: an unmonitored context's would be counted here
-		 * and not there, and its -1 could then leave a record short.
-		 */
-		if (!unsafe)
-			monitor_watch_ref(us, ue, +1);
-		seq_end(ctx);
-		mon_unlock();
-		lru_link(ctx, (uint32_t)idx);
-		pthread_mutex_unlock(&ctx->lock);
-		if (kick)
-			engine_kick(ctx);
-		*out = e;
-		return 0;
+		if ((r = miss_insert(ctx, &m, out)) != -EAGAIN)
+			return r;
+		attempt++;	/* bounded: then it is served direct */
+		watched = false;	/* one attempt for one invalidation, cut watch or not */
 	}
 	STAT_INC(ctx, direct_racing);	/* invalidated at every attempt */
 	return direct_reg(ctx, s, end, acc, out);
@@ -510,9 +537,9 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		return 0;
 	}
 	if (r == LK_RETRY) {
-		mon_lock();
+		monitor_lock();
 		r = lookup_locked(ctx, addr, addr + len, acc, out, &taken);
-		mon_unlock();
+		monitor_unlock();
 		if (r == LK_HIT) {
 			stats_hit(ctx, 1, taken);
 			return 0;
@@ -522,19 +549,29 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 }
 
 /*
- * The monitor's part, under mon.lock inside its seq write section: mark the
- * entries overlapping [s, e) DEAD and take them out of the index.  No
- * allocation, no unpin: an owned dead entry goes on the dead stack.
+ * The subscriber's invalidate(), under the invalidation lock inside the
+ * monitor's seq write section: mark the entries overlapping [s, e) DEAD and
+ * take them out of the index.  No allocation, no unpin: an owned dead
+ * entry goes on the dead stack, for the engine that kick() wakes.
  */
-unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e, int why)
+static unsigned sub_invalidate(struct monitor_sub *sub, uintptr_t s, uintptr_t e,
+			       enum monitor_event ev)
 {
+	struct odpx_ctx *ctx = ctx_of_sub(sub);
 	unsigned n = 0;
+
+	switch (ev) {
+	case MONITOR_UNMAP: STAT_INC(ctx, inval_unmap); break;
+	case MONITOR_REMOVE: STAT_INC(ctx, inval_remove); break;
+	case MONITOR_REMAP: STAT_INC(ctx, inval_remap); break;
+	case MONITOR_API: STAT_INC(ctx, inval_api); break;
+	}
 
 	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
 		uint32_t x;
 		while (LD(ctx->root[acc]) != NIL && (x = index_first_overlap(ctx, acc, s, e)) != NIL) {
 			STAT_ADD(ctx, inval_bytes, SPAN_BYTES(LD(ctx->ent[x].span)));
-			if (kill_locked(ctx, x, 2 + why))
+			if (kill_locked(ctx, x, 2 + ev))
 				dead_push(ctx, x);
 			n++;
 		}
@@ -544,15 +581,39 @@ unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e,
 	return n;
 }
 
-/* Live entries overlapping [s, e), not only those starting there (monitor). */
-void cache_count_live(struct odpx_ctx *ctx, uintptr_t s, uintptr_t e, uint64_t *n)
+/* Live entries overlapping [s, e), not only those starting there. */
+static uint64_t sub_count(struct monitor_sub *sub, uintptr_t s, uintptr_t e)
 {
+	struct odpx_ctx *ctx = ctx_of_sub(sub);
+	uint64_t n = 0;
+
 	for (uint32_t acc = 0; acc < ACC_CLASSES; acc++) {
 		uint32_t root = LD(ctx->root[acc]);
 		for (uint32_t x = index_first_overlap(ctx, acc, s, e); x != NIL && e_start(&ctx->ent[x]) < e;
 		     x = index_next(ctx, root, e_start(&ctx->ent[x])))
-			(*n)++;
+			n++;
 	}
+	return n;
+}
+
+/* Wake the engine if there is something to unpin. */
+static void sub_kick(struct monitor_sub *sub)
+{
+	struct odpx_ctx *ctx = ctx_of_sub(sub);
+
+	if (atomic_load_explicit(&ctx->dead_head, memory_order_acquire) != NIL)
+		engine_kick(ctx);
+}
+
+static const struct monitor_sub_ops sub_ops = {
+	.invalidate = sub_invalidate,
+	.count = sub_count,
+	.kick = sub_kick,
+};
+
+void cache_detach(struct odpx_ctx *ctx)
+{
+	monitor_detach(&ctx->sub);
 }
 
 int cache_init(struct odpx_ctx *ctx)
@@ -577,6 +638,8 @@ int cache_init(struct odpx_ctx *ctx)
 	}
 	for (int a = 0; a < ACC_CLASSES; a++)
 		ST(ctx->root[a], NIL);
+	ctx->sub.ops = &sub_ops;
+	ctx->sub.seq = &ctx->seq;
 	ctx->free_head = 0;
 	for (int b = 0; b < LRU_BUCKETS; b++)
 		ctx->lru_first[b] = ctx->lru_last_of[b] = NIL;

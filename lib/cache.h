@@ -9,7 +9,7 @@
 
 #include "index.h"
 
-/* seqcount of the index: writers hold mon.lock (readers: cache.c) */
+/* seqcount of the index: writers hold the invalidation lock (readers: cache.c) */
 static inline void seq_begin(struct odpx_ctx *ctx)
 {
 	atomic_store_explicit(&ctx->seq, LD(ctx->seq) + 1, RLX);
@@ -22,16 +22,8 @@ static inline void seq_end(struct odpx_ctx *ctx)
 }
 
 /*
- * The read side of a lock-free lookup is the context's seq, read before and
- * after (seq_retry()), and the gate of the uffd reader process, read after
- * only: up, it has events dequeued and not yet applied (uffd/helper.h).  The
- * gate is read first: an apply moves every attached context's seq, then
- * lowers the gate (seq_cst, a release), so a gate read down after an apply
- * makes the seq load after it see the move.  The other order missed an
- * apply that ran between the seq and the gate loads: seq not yet moved,
- * gate already down, and the entry it killed was returned (review, shown
- * with a debugger).  If the apply came before the first seq load, the index
- * has it.  Pairs with the seq_cst raise before the helper's read().
+ * The read side of a lock-free lookup (uffd/reader.c, "hit"): the
+ * context's seq, read before and again after the reference is taken.
  */
 static inline uint32_t seq_read(struct odpx_ctx *ctx)
 {
@@ -41,17 +33,13 @@ static inline uint32_t seq_read(struct odpx_ctx *ctx)
 /* After the reference is taken and an acquire fence: did @s stop holding? */
 static inline bool seq_retry(struct odpx_ctx *ctx, uint32_t s)
 {
-	_Atomic uint32_t *g = atomic_load_explicit(&ctx->gate, ACQ);	/* the page is mapped */
-
-	if (atomic_load_explicit(g, ACQ))
-		return true;
 	return atomic_load_explicit(&ctx->seq, RLX) != s;
 }
 
 /* cache.c */
 void put_dead(struct odpx_ctx *ctx, struct entry *e);	/* last reference of a DEAD entry */
 void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
-bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* mon.lock, seq */
+bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* invalidation lock, seq */
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 
 /*

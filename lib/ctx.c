@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -15,10 +16,8 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "../uffd/monitor.h"
 
 _Atomic uint32_t odpx_fork_gen;
-_Atomic uint32_t odpx_gate_down;
 static __thread char last_reason[192];
 static __thread char mode_reason[192];	/* odpx_mode_get's copy */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -47,6 +46,41 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	stats_seg_reason(ctx);	/* odpstat reads it without waiting for a miss */
+}
+
+/*
+ * The monitor's attach failed (@why) or succeeded (NULL).  A failure
+ * replaces the mode's reason, the open's being kept in reason_open; a later
+ * success gives it back.
+ */
+void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why)
+{
+	bool changed = false;
+
+	pthread_mutex_lock(&ctx->reason_lock);
+	if (why) {
+		if (!ctx->reason_open[0])
+			memcpy(ctx->reason_open, ctx->reason, sizeof(ctx->reason));
+		snprintf(ctx->reason, sizeof(ctx->reason),
+			 "pin mode without invalidation is unsafe: %.96s; serving direct", why);
+		changed = true;
+	} else if (ctx->reason_open[0] && strcmp(ctx->reason, ctx->reason_open)) {
+		memcpy(ctx->reason, ctx->reason_open, sizeof(ctx->reason));
+		changed = true;
+	}
+	if (changed)
+		atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&ctx->reason_lock);
+	if (changed)
+		stats_seg_reason(ctx);
+}
+
+uint64_t odpx_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* Returns the generation copied: a publisher compares it with its own. */
@@ -223,7 +257,6 @@ static const struct knob {
 	{ "ODPX_REMOVE_QUARANTINE_MS", 0, 60000 },
 	{ "ODPX_WATCH_MAX", 1, 1 << 20 },
 	{ "ODPX_WATCH_WIDEN_KB", 0, 1 << 20 },
-	{ "ODPX_UFFD_HELPER", 0, 1 },
 };
 
 uint64_t odpx_env(const char *name, uint64_t dflt)
@@ -326,7 +359,6 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		return -ENOMEM;
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->fork_gen = atomic_load(&odpx_fork_gen);
-	atomic_init(&ctx->gate, &odpx_gate_down);
 	ctx->be = ops;
 	ctx->mode = a.mode;
 	ctx->flags = a.flags;
@@ -434,7 +466,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	 * free).  Kicks by the monitor meanwhile find no engine.
 	 */
 	engine_stop(ctx);
-	monitor_detach(ctx);
+	cache_detach(ctx);
 	cache_reap_dead(ctx);
 	cache_fini(ctx);
 	ctx->be->close(ctx);

@@ -55,7 +55,6 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "../uffd/monitor.h"
 
 #define UD_DOORBELL 1	/* user_data, and a bit of engine.unarmed */
 #define UD_TICK 2
@@ -80,14 +79,6 @@ struct engine {
 	uint32_t recent_seq[RECENT];	/* ctx->seq after the range was served */
 	unsigned recent_next;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 bool engine_running(struct odpx_ctx *ctx)
 {
@@ -307,7 +298,7 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 		n++;
 	if (!n)
 		return 0;
-	now = now_ns();
+	now = odpx_now_ns();
 	if (ctx->be->advise && ctx->mode != ODPX_MODE_PIN && ctx->mode != ODPX_MODE_DIRECT) {
 		size_t k = 0;
 
@@ -573,7 +564,7 @@ int engine_start(struct odpx_ctx *ctx)
 	pthread_mutex_lock(&ctx->eng_lock);
 	if (atomic_load_explicit(&ctx->eng, memory_order_relaxed))
 		goto out;
-	if (ctx->eng_retry_ns && now_ns() < ctx->eng_retry_ns) {
+	if (ctx->eng_retry_ns && odpx_now_ns() < ctx->eng_retry_ns) {
 		r = ctx->eng_err;
 		goto out;
 	}
@@ -606,7 +597,7 @@ int engine_start(struct odpx_ctx *ctx)
 	if (r == 0) {
 		/*
 		 * Published once the thread exists, never before: kickers load
-		 * ctx->eng with no lock (app threads) or under mon.lock (the
+		 * ctx->eng with no lock (app threads) or under the invalidation lock (the
 		 * monitor), so an engine seen by one must live until
 		 * engine_stop().  A failed start frees one nobody saw.
 		 */
@@ -621,7 +612,7 @@ out_efd:
 out_free:
 	free(e);
 	ctx->eng_err = r;
-	ctx->eng_retry_ns = now_ns() + ENGINE_RETRY_NS;
+	ctx->eng_retry_ns = odpx_now_ns() + ENGINE_RETRY_NS;
 out:
 	pthread_mutex_unlock(&ctx->eng_lock);
 	return r < 0 ? odpx_fail(r, "engine start: %s", strerror(-r)) : 0;
@@ -641,9 +632,9 @@ void engine_stop(struct odpx_ctx *ctx)
 		}
 		pthread_join(e->thr, NULL);
 		atomic_store_explicit(&ctx->eng, NULL, memory_order_release);
-		/* the monitor kicks under mon.lock: one that loaded e is done after this */
-		pthread_mutex_lock(&mon.lock);
-		pthread_mutex_unlock(&mon.lock);
+		/* the monitor kicks under its lock: one that loaded e is done after this */
+		monitor_lock();
+		monitor_unlock();
 		io_uring_queue_exit(&e->ring);
 		close(e->efd);
 		free(e);

@@ -3,7 +3,7 @@
  * index.c - the write side of the cache's index (see index.h): the exact-start
  * hash, whose bucket heads live inside the entries (bucket i's head is
  * ent[i].bucket, so the table costs no memory), and an AVL tree by start per
- * access class.  Every writer holds mon.lock inside a ctx->seq write section;
+ * access class.  Every writer holds the invalidation lock inside a ctx->seq write section;
  * the stores are relaxed atomics because readers walk the structures without
  * a lock and validate with ctx->seq.
  */
@@ -37,7 +37,7 @@ static void hash_remove(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uin
 	}
 }
 
-/* ---- AVL tree by start (writers under mon.lock) ---- */
+/* ---- AVL tree by start (writers under the invalidation lock) ---- */
 
 static inline int height(struct odpx_ctx *ctx, uint32_t n)
 {

@@ -3,7 +3,7 @@
  * index.h - the cache's index: per access class, alive entries that never
  * overlap, in an exact-start hash (the hit path) and an AVL tree by start
  * (interior hits, overlap and invalidation scans).  Both live in the entries'
- * own memory.  Writers hold mon.lock inside a ctx->seq write section;
+ * own memory.  Writers hold the invalidation lock inside a ctx->seq write section;
  * readers take no lock and validate with ctx->seq (cache.c).  The read side
  * is inline here: it is the hit path.
  */

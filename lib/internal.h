@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "odpx.h"
+#include "../uffd/monitor.h"
 
 #define ODPX_EXPORT __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -35,7 +36,7 @@
  *   hits may take references), DEAD (out of the index: invalidated,
  *   evicted or superseded; unpinned when ref reaches 0).
  *   Writers: hits CAS ALIVE ref -> ref+1 (no lock); dereg CAS ref -> ref-1
- *   (no lock); ALIVE -> DEAD only under mon.lock together with removal from
+ *   (no lock); ALIVE -> DEAD only under the invalidation lock together with removal from
  *   the index; DEAD/0 -> FREE (gen+1) by the owner of the dead entry (the
  *   engine, an evictor, or dereg of a direct entry); FREE -> ALIVE by the
  *   miss path after @span is written.  Exactly one party sees the
@@ -55,7 +56,7 @@
  *   is dropped (relaxed; the drop releases it).
  * @dnext: dead stack link.
  * Index fields (@hnext, @bucket, @left, @right, @height) are written under
- * mon.lock inside a ctx->seq write section and read optimistically.
+ * the invalidation lock inside a ctx->seq write section and read optimistically.
  */
 struct entry {
 	_Atomic uint64_t word;
@@ -175,25 +176,20 @@ struct engine;
 /*
  * struct odpx_ctx
  *
- * @seq: seqcount over this context's index.  Written only under mon.lock
- *   (odd while the index changes or while the monitor reads and applies
- *   userfaultfd events); read by lock-free lookups, which retry or fall back
- *   to mon.lock when it is odd or changed.  Pairs with the acquire loads in
- *   cache.c:lookup_fast().
- * @gate: the word the uffd reader process raises before it dequeues events
- *   (uffd/helper.h), or odpx_gate_down (always 0) before the context is
- *   attached to a monitor that has one.  A lock-free lookup counts a raised
- *   gate as an odd @seq (cache.h:seq_read()).
+ * @seq: seqcount over this context's index.  Written only under the
+ *   invalidation lock (odd while the index changes, or while the monitor
+ *   reads and applies userfaultfd events: uffd/reader.c); read by lock-free
+ *   lookups, which retry or fall back to the lock when it is odd or changed.
+ *   Pairs with the acquire loads in cache.c:lookup_fast().
  * @lock: protects the LRU, the free list and the pinned-byte accounting;
  *   never held across a pin, an unpin or any call that can block on a
- *   userfaultfd event.  Lock order: ctx->lock before mon.lock.
+ *   userfaultfd event.  Lock order: ctx->lock before the invalidation lock.
  * @dead: stack of DEAD entries whose last reference is gone (monitor and
  *   dereg push, engine pops all).
  */
 struct odpx_ctx {
 	_Atomic uint32_t seq ALIGNED_LINE;
 	uint32_t fork_gen;
-	_Atomic(_Atomic uint32_t *) gate;
 	_Atomic uint32_t clock;		/* LRU epoch: bumped at each miss */
 	struct entry *ent;		/* slab of max_entries */
 	uint32_t max_entries;		/* slots: pin mode rounds the limit to a prime */
@@ -206,7 +202,7 @@ struct odpx_ctx {
 	bool hits_inline;		/* odpx_reg() tries cache.h:hit_home() first */
 	uint32_t acc_mask;		/* access bits that split the index */
 
-	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, mon.lock */
+	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, the invalidation lock */
 
 	pthread_mutex_t lock ALIGNED_LINE;
 	uint32_t free_head;		/* free list through lru_prev/lru_next */
@@ -247,9 +243,7 @@ struct odpx_ctx {
 	size_t stats_region_bytes;
 
 	struct odpx_ctx *list_next;	/* every open context (ctx.c, ctx_list_lock) */
-	/* monitor membership (mon.lock) */
-	struct odpx_ctx *mon_next;
-	_Atomic bool attached;		/* written under mon.lock */
+	struct monitor_sub sub;		/* pin mode: the monitor's subscriber (cache.c) */
 	_Atomic uint64_t monitor_retry_ns;	/* cache.c attach_monitor(); 0: none failed */
 
 	/* engine */
@@ -271,7 +265,7 @@ struct odpx_ctx {
 	pthread_mutex_t reason_lock;
 	_Atomic uint32_t reason_gen;
 	char reason[192];
-	char reason_open[192];		/* the open's, while a failed attach has its own (life_lock) */
+	char reason_open[192];		/* the open's, while a failed attach has its own (reason_lock) */
 };
 
 /* ctx.c: trial division, for the slab's prime size (index.h) */
@@ -284,6 +278,7 @@ int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
+void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
 /*
  * ctx.c: the environment's knobs (README, "Limits and knobs"), their
@@ -295,7 +290,7 @@ uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 int odpx_env_check(void);
 uint64_t odpx_env(const char *name, uint64_t dflt);
 extern _Atomic uint32_t odpx_fork_gen;
-extern _Atomic uint32_t odpx_gate_down;	/* a gate never raised */
+uint64_t odpx_now_ns(void);	/* CLOCK_MONOTONIC (ctx.c) */
 
 /* cache.c */
 int cache_init(struct odpx_ctx *ctx);
@@ -305,11 +300,7 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 unsigned cache_reap_dead(struct odpx_ctx *ctx);
 void cache_trim(struct odpx_ctx *ctx);
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);
-/* under mon.lock, inside a seq write section (monitor) */
-unsigned cache_invalidate_locked(struct odpx_ctx *ctx, uintptr_t start,
-				 uintptr_t end, int why);
-void cache_count_live(struct odpx_ctx *ctx, uintptr_t start, uintptr_t end,
-		      uint64_t *n);
+void cache_detach(struct odpx_ctx *ctx);	/* from the monitor, at close */
 static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry *e)
 {
 	return (uint32_t)(e - ctx->ent);

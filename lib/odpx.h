@@ -382,10 +382,6 @@ struct odpx_stats {
 	/* pin cache, for the thrash detector */
 	uint64_t evict_remiss;		/* misses at the start of a recently evicted range */
 	uint64_t inval_api;		/* odpx_invalidate calls that reached this context */
-	/* the process's userfaultfd monitor */
-	uint64_t reader_process;	/* 1: events are read by the odpx-uffd process, 0: a thread */
-	uint64_t reader_fallbacks;	/* odpx-uffd could not start, or died: a thread read */
-	/* engine, appended */
 	uint64_t engine_lingers;	/* lingers that ended by their timeout: wake-ups that
 					   are neither a doorbell nor a tick (engine.c) */
 	/* direct-mode fallback, appended */

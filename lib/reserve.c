@@ -4,7 +4,7 @@
  * of unused entries kept as victims, eviction within the limits, and the pin
  * into a reserved entry (cache.c calls in on a miss and a direct
  * registration; the engine's tick trims).  Everything here runs under
- * ctx->lock, and under mon.lock too where it kills an indexed entry; victims
+ * ctx->lock, and under the invalidation lock too where it kills an indexed entry; victims
  * are unpinned after both are dropped.
  *
  * LRU: lazy and exact at the resolution of misses.  A release stores
@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "cache.h"
-#include "../uffd/monitor.h"
 
 #define LRU_AGE_MAX (1U << 30)
 
@@ -256,9 +255,9 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			continue;
 		}
 		if (!mon_held)
-			mon_lock();
+			monitor_lock();
 		/*
-		 * Again under mon.lock: a hit and its release take no lock, and
+		 * Again under the invalidation lock: a hit and its release take no lock, and
 		 * one that came while we waited for it made this entry the most
 		 * recently released: put back under its new stamp.
 		 */
@@ -270,7 +269,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			seq_end(ctx);
 		}
 		if (!mon_held)
-			mon_unlock();
+			monitor_unlock();
 		if (again) {
 			lru_relink(ctx, idx, LD(e->last_use));
 			continue;
@@ -347,7 +346,7 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 
 /*
  * Reserve an entry and @bytes within the limits, under ctx->lock (and
- * mon.lock when @mon_held), evicting onto rv->victims for the caller to
+ * the invalidation lock when @mon_held), evicting onto rv->victims for the caller to
  * unpin after unlocking.  A merged range (rv->wide_bytes) is reserved
  * instead only if it fits once the request has its room: merging never
  * evicts more than the request needs.  The last victim's slot is taken when the backend's
@@ -439,8 +438,8 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	struct entry *e = &ctx->ent[idx];
 	int r;
 
-	if (atomic_load_explicit(&ctx->attached, RLX) && mon.mode == UFFD_MODE_MISSING)
-		monitor_prefault(s, s + len);
+	if (atomic_load_explicit(&ctx->sub.attached, RLX) && (r = monitor_prefault(s, s + len)) < 0)
+		return r;
 	r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
 	if (held && r == 0)
 		STAT_INC(ctx, unpins);	/* the replaced registration */

@@ -15,7 +15,6 @@
 #include <sys/mman.h>
 
 #include "internal.h"
-#include "../uffd/monitor.h"
 
 _Atomic uint32_t odpx_next_shard;
 __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));
@@ -152,19 +151,16 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
 	/*
-	 * mon.lock first: a munmap returns once the monitor has read its event,
+	 * The invalidation lock first: a munmap returns once the monitor has read its event,
 	 * but the monitor applies it (entries dead, their bytes no longer
-	 * unused, the invalidation counters) before it drops mon.lock.  Taking
+	 * unused, the invalidation counters) before it drops the lock.  Taking
 	 * it here makes every invalidation a returned munmap caused visible in
 	 * the sums below.
 	 */
-	mon_lock();
-	st.watch_vmas = mon.nw;
-	st.watch_regs = mon.regs;
-	st.reader_process = atomic_load_explicit(&mon.helper_on, memory_order_relaxed) &&
-			    atomic_load_explicit(&ctx->attached, memory_order_relaxed);
-	st.reader_fallbacks = mon.helper_fallbacks;
-	mon_unlock();
+	struct monitor_usage u;
+	monitor_usage(&u);	/* takes and drops it */
+	st.watch_vmas = u.watched;
+	st.watch_regs = u.registers;
 	stats_region_sum(ctx->shards, ctx->cs, &st);
 	st.unsafe_no_monitor = !!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 

@@ -192,7 +192,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *record, const
 /* ---- shm.c: the segment each context publishes ---- */
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 7	/* 7: the writer holds an OFD lock (segment.h) */
+#define ODPX_SHM_VERSION 8	/* 8: no reader-process gauges */
 #define ODPX_SHM_PREFIX "odpx."
 #define ODPX_SHM_DIR "/dev/shm"
 

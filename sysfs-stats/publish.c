@@ -436,8 +436,6 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
-	PUT(reader_process, st->reader_process);
-	PUT(reader_fallbacks, st->reader_fallbacks);
 	PUT(gauges_ns, mono_ns());
 	publish_reason(ctx, h);
 	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);
@@ -470,7 +468,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 
 	/*
 	 * Read the counters once per window, not on every engine tick: the
-	 * read takes ctx->lock and mon.lock, which a miss would then wait for.
+	 * read takes ctx->lock and the invalidation lock, which a miss would then wait for.
 	 */
 	if (pv->have_prev && now - pv->win_start_ns < (uint64_t)pv->t.cfg.window_ms * 1000000ULL)
 		return;

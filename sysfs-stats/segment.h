@@ -77,7 +77,6 @@ struct seg_hdr {
 	/* detector */
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
 	_Atomic uint64_t thrash_windows;
-	_Atomic uint64_t reader_process, reader_fallbacks;	/* gauges, appended (zero in older writers) */
 	/*
 	 * CLOCK_MONOTONIC when the writer laid the segment out, written once
 	 * before @magic (zero in older writers): with @pid and @n, which a

@@ -247,8 +247,6 @@ static int seg_read_fd(int fd, pid_t pid, bool locked, struct odpx_seg_info *out
 	out->st.unused_bytes = stats_region_unused(shards, out->st.pinned_bytes);	/* live */
 	out->st.watch_vmas = G(watch_vmas);
 	out->st.watch_regs = G(watch_regs);
-	out->st.reader_process = G(reader_process);
-	out->st.reader_fallbacks = G(reader_fallbacks);
 	out->st.thrash_state = G(thrash_state);
 	out->st.thrash_metric = G(thrash_metric);
 	out->st.thrash_value_milli = G(thrash_value_milli);

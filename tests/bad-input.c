@@ -111,7 +111,6 @@ static void bad_env(void)
 		{ "ODPX_REMOVE_QUARANTINE_MS", "100", { "60001", "-1", "1e3", "0x10", NULL } },
 		{ "ODPX_WATCH_MAX", "2", { "0", "1048577", "-2", "many", NULL } },
 		{ "ODPX_WATCH_WIDEN_KB", "64", { "1048577", "-64", "64k", "99999999999999999999", NULL } },
-		{ "ODPX_UFFD_HELPER", "1", { "2", "yes", "-0", NULL } },
 		{ "ODPX_UFFD_MODE", "wp", { "bogus", "WP", "wp-sync", NULL } },
 	};
 

@@ -275,9 +275,8 @@ static void *watchdog(void *arg)
 		}
 		if (!hung)
 			continue;
-		fprintf(stderr, "ctx->lock owner tid %d, mon.lock owner tid %d; "
-			"checks %lu remaps %lu races %lu hits %lu\n",
-			ctx->lock.__data.__owner, mon.lock.__data.__owner, atomic_load(&checks),
+		fprintf(stderr, "ctx->lock owner tid %d; checks %lu remaps %lu races %lu hits %lu\n",
+			ctx->lock.__data.__owner, atomic_load(&checks),
 			atomic_load(&remaps), atomic_load(&races), atomic_load(&hits));
 		dump_threads();
 		fflush(NULL);

@@ -8,7 +8,7 @@
  *   resolution of misses (the comment at the top of lib/reserve.c): a simple
  *   order, then one where entries used since they were linked are re-linked
  *   by the evictor in between, one released while the evictor waits for
- *   mon.lock, then a model of exact LRU that predicts every hit and miss of
+ *   the invalidation lock, then a model of exact LRU that predicts every hit and miss of
  *   long random runs with held references, one of them across the wrap of
  *   the cache's 32-bit clock and one across a jump of 2^31 misses;
  * - with every entry in use, odpx_reg returns -ENOMEM and loses nothing: every
@@ -51,7 +51,6 @@
 #include "test.h"
 #include "internal.h"	/* the slab, for lru-model */
 #include "cache.h"		/* put_dead(), for dead_coming */
-#include "../uffd/monitor.h"	/* mon.lock, for lru-recheck */
 
 #define PG 4096UL
 
@@ -1022,12 +1021,12 @@ static void replace_fits(void)
 }
 
 /*
- * The evictor picks the least recently released entry, then takes mon.lock
+ * The evictor picks the least recently released entry, then takes the invalidation lock
  * to kill it; a hit and release in between takes no lock, and makes that
- * entry the most recently released one.  The engine's trim (no mon.lock
- * held on entry) is stopped there by holding mon.lock, as the monitor
+ * entry the most recently released one.  The engine's trim (no the invalidation lock
+ * held on entry) is stopped there by holding the invalidation lock, as the monitor
  * holds it while it reads.  E, F, G miss (clock 1, 2, 3), E and F are
- * released, G is released with mon.lock held: the unused bytes exceed
+ * released, G is released with the invalidation lock held: the unused bytes exceed
  * max_unused_bytes by one entry, and the trim picks E (released at 1).
  * E is hit and released (now at 3) before the lock is dropped: the trim
  * must evict F (2), as the old code, which checked E's references again but
@@ -1056,9 +1055,9 @@ static void lru_recheck(void)
 	touch(ctx, l, 21, 0, "lru recheck: F");
 	g = reg(ctx, l, G, PG, 0, "lru recheck: G");
 	struct odpx_stats s0 = stats_of(ctx), s1;
-	pthread_mutex_lock(&mon.lock);
+	monitor_lock();
 	CHECK_RC(odpx_dereg(ctx, g), 0);	/* 3 unused pages of 2: the next tick trims */
-	/* the trim holds ctx->lock while it waits for mon.lock */
+	/* the trim holds ctx->lock while it waits for the invalidation lock */
 	for (double end = now_s() + 5; locked < 50 && now_s() < end;) {
 		if (pthread_mutex_trylock(&ctx->lock) == 0) {
 			pthread_mutex_unlock(&ctx->lock);
@@ -1073,8 +1072,8 @@ static void lru_recheck(void)
 	CHECK(pthread_create(&t, NULL, hit_release, E) == 0, "pthread_create");
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 5;
-	CHECK(pthread_timedjoin_np(t, NULL, &until) == 0, "lru recheck: the hit on E waited for mon.lock");
-	pthread_mutex_unlock(&mon.lock);
+	CHECK(pthread_timedjoin_np(t, NULL, &until) == 0, "lru recheck: the hit on E waited for the invalidation lock");
+	monitor_unlock();
 	CHECK(WAIT_FOR((s1 = stats_of(ctx)).evictions > s0.evictions, 5), "lru recheck: nothing trimmed");
 	CHECK(s1.misses == s0.misses && s1.evictions == s0.evictions + 1,
 	      "lru recheck: misses %lu -> %lu, evictions %lu -> %lu", (unsigned long)s0.misses,
@@ -1083,7 +1082,7 @@ static void lru_recheck(void)
 	      "lru recheck: cached E %d F %d G %d; want E (released last) and G kept, F (least"
 	      " recently released) trimmed", slab_has(ctx, E), slab_has(ctx, F), slab_has(ctx, G));
 	CHECK_RC(odpx_close(ctx), 0);
-	printf("lru recheck: an entry released while the evictor waits for mon.lock is kept\n");
+	printf("lru recheck: an entry released while the evictor waits for the invalidation lock is kept\n");
 }
 
 /*

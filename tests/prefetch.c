@@ -719,13 +719,10 @@ static void close_while_queued(void)
 			queued += odpx_prefetch(c, buf + i * PG, PG, 0) == 0;
 		CHECK(queued > 0, "no hint queued");
 		CHECK_RC(odpx_close(c), 0);
-		mon_lock();
-		bool listed = mon.ctxs != NULL, running = mon.running;
-		unsigned users = mon.users;
-		mon_unlock();
-		CHECK(!listed && !users && !running, "round %d, after the close of the only context:"
-		      " the monitor lists %s, users %u, running %d", round,
-		      listed ? "a context" : "none", users, running);
+		struct monitor_usage u;
+		monitor_usage(&u);
+		CHECK(!u.users && !u.running, "round %d, after the close of the only context:"
+		      " the monitor has %u users, running %d", round, u.users, u.running);
 	}
 	munmap(buf, 2048 * PG);
 	printf("close with hints queued: the context leaves the monitor for good\n");

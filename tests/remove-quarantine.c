@@ -19,14 +19,12 @@
  * late_insert: the quarantine is the age of the pin, not of the insert.  A
  * madvise() thread is kept off its CPU after our read of its REMOVE (a
  * SCHED_FIFO spinner there); a miss pins the old pages right after the read
- * (its backend's pin waits, pinned, until we hold mon.lock: a pin may take
+ * (its backend's pin waits, pinned, until we hold the lock: a pin may take
  * less than our wake-up) and is held at its insert while the madvise zaps,
  * until the quarantine has passed since the read.  Aged at the insert, that
  * miss cached the zapped pages and the next registration of the range moved
- * data through them; aged from the pin's start, it is served direct.  It
- * runs with each reader: the odpx-uffd process (held off its read by
- * SIGSTOP), then the monitor's thread (ODPX_UFFD_HELPER=0, held off by
- * mon.lock).
+ * data through them; aged from the pin's start, it is served direct.  The
+ * monitor's thread is held off its read by the invalidation lock.
  *
  * Its setup is observed, not slept for: the madvise thread seen asleep in
  * the kernel's wait for the read of its event, the spinner seen spinning,
@@ -151,21 +149,21 @@ static int held_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t 
 
 static uint64_t removes_read(void)
 {
-	pthread_mutex_lock(&mon.lock);
-	uint64_t n = mon.nrm;
-	pthread_mutex_unlock(&mon.lock);
-	return n;
+	struct monitor_usage u;
+
+	monitor_usage(&u);
+	return u.removes;
 }
 
 /* When the monitor read REMOVE number @i (0 from the first), as now_s() counts. */
 static double remove_read_at(uint64_t i)
 {
-	pthread_mutex_lock(&mon.lock);
-	CHECK(i < mon.nrm && mon.nrm - i <= REMOVE_LOG, "REMOVE %lu not in the ring (%lu read)",
-	      (unsigned long)i, (unsigned long)mon.nrm);
-	double t = mon.rm[i % REMOVE_LOG].ns / 1e9;	/* CLOCK_MONOTONIC, as now_s() */
-	pthread_mutex_unlock(&mon.lock);
-	return t;
+	monitor_lock();
+	uint64_t ns = monitor_remove_read_ns(i);	/* CLOCK_MONOTONIC, as now_s() */
+	monitor_unlock();
+	CHECK(ns, "REMOVE %lu not in the ring (%lu read)", (unsigned long)i,
+	      (unsigned long)removes_read());
+	return ns / 1e9;
 }
 
 /*
@@ -297,28 +295,13 @@ static void *late_pinner(void *arg)
 	return NULL;
 }
 
-/* Keep the reader from reading the uffd (@hold), or let it go on. */
+/* Keep the reader from reading the uffd (@hold): it reads under the invalidation lock. */
 static void hold_reader(bool hold)
 {
-	if (!atomic_load(&mon.helper_on)) {
-		if (hold)
-			pthread_mutex_lock(&mon.lock);
-		else
-			pthread_mutex_unlock(&mon.lock);
-		return;
-	}
-	CHECK(kill(mon.helper_pid, hold ? SIGSTOP : SIGCONT) == 0, "signal odpx-uffd");
-	if (!hold)
-		return;
-	char path[64], st[256], state = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", mon.helper_pid);
-	for (double end = now_s() + 2; state != 'T' && now_s() < end; usleep(1000)) {
-		FILE *f = fopen(path, "r");
-		CHECK(f && fgets(st, sizeof(st), f), "read %s", path);
-		fclose(f);
-		state = strrchr(st, ')')[2];
-	}
-	CHECK(state == 'T', "odpx-uffd did not stop (state %c)", state);
+	if (hold)
+		monitor_lock();
+	else
+		monitor_unlock();
 }
 
 /*
@@ -354,12 +337,7 @@ static const char *late_round(char *why, size_t cap, const char **reader)
 	memset(big, 1, BIG);
 	CHECK_RC(odpx_reg(lctx, big, BIG, 0, &mr), 0);	/* watched and cached */
 	CHECK_RC(odpx_dereg(lctx, mr), 0);
-	*reader = atomic_load(&mon.helper_on) ? "the odpx-uffd process" : "the monitor's thread";
-	if (atomic_load(&mon.helper_on)) {
-		CPU_ZERO(&set);
-		CPU_SET(0, &set);
-		CHECK(sched_setaffinity(mon.helper_pid, sizeof(set), &set) == 0, "odpx-uffd to CPU 0");
-	}
+	*reader = "the monitor's thread";
 	CPU_ZERO(&set);
 	CPU_SET(1, &set);
 	pthread_attr_init(&cpu1);
@@ -374,9 +352,8 @@ static const char *late_round(char *why, size_t cap, const char **reader)
 	a = stats_of(lctx);
 
 	/*
-	 * Under mon.lock: the monitor's thread writes it there (log_inval), also
-	 * while odpx-uffd is stopped (it applies what was published).  Before the
-	 * hold: the thread's hold is mon.lock itself.  No REMOVE is pending here.
+	 * Before the hold: the reader writes the count under the lock, and the
+	 * hold is the lock itself.  No REMOVE is pending here.
 	 */
 	nrm = removes_read();
 	/* the REMOVE is queued and its thread waits; the reader cannot read it yet */
@@ -406,8 +383,8 @@ static const char *late_round(char *why, size_t cap, const char **reader)
 	pinned_at = now_s();
 	pinned_sw = switches(tid);
 	seen_at = now_s();
-	pthread_mutex_lock(&mon.lock);
-	atomic_store(&pin_hold, 0);	/* on to its insert, which waits for mon.lock */
+	monitor_lock();
+	atomic_store(&pin_hold, 0);	/* on to its insert, which waits for the lock */
 	atomic_store(&spin_stop, 1);	/* the madvise thread zaps and returns */
 	pthread_join(mad, NULL);
 	mad_at = now_s();
@@ -415,7 +392,7 @@ static const char *late_round(char *why, size_t cap, const char **reader)
 	while (now_s() < read_at + QUARANTINE_S + 0.05)	/* the insert comes after the quarantine */
 		usleep(10 * 1000);
 	CHECK(!atomic_load(&pin_done), "the miss was not held at its insert");
-	pthread_mutex_unlock(&mon.lock);
+	monitor_unlock();
 	pthread_join(pin, NULL);
 	b = stats_of(lctx);
 
@@ -574,8 +551,6 @@ int main(void)
 	flood();
 	CHECK(run_forked(NULL, retries_bounded, NULL) == 0, "retries bounded (DONTNEED)");
 	CHECK(run_forked(NULL, retries_bounded, (void *)1) == 0, "retries bounded (munmap)");
-	late_insert();
-	setenv("ODPX_UFFD_HELPER", "0", 1);	/* every context is closed: the monitor restarts */
 	late_insert();
 	return 0;
 }

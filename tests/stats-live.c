@@ -33,7 +33,7 @@ static const char *const fields[] = {
 	"prefetch_queued", "prefetch_merged", "prefetch_dropped", "prefetch_issued",
 	"prefetch_failed", "unsafe_no_monitor", "thrash_state", "thrash_changes",
 	"odp_mrs", "odp_fallbacks", "prefetch_sges", "prefetch_errno", "global_rkey",
-	"reader_process", "reader_fallbacks", "direct_no_engine",
+	"direct_no_engine",
 };
 
 static uint64_t field_of(const struct odpx_stats *st, const char *name)
@@ -47,7 +47,7 @@ static uint64_t field_of(const struct odpx_stats *st, const char *name)
 	X(direct_racing) X(prefetch_queued) X(prefetch_merged) X(prefetch_dropped)
 	X(prefetch_issued) X(prefetch_failed) X(unsafe_no_monitor) X(thrash_state)
 	X(thrash_changes) X(engine_ticks) X(engine_wakeups) X(engine_lingers) X(odp_mrs) X(odp_fallbacks)
-	X(prefetch_sges) X(prefetch_errno) X(global_rkey) X(reader_process) X(reader_fallbacks)
+	X(prefetch_sges) X(prefetch_errno) X(global_rkey)
 	X(direct_no_engine)
 #undef X
 	FAIL("no field %s", name);

@@ -48,9 +48,8 @@ static inline double now_s(void)
 
 /*
  * Run @fn(@arg) in a forked child, with ODPX_UFFD_MODE=@mode unless NULL (the
- * monitor reads it once per process); "MODE/thread" also sets
- * ODPX_UFFD_HELPER=0 (the monitor's thread reads, not odpx-uffd).  Returns the
- * child's exit status, or 128 + N when signal N killed it.
+ * monitor reads it once per process).  Returns the child's exit status, or
+ * 128 + N when signal N killed it.
  */
 static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 {
@@ -62,15 +61,8 @@ static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 	if (pid < 0)
 		FAIL("fork: %s", strerror(errno));
 	if (pid == 0) {
-		if (mode) {
-			char m[32];
-			snprintf(m, sizeof(m), "%s", mode);
-			if (strchr(m, '/')) {
-				*strchr(m, '/') = 0;
-				setenv("ODPX_UFFD_HELPER", "0", 1);
-			}
-			setenv("ODPX_UFFD_MODE", m, 1);
-		}
+		if (mode)
+			setenv("ODPX_UFFD_MODE", mode, 1);
 		int rc = fn(arg);
 		fflush(stdout);	/* _exit() flushes nothing */
 		_exit(rc);

@@ -15,7 +15,7 @@
  *     bytes of the new pages;
  *   - watched ranges are counted (watch_vmas, watch_regs): one registration
  *     per range not yet watched, none for a range inside a watched one, fewer
- *     once unmapped.  A watch bridges a gap of up to WIDEN_MAX to a watched
+ *     once unmapped.  A watch bridges a gap of up to 64 KiB to a watched
  *     neighbour in the same mapping (write-protect modes; missing mode,
  *     sanitizer builds and ODPX_WATCH_WIDEN_KB=0 watch exact ranges), and
  *     nothing else: memory beside an entry, not between two, raises no
@@ -45,7 +45,13 @@
 
 #include "test.h"
 #include "internal.h"		/* a backend of our own, for reclaim_main() */
-#include "../uffd/monitor.h"	/* vma_force_maps */
+
+/* a sanitizer's build never bridges a gap (uffd/watch.c, widen()) */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
 
 #define LEN (64 * 1024)
 #define WAIT_S 5
@@ -311,10 +317,12 @@ static void events(void)
  */
 static void reader_stack_isolated(void)
 {
-	uintptr_t lo = (uintptr_t)mon.reader_stack, hi = lo + mon.reader_stack_len;
+	struct monitor_usage u;
+	monitor_usage(&u);
+	uintptr_t lo = (uintptr_t)u.reader_stack, hi = lo + u.reader_stack_len;
 	struct vma_info v, below, above;
 
-	CHECK(mon.reader_stack && mon.reader_stack_len > 2 * 4096, "no reader stack of our own");
+	CHECK(u.reader_stack && u.reader_stack_len > 2 * 4096, "no reader stack of our own");
 	CHECK(vma_query(lo + 4096, &v) == 0 && vma_query(lo, &below) == 0 &&
 	      vma_query(hi - 4096, &above) == 0, "vma_query of the reader's stack");
 	CHECK(v.start == lo + 4096 && v.end == hi - 4096 && v.readable && v.writable,
@@ -542,16 +550,18 @@ static int reclaim_main(void)
 	CHECK_RC(odpx_open_backend(&hold_ops, NULL, &ctx), 0);
 	CHECK_RC(odpx_dereg(ctx, reg(v2, LEN)), 0);	/* v2's record holds an entry: never idle */
 	CHECK(monitor_watch((uintptr_t)v1, (uintptr_t)v1 + LEN) == 0, "watch v1");
-	CHECK(mon.nw == 2, "%u watched ranges, want 2", mon.nw);
+	struct monitor_usage u;
+	monitor_usage(&u);
+	CHECK(u.watched == 2, "%u watched ranges, want 2", u.watched);
 
 	atomic_store(&pins_to_hold, 1);
 	st0 = stats_of(ctx);
 	CHECK(pthread_create(&t, NULL, miss_main, v1) == 0, "pthread_create");
 	sem_wait(&pin_entered);	/* the miss found v1 watched and is pinning */
 	CHECK(monitor_watch((uintptr_t)v3, (uintptr_t)v3 + LEN) == 0, "watch v3");
-	pthread_mutex_lock(&mon.lock);
+	monitor_lock();
 	bool v1_watched = monitor_covers((uintptr_t)v1, (uintptr_t)v1 + LEN);
-	pthread_mutex_unlock(&mon.lock);
+	monitor_unlock();
 	CHECK(!v1_watched, "v3's watch did not take v1's idle record");
 	CHECK(munmap(v1, LEN) == 0 && mmap(v1, LEN, PROT_READ | PROT_WRITE,
 					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == v1,
@@ -578,25 +588,19 @@ static int reclaim_main(void)
 /*
  * No watch record counts fewer than the live entries over it, or one that
  * looks idle under a live entry is unregistered for the budget and that
- * entry gets no more events (mon.lock, after what odpx-uffd published).
+ * entry gets no more events.
  * A count may be over after a split or a merge (approx), until the budget
  * counts that record again; @exact: no record is over now.
  */
 static void refs_check(const char *when, bool exact)
 {
-	mon_lock();
-	for (unsigned i = 0; i < mon.nw; i++) {
-		uint64_t n = 0;
-		for (struct odpx_ctx *c = mon.ctxs; c; c = c->mon_next)
-			cache_count_live(c, mon.w[i].start, mon.w[i].end, &n);
-		if (n > mon.w[i].refs || (exact && n != mon.w[i].refs)) {
-			uint32_t refs = mon.w[i].refs;
-			mon_unlock();
-			FAIL("%s: the record %#lx-%#lx counts %u entries, %lu live there", when,
-			     (unsigned long)mon.w[i].start, (unsigned long)mon.w[i].end, refs, U(n));
-		}
-	}
-	mon_unlock();
+	char msg[160];
+
+	monitor_lock();
+	int r = monitor_check_refs(exact, msg, sizeof(msg));
+	monitor_unlock();
+	if (r)
+		FAIL("%s: %s", when, msg);
 }
 
 /*

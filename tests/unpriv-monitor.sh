@@ -1,5 +1,5 @@
 #!/bin/sh
-# unpriv-monitor: build/tests/uffd-monitor and uffd-helper again, as user nobody.
+# unpriv-monitor: build/tests/uffd-monitor and stale-data again, as user nobody.
 #
 # Unprivileged, the library must open its userfaultfd with UFFD_USER_MODE_ONLY
 # (vm.unprivileged_userfaultfd is 0 on the hosts we run on), has no
@@ -8,7 +8,7 @@
 # Both run, each to its end.  Exit status: the first failure's; else 77 if
 # either skipped (it says why); else 0.
 here=$(cd "$(dirname "$0")" && pwd)
-tests="uffd-monitor uffd-helper"
+tests="uffd-monitor stale-data"
 
 for t in $tests; do
 	if [ ! -x "$here/../build/tests/$t" ]; then

@@ -1,178 +1,139 @@
 /* SPDX-License-Identifier: MIT */
-/* monitor.h - the process-wide userfaultfd monitor (see monitor.c). */
+/*
+ * monitor.h - the userfaultfd monitor, as its subscribers see it.
+ *
+ * One monitor per process: one userfaultfd, one reader thread and the table
+ * of watched ranges.  The pin caches of the process subscribe to it as the
+ * kernel's mmu interval notifiers do: a struct monitor_sub with an ops
+ * table, whose invalidate() the reader calls under the invalidation lock.
+ * The protocol - who writes what, under which lock, and a munmap racing a
+ * miss - is written once, at the top of uffd/reader.c.
+ */
 #ifndef ODPX_MONITOR_H
 #define ODPX_MONITOR_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "helper.h"
+enum monitor_event { MONITOR_UNMAP, MONITOR_REMOVE, MONITOR_REMAP, MONITOR_API };
 
-struct odpx_ctx;
+struct monitor_sub;
 
-enum uffd_mode { UFFD_MODE_NONE = 0, UFFD_MODE_WP_ASYNC, UFFD_MODE_WP, UFFD_MODE_MISSING };
-
-/* A watched range: one VMA as it was when registered with the uffd. */
-/*
- * A watched range.  @refs is never short of the live cached entries over it
- * (an idle record, refs 0, may be unregistered for the budget); it may be
- * over, after a split or a merge (@approx), until watch_reclaim_idle()
- * counts that record again.
- */
-struct watch {
-	uintptr_t start, end;
-	uint32_t refs;
-	bool approx;
+struct monitor_sub_ops {
+	/*
+	 * Kill the registrations overlapping [start, end); return how many.
+	 * Called under the invalidation lock with *sub->seq odd.  Must not
+	 * block, allocate, free, unpin, or take a lock whose holder may wait
+	 * for a userfaultfd event.
+	 */
+	unsigned (*invalidate)(struct monitor_sub *sub, uintptr_t start, uintptr_t end,
+			       enum monitor_event ev);
+	/* Live registrations overlapping [start, end) (invalidation lock). */
+	uint64_t (*count)(struct monitor_sub *sub, uintptr_t start, uintptr_t end);
+	/* After invalidations: wake whoever unpins what died (invalidation lock). */
+	void (*kick)(struct monitor_sub *sub);
 };
 
-#define INVAL_LOG 256		/* recent invalidations, for the miss re-check */
-#define REMOVE_LOG 64		/* recent REMOVEs, for the quarantine */
-
 /*
- * struct monitor - one per process.
- *
- * @lock: "the invalidation lock".  Held by the reader from before its first
- *   read() of a batch until every event of the batch is applied (entries
- *   marked DEAD and removed from their index), and by every writer of a
- *   context index.  Nobody allocates, frees, munmaps, madvises, pins or
- *   unpins while holding it: any of those can block on an event that only
- *   the reader, which needs this lock, can dequeue.
- * @inval_count, @log: a counter and ring of the ranges invalidated, written
- *   under @lock; a miss records the counter before pinning and re-checks the
- *   ring under @lock before inserting (mmu_interval_read_begin/retry).
- * @rm, @nrm, @quarantine_ns: REMOVE (MADV_DONTNEED/FREE/REMOVE) is
- *   queued before the pages are zapped, and nothing tells when the zap ends:
- *   a pin taken between our read and the zap holds the discarded pages.  A
- *   miss whose pin started less than @quarantine_ns after the read of an
- *   overlapping REMOVE is therefore served direct, never cached (counted as
- *   direct_racing).  @rm is a ring of the last REMOVE_LOG of them; when all
- *   of it is younger than the quarantine, an older one may have been lost,
- *   and every miss is served direct until the oldest ages out.
- * @w, @nw: watched ranges sorted by start (@lock); @budget bounds @nw.
- * @users: contexts attached; the reader runs while it is non-zero.
- * @sh, @helper_*: the reader process (helper.h).  @sh is mapped at the first
- *   start and kept for the life of the process: contexts point their gate
- *   there.  @helper_on (mon.lock): the helper dequeues the events, and the
- *   reader thread only applies what it publishes; else the thread reads.
+ * struct monitor_sub - embedded in its owner.
+ * @ops, @seq: set by the owner before monitor_attach().  @seq is the
+ *   owner's seqcount: the monitor makes it odd before it reads a batch of
+ *   events and even after the batch's last invalidate().
+ * @next, @attached: the monitor's, written under the invalidation lock.
  */
-struct monitor {
-	pthread_mutex_t lock;
-	int uffd, stopfd;
-	enum uffd_mode mode;
-	uint64_t features;
-	pthread_t reader;
-	bool running;
-	int init_err;		/* why there is no uffd, once tried */
-	char why[96];
-	struct odpx_ctx *ctxs;
-	unsigned users;
-	uint64_t inval_count;
-	struct { uintptr_t start, end; } log[INVAL_LOG];
-	struct { uintptr_t start, end; uint64_t ns; } rm[REMOVE_LOG];
-	uint64_t nrm, quarantine_ns;
-	uint64_t spin_ns;	/* the reader polls without sleeping this long after an event */
-	uintptr_t widen_max;	/* WIDEN_MAX, or ODPX_WATCH_WIDEN_KB */
-	struct watch *w;
-	unsigned nw, budget;
-	char *reader_stack;	/* its own mapping (reader_start()) */
-	size_t reader_stack_len;
-	uint64_t regs, unregs;
-	uint64_t events, faults_resolved;
-	struct helper_shared *sh;
-	int shfd, helper_pidfd, lifeline, doorbell;
-	int helper_pid;
-	_Atomic bool helper_on;
-	bool unkicked;		/* an apply left dead entries no engine was woken for (mon.lock) */
-	uint64_t helper_fallbacks;	/* could not start, or lost: the thread reads */
-	char helper_why[96];
+struct monitor_sub {
+	const struct monitor_sub_ops *ops;
+	_Atomic uint32_t *seq;
+	struct monitor_sub *next;
+	_Atomic bool attached;
 };
 
-extern struct monitor mon;
+/* The knobs, taken by the attach that starts the monitor. */
+struct monitor_config {
+	const char *uffd_mode;		/* NULL (the best), "wp-async", "wp" or "missing" */
+	unsigned watch_max;		/* the budget of watched ranges; 0: from max_map_count */
+	uint64_t quarantine_ns;		/* REMOVE quarantine (reader.c) */
+	uint64_t spin_ns;		/* polling after an event (reader.c); 0: none */
+	uint64_t widen_bytes;		/* gaps bridged (watch.c); 0: none */
+};
+#define MONITOR_WIDEN_DEFAULT (64UL << 10)	/* below glibc's smallest mmap()ed chunk */
 
-/* Apply what the reader process published (mon.lock held). */
-void monitor_sync_locked(void);
-/* Unlock, waking the engines an apply left work for, but @reaper's (NULL: all). */
-void monitor_unlock_kick(struct odpx_ctx *reaper);
+/* Attach, starting the monitor on first use: 0 or -errno, and @why says why not. */
+int monitor_attach(struct monitor_sub *sub, const struct monitor_config *cfg, char *why,
+		   size_t why_len);
+/* Detach; the last one stops the reader and closes the userfaultfd. */
+void monitor_detach(struct monitor_sub *sub);
+
+/* The invalidation lock. */
+void monitor_lock(void);
+void monitor_unlock(void);
 
 /*
- * Take the invalidation lock.  Every event the reader process has dequeued
- * is applied before the holder looks at anything: the munmaps behind them
- * may have returned.
- */
-static inline void mon_lock(void)
-{
-	pthread_mutex_lock(&mon.lock);
-	if (mon.sh && atomic_load_explicit(&mon.sh->gate, memory_order_acquire))
-		monitor_sync_locked();
-}
-
-static inline void mon_unlock(void)
-{
-	if (__builtin_expect(mon.unkicked, 0))
-		monitor_unlock_kick(NULL);
-	else
-		pthread_mutex_unlock(&mon.lock);
-}
-
-/* Attach a pin-mode context (starts the reader on first use): 0 or -errno. */
-int monitor_attach(struct odpx_ctx *ctx);
-void monitor_detach(struct odpx_ctx *ctx);
-/*
- * Make sure [start, end) is watched.  Not under any lock.  0 watched;
- * -EXDEV shared or file-backed (no events for truncation); -EBUSY another
- * userfaultfd owns it; -EINVAL the uffd cannot watch it; -ENOSPC the VMA
- * budget is spent; -EFAULT unmapped or PROT_NONE; -EAGAIN the mapping kept
- * changing under the registration.  The watch may bridge a gap of up to
- * WIDEN_MAX beside [start, end) to a watched neighbour.
+ * Make sure [start, end) is watched; no lock held.  0; -EXDEV shared or
+ * file-backed (no event for truncation); -EBUSY another userfaultfd owns
+ * it; -EINVAL it cannot be watched; -ENOSPC the budget of watched ranges is
+ * spent; -EFAULT unmapped or PROT_NONE; -EAGAIN it kept changing; -errno of
+ * the VMA query.
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
-/*
- * monitor_watch() bridges a gap this wide, or narrower, to a watched
- * neighbour in the same mapping (default; ODPX_WATCH_WIDEN_KB sets it); in a
- * sanitizer's build it never does (monitor.c, widen()).
- */
-#define WIDEN_MAX (64UL << 10)
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-/* odpx_invalidate(): a REMOVE of [start, end) that no event reports; entries killed. */
-unsigned monitor_invalidate(uintptr_t start, uintptr_t end);
-/* Under mon.lock. */
-bool monitor_inval_since(uint64_t c0, uintptr_t start, uintptr_t end);
+/* Invalidation lock held: [start, end) is watched now. */
 bool monitor_covers(uintptr_t start, uintptr_t end);
-void monitor_prefault(uintptr_t start, uintptr_t end);	/* not under mon.lock */
-bool monitor_remove_recent(uintptr_t start, uintptr_t end, uint64_t t0);
-uint64_t monitor_ns(void);	/* CLOCK_MONOTONIC, vDSO */
-bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
+/* Invalidation lock held: a registration over [start, end) came (+1) or went (-1). */
 void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta);
-/* Child side of fork: forget everything, close the inherited uffd. */
+
 /*
- * fork(): the prepare handler holds life_lock across it, so that the child
- * never inherits a monitor half started or half stopped (descriptors closed
- * and the stack unmapped, not yet forgotten: the child would close numbers
- * and unmap ranges another thread may have taken since).
+ * A miss, as mmu_interval_read_begin/read_retry: begin before the pin,
+ * retry after it, both under the invalidation lock.  retry: 0, insert;
+ * -EAGAIN, invalidated or unwatched since begin (unpin, try again);
+ * -EBUSY, a REMOVE over it may not have zapped yet (do not cache).
  */
+struct monitor_read {
+	uint64_t count, t0_ns;
+};
+void monitor_read_begin(struct monitor_read *rd);
+int monitor_read_retry(const struct monitor_read *rd, uintptr_t start, uintptr_t end);
+/* Invalidation lock held: [start, end) was invalidated among the latest events. */
+bool monitor_recently_invalidated(uintptr_t start, uintptr_t end);
+
+/* odpx_invalidate(): a REMOVE of [start, end) no event reports; entries killed. */
+unsigned monitor_invalidate(uintptr_t start, uintptr_t end);
+/* Before a pin, no lock held: MISSING mode maps what it watches of [start, end). */
+int monitor_prefault(uintptr_t start, uintptr_t end);
+
+struct monitor_usage {
+	unsigned watched, budget, users;
+	uint64_t registers, events, removes;
+	bool running;
+	const char *mode;	/* wp-async, wp, missing, none */
+	const void *reader_stack;	/* the reader's own mapping, and its length */
+	size_t reader_stack_len;
+	size_t record_bytes;		/* one watched range in the table (budget + 1 of them) */
+};
+void monitor_usage(struct monitor_usage *u);
+
+/*
+ * For tests, under the invalidation lock: when REMOVE number @i (from 0)
+ * was read, CLOCK_MONOTONIC ns, 0 if it is out of the ring; and whether
+ * every watched range counts at least (@exact: exactly) the live
+ * registrations over it, 0 or -1 with the first that does not in @msg.
+ */
+uint64_t monitor_remove_read_ns(uint64_t i);
+int monitor_check_refs(bool exact, char *msg, size_t len);
+
+/* fork(): the child forgets the parent's monitor (its uffd and its reader). */
 void monitor_atfork_prepare(void);
 void monitor_atfork_parent(void);
 void monitor_atfork_child(void);
-const char *uffd_mode_str(enum uffd_mode m);
 
-/* vma.c */
+/* vma.c: the VMA containing @addr: 0, -ENOENT (none), -errno. */
 struct vma_info {
 	uintptr_t start, end;
 	bool readable, writable, shared, file;
 };
-/* The VMA containing @addr: 0, -ENOENT (none), -errno. */
 int vma_query(uintptr_t addr, struct vma_info *v);
 void vma_atfork_child(void);
-extern int vma_force_maps;	/* tests: parse /proc/self/maps */
+extern int vma_force_maps;	/* tests: parse /proc/self/maps, not PROCMAP_QUERY */
 
 #endif

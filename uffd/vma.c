@@ -18,7 +18,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor_priv.h"
 
 /* uapi/linux/fs.h of 6.11; bookworm's headers predate it */
 struct odpx_procmap_query {

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: MIT
+/*
+ * open.c - the monitor's life: the userfaultfd opened in the best mode the
+ * kernel offers, the reader thread started with the first subscriber and
+ * stopped with the last, and fork.
+ *
+ * Start and stop take life_lock, never mon.lock around the work: they
+ * allocate (the watch table, the reader's stack) and close the uffd, and
+ * nobody may do that while holding the invalidation lock.  mon.lock is
+ * taken inside only for the subscriber list and the fields the reader reads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "monitor_priv.h"
+
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+
+static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *uffd_mode_str(enum uffd_mode m)
+{
+	switch (m) {
+	case UFFD_MODE_WP_ASYNC: return "wp-async";
+	case UFFD_MODE_WP: return "wp";
+	case UFFD_MODE_MISSING: return "missing";
+	default: return "none";
+	}
+}
+
+/* A new userfaultfd: the syscall in user-mode-only form, else /dev/userfaultfd. */
+static int uffd_new(void)
+{
+	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+	if (fd < 0 && errno == EINVAL)	/* kernel before 5.11 */
+		fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0)
+		return fd;
+	int err = errno;
+	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev >= 0) {
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		err = errno;
+		close(dev);
+		if (fd >= 0)
+			return fd;
+	}
+	return -err;
+}
+
+static enum uffd_mode pick_mode(const char *force, uint64_t have)
+{
+	if (force && !strcmp(force, "wp-async"))
+		return UFFD_MODE_WP_ASYNC;
+	if (force && !strcmp(force, "wp"))
+		return UFFD_MODE_WP;
+	if (force && !strcmp(force, "missing"))
+		return UFFD_MODE_MISSING;
+	if ((have & UFFD_FEATURE_WP_ASYNC) && (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
+		return UFFD_MODE_WP_ASYNC;
+	if (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP)
+		return UFFD_MODE_WP;
+	return UFFD_MODE_MISSING;
+}
+
+/* The uffd in the best mode the kernel offers, or the one @force names (life_lock). */
+static int uffd_open(const char *force)
+{
+	const uint64_t ev = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
+			    UFFD_FEATURE_EVENT_REMAP;
+	struct uffdio_api api = { .api = UFFD_API };
+	enum uffd_mode want;
+	int fd = uffd_new();
+
+	if (fd < 0) {
+		snprintf(mon.why, sizeof(mon.why), "userfaultfd: %s", strerror(-fd));
+		return fd;
+	}
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {	/* probe: the features offered */
+		int err = -errno;
+		close(fd);
+		snprintf(mon.why, sizeof(mon.why), "UFFDIO_API: %s", strerror(-err));
+		return err;
+	}
+	close(fd);
+	if ((api.features & ev) != ev) {
+		snprintf(mon.why, sizeof(mon.why), "userfaultfd lacks UNMAP/REMOVE/REMAP events");
+		return -EOPNOTSUPP;
+	}
+	want = pick_mode(force, api.features);
+	api = (struct uffdio_api){ .api = UFFD_API, .features = ev };
+	if (want == UFFD_MODE_WP_ASYNC)
+		api.features |= UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	else if (want == UFFD_MODE_WP)
+		api.features |= UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+	if ((fd = uffd_new()) < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		int err = -errno;
+		close(fd);
+		snprintf(mon.why, sizeof(mon.why), "UFFDIO_API(%s): %s", uffd_mode_str(want),
+			 strerror(-err));
+		return err;
+	}
+	mon.mode = want;
+	mon.features = api.features;
+	return fd;
+}
+
+/*
+ * The reader runs on a stack of its own mapping, between two PROT_NONE
+ * pages: no other VMA merges with it, so no watch - widened or not - ever
+ * covers it (the reader would wait for its own event), and glibc does not
+ * madvise away at exit a stack it did not allocate.  It inherits the
+ * starting thread's policy, but never SCHED_BATCH or SCHED_IDLE (an
+ * engine's, when a prefetch is the first miss): a woken reader must
+ * preempt, or munmaps wait for whatever runs on its CPU.  The policy is
+ * lowered for the spawn alone.  (An unprivileged SCHED_IDLE thread cannot
+ * leave SCHED_IDLE with RLIMIT_NICE at 0: its reader inherits it.)
+ */
+static int reader_start(void)
+{
+	struct sched_param sp = { 0 };
+	int pol = sched_getscheduler(0);
+	bool lowered = (pol == SCHED_BATCH || pol == SCHED_IDLE) &&
+		       !pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+	sigset_t all, old;
+	pthread_attr_t a;
+	size_t size, len;
+	char *stack;
+	int r;
+
+	if ((r = pthread_attr_init(&a)))
+		goto out;
+	/* glibc's default size (RLIMIT_STACK): the sanitizers' runtimes need much of it */
+	if ((r = pthread_attr_getstacksize(&a, &size)))
+		goto out_attr;
+	len = size + 2 * PAGE_SZ;
+	stack = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (stack == MAP_FAILED) {
+		r = errno;
+		goto out_attr;
+	}
+	if (mprotect(stack + PAGE_SZ, size, PROT_READ | PROT_WRITE)) {
+		r = errno;
+		goto out_stack;
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_attr_setstack(&a, stack + PAGE_SZ, size);
+	if (!r)
+		r = pthread_create(&mon.reader, &a, reader_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		goto out_stack;
+	mon.reader_stack = stack;
+	mon.reader_stack_len = len;
+	mon.running = true;
+	goto out_attr;
+out_stack:
+	munmap(stack, len);
+out_attr:
+	pthread_attr_destroy(&a);
+out:
+	if (lowered)
+		pthread_setschedparam(pthread_self(), pol, &sp);
+	return -r;
+}
+
+/*
+ * No reader and no subscriber: close the uffd and free the table (nothing
+ * is registered yet), so that a process whose monitor failed holds nothing
+ * of it; the next attempt opens them anew.  life_lock held.
+ */
+static void release_uffd(void)
+{
+	struct watch *w;
+	int fd;
+
+	pthread_mutex_lock(&mon.lock);
+	fd = mon.uffd;
+	mon.uffd = -1;
+	w = mon.w;
+	mon.w = NULL;
+	mon.nw = 0;
+	pthread_mutex_unlock(&mon.lock);
+	close(fd);	/* never under the invalidation lock */
+	free(w);
+}
+
+/* The uffd and the watch table, once (life_lock): 0 or -errno. */
+static int open_once(const struct monitor_config *cfg)
+{
+	unsigned budget = cfg->watch_max ? cfg->watch_max : monitor_budget_default();
+	struct watch *w;
+	int fd;
+
+	if (mon.uffd >= 0)
+		return 0;
+	if (mon.init_err)
+		return mon.init_err;
+	if (!(w = calloc(budget + 1, sizeof(*w)))) {
+		snprintf(mon.why, sizeof(mon.why), "the watch table: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	if ((fd = uffd_open(cfg->uffd_mode)) < 0) {
+		free(w);
+		/* a limit (descriptors, memory) may be lifted; the kernel's refusal is for good */
+		if (fd != -EMFILE && fd != -ENFILE && fd != -ENOMEM && fd != -EAGAIN)
+			mon.init_err = fd;
+		return fd;
+	}
+	pthread_mutex_lock(&mon.lock);
+	mon.uffd = fd;
+	mon.w = w;
+	mon.budget = budget;
+	mon.quarantine_ns = cfg->quarantine_ns;
+	mon.spin_ns = cfg->spin_ns;
+	mon.widen_max = cfg->widen_bytes;
+	pthread_mutex_unlock(&mon.lock);
+	return 0;
+}
+
+int monitor_attach(struct monitor_sub *sub, const struct monitor_config *cfg, char *why,
+		   size_t why_len)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&life_lock);
+	if (atomic_load_explicit(&sub->attached, memory_order_relaxed))
+		goto out;	/* another thread of this subscriber got here first */
+	if ((r = open_once(cfg)) < 0)
+		goto out;
+	if (!mon.running) {
+		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+			r = -errno;
+			snprintf(mon.why, sizeof(mon.why), "the reader's eventfd: %s", strerror(-r));
+			release_uffd();
+			goto out;
+		}
+		if ((r = reader_start()) < 0) {
+			close(mon.stopfd);
+			mon.stopfd = -1;
+			snprintf(mon.why, sizeof(mon.why), "the reader thread: %s", strerror(-r));
+			release_uffd();
+			goto out;
+		}
+	}
+	pthread_mutex_lock(&mon.lock);
+	sub->next = mon.subs;
+	mon.subs = sub;
+	atomic_store_explicit(&sub->attached, true, memory_order_release);
+	mon.users++;
+	pthread_mutex_unlock(&mon.lock);
+out:
+	if (r < 0 && why)
+		snprintf(why, why_len, "%s", mon.why);
+	pthread_mutex_unlock(&life_lock);
+	return r;
+}
+
+/*
+ * The last subscriber gone: stop the reader and close the uffd (which
+ * unregisters every range).  Called with the subscriber's registrations
+ * dead or about to be unpinned.
+ */
+void monitor_detach(struct monitor_sub *sub)
+{
+	struct watch *w;
+	uint64_t one = 1;
+	bool stop;
+
+	pthread_mutex_lock(&life_lock);
+	if (!atomic_load_explicit(&sub->attached, memory_order_relaxed))
+		goto out;
+	pthread_mutex_lock(&mon.lock);
+	for (struct monitor_sub **p = &mon.subs; *p; p = &(*p)->next) {
+		if (*p == sub) {
+			*p = sub->next;
+			break;
+		}
+	}
+	atomic_store_explicit(&sub->attached, false, memory_order_relaxed);
+	stop = --mon.users == 0 && mon.running;
+	/*
+	 * Its live registrations, unpinned next with no decrement, still
+	 * count: over, never short, and counted again when the budget needs
+	 * a record (watch.c, watch_reclaim_idle()).
+	 */
+	for (unsigned i = 0; !stop && i < mon.nw; i++)
+		mon.w[i].approx = mon.w[i].refs > 0;
+	pthread_mutex_unlock(&mon.lock);
+	if (!stop)
+		goto out;
+	if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(mon.reader, NULL);
+	/* no reader, no subscriber: close (unregistering every range), then forget */
+	close(mon.stopfd);
+	close(mon.uffd);
+	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
+	pthread_mutex_lock(&mon.lock);
+	mon.reader_stack = NULL;
+	mon.stopfd = mon.uffd = -1;
+	mon.running = false;
+	w = mon.w;
+	mon.w = NULL;
+	mon.nw = 0;
+	pthread_mutex_unlock(&mon.lock);
+	free(w);
+out:
+	pthread_mutex_unlock(&life_lock);
+}
+
+void monitor_usage(struct monitor_usage *u)
+{
+	pthread_mutex_lock(&mon.lock);
+	*u = (struct monitor_usage){
+		.watched = mon.nw, .budget = mon.budget, .users = mon.users,
+		.registers = mon.regs, .events = mon.events, .removes = mon.nrm,
+		.running = mon.running, .mode = uffd_mode_str(mon.mode),
+		.reader_stack = mon.reader_stack, .reader_stack_len = mon.reader_stack_len,
+		.record_bytes = sizeof(struct watch),
+	};
+	pthread_mutex_unlock(&mon.lock);
+}
+
+/*
+ * fork(): life_lock is held across it, so that the child never inherits a
+ * monitor half started or half stopped (descriptors closed and the stack
+ * unmapped, not yet forgotten: the child would close numbers and unmap
+ * ranges another thread may have taken since).
+ */
+void monitor_atfork_prepare(void)
+{
+	pthread_mutex_lock(&life_lock);
+}
+
+void monitor_atfork_parent(void)
+{
+	pthread_mutex_unlock(&life_lock);
+}
+
+void monitor_atfork_child(void)
+{
+	/* the parent's reader does not exist here; its uffd is the parent's */
+	if (mon.uffd >= 0)
+		close(mon.uffd);
+	if (mon.stopfd >= 0)
+		close(mon.stopfd);
+	if (mon.reader_stack)	/* a copy of the parent's reader's: nobody runs on it */
+		munmap(mon.reader_stack, mon.reader_stack_len);
+	free(mon.w);
+	memset(&mon, 0, sizeof(mon));
+	pthread_mutex_init(&mon.lock, NULL);
+	mon.uffd = mon.stopfd = -1;
+	pthread_mutex_unlock(&life_lock);	/* taken by this thread in prepare */
+	vma_atfork_child();
+}

@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: MIT
+/*
+ * watch.c - the ranges the userfaultfd watches: a table sorted by start,
+ * a budget far below vm.max_map_count, and the bridging of small gaps.
+ *
+ * A miss watches the pages it pins (monitor_watch()), never the whole VMA:
+ * a VMA can hold memory of other owners (anonymous mappings merge), whose
+ * munmaps would all wait for the reader.  Each registration of a part of a
+ * VMA splits it, so the table's records count the live registrations over
+ * them, and an idle record is given back when the budget is spent.  The
+ * table and its counts are written under mon.lock; it is allocated once, at
+ * the monitor's start (open.c), so nothing here allocates.
+ */
+#include <errno.h>
+#include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "monitor_priv.h"
+
+static unsigned watch_lower(uintptr_t addr)	/* first with end > addr */
+{
+	unsigned lo = 0, hi = mon.nw;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (mon.w[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* [s, e) watched right now (mon.lock) */
+bool monitor_covers(uintptr_t s, uintptr_t e)
+{
+	for (unsigned i = watch_lower(s); i < mon.nw && s < e; i++) {
+		if (mon.w[i].start > s)
+			return false;
+		s = mon.w[i].end;
+	}
+	return s >= e;
+}
+
+/* Live entries over [s, e), in every context (mon.lock) */
+static uint32_t live_in(uintptr_t s, uintptr_t e)
+{
+	uint64_t n = 0;
+
+	for (struct monitor_sub *sub = mon.subs; sub; sub = sub->next)
+		n += sub->ops->count(sub, s, e);
+	return (uint32_t)n;
+}
+
+static void recount(struct watch *w)
+{
+	w->refs = live_in(w->start, w->end);
+	w->approx = false;
+}
+
+/*
+ * Remove [s, e) from the table (the VMA is gone or moved).  Its entries
+ * died first (handle() applies the event, then cuts), each taking its one
+ * from every record under it, so what is left of a record keeps its count:
+ * exact if it was, and a split gives both parts the whole count, never
+ * short, marked approx.  No counting here: a record bridged over a pool of
+ * buffers may hold 100,000 entries, and a munmap of one of them must not
+ * walk them all under mon.lock (4.7 ms when it did).
+ */
+void watch_cut(uintptr_t s, uintptr_t e)
+{
+	unsigned i = watch_lower(s);
+
+	while (i < mon.nw && mon.w[i].start < e) {
+		struct watch *w = &mon.w[i];
+		if (w->start < s && w->end > e) {	/* split */
+			if (mon.nw < mon.budget) {
+				memmove(w + 1, w, (mon.nw - i) * sizeof(*w));
+				mon.nw++;
+				w[0].end = s;
+				w[1].start = e;
+				w[0].approx = w[1].approx = w[0].refs > 0;
+			} else {
+				/*
+				 * No slot: keep the left part only.  The right
+				 * one stays registered in the kernel, its entries
+				 * still die by its events, and a miss there
+				 * watches it again (watch_insert() counts it).
+				 */
+				w->end = s;
+				w->approx = w->refs > 0;
+			}
+			return;
+		}
+		if (w->start < s) {
+			w->end = s;
+			i++;
+		} else if (w->end > e) {
+			w->start = e;
+			return;
+		} else {
+			memmove(w, w + 1, (mon.nw - i - 1) * sizeof(*w));
+			mon.nw--;
+		}
+	}
+}
+
+/* Every watched VMA under an entry counts it: none may be reclaimed under it. */
+void monitor_watch_ref(uintptr_t start, uintptr_t end, int delta)
+{
+	for (unsigned i = watch_lower(start); i < mon.nw && mon.w[i].start < end; i++)
+		mon.w[i].refs += delta;
+}
+
+/* Unregister record @i and drop it from the table (mon.lock). */
+static void watch_unregister(unsigned i)
+{
+	struct uffdio_range r = { mon.w[i].start, mon.w[i].end - mon.w[i].start };
+
+	ioctl(mon.uffd, UFFDIO_UNREGISTER, &r);	/* gone already is fine */
+	mon.unregs++;
+	memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
+	mon.nw--;
+}
+
+/*
+ * Budget spent: give back one idle watched range (mon.lock).  The exact
+ * counts are tried first; then each record whose count may be over (approx)
+ * is counted, once, until one is idle.
+ */
+static bool watch_reclaim_idle(void)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned i = 0; i < mon.nw; i++) {
+			if (pass && mon.w[i].approx)
+				recount(&mon.w[i]);
+			if (!mon.w[i].refs) {
+				watch_unregister(i);
+				return true;
+			}
+		}
+	return false;
+}
+
+/*
+ * A newly registered gap.  It merges with a watched neighbour it touches, as
+ * the kernel merges the two VMAs: the budget counts what splits VMAs.  A
+ * merged record's refs are the sum of what it merged plus the live entries
+ * of the gap: the gap may hold some no record counted (a split with no free
+ * slot keeps only its left part), and a count short by one would let
+ * watch_reclaim_idle() unregister a range under a live entry.  An entry
+ * over both seams of a bridged gap counts three times: approx, counted
+ * again when the budget needs a record.  Counting the gap, not the record:
+ * a record bridged over a pool of buffers may hold 100,000 entries.
+ */
+static void watch_insert(uintptr_t s, uintptr_t e)
+{
+	unsigned i;
+
+	watch_cut(s, e);	/* a stale record of an old VMA there */
+	i = watch_lower(s);
+	if (i > 0 && mon.w[i - 1].end == s) {
+		mon.w[i - 1].end = e;
+		mon.w[i - 1].refs += live_in(s, e);
+		if (i < mon.nw && mon.w[i].start == e) {
+			mon.w[i - 1].end = mon.w[i].end;
+			mon.w[i - 1].refs += mon.w[i].refs;
+			/* an entry over a seam counted on both sides */
+			mon.w[i - 1].approx = mon.w[i - 1].refs > 0;
+			memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
+			mon.nw--;
+		}
+		return;
+	}
+	if (i < mon.nw && mon.w[i].start == e) {
+		mon.w[i].start = s;
+		mon.w[i].refs += live_in(s, e);
+		return;
+	}
+	memmove(&mon.w[i + 1], &mon.w[i], (mon.nw - i) * sizeof(mon.w[0]));
+	mon.w[i] = (struct watch){ s, e, live_in(s, e), false };
+	mon.nw++;
+}
+
+/* [s, e) touches a record: watch_insert() merges it there, no new record. */
+static bool watch_touches(uintptr_t s, uintptr_t e)
+{
+	unsigned i = watch_lower(s);
+
+	return (i > 0 && mon.w[i - 1].end == s) || (i < mon.nw && mon.w[i].start == e);
+}
+
+/* The first part of [s, e) no record covers, in *gs..*ge; false if none (mon.lock). */
+static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
+{
+	uintptr_t cur = s;
+
+	for (unsigned i = watch_lower(s); i < mon.nw && mon.w[i].start < e; i++) {
+		if (mon.w[i].start > cur) {
+			*gs = cur;
+			*ge = mon.w[i].start;
+			return true;
+		}
+		if (mon.w[i].end > cur)
+			cur = mon.w[i].end;
+	}
+	*gs = cur;
+	*ge = e;
+	return cur < e;
+}
+
+/*
+ * A watch bridges the gap to a watched neighbour when the gap's VMA reaches
+ * that neighbour and the gap is at most mon.widen_max (MONITOR_WIDEN_DEFAULT,
+ * or ODPX_WATCH_WIDEN_KB): the two merge into one VMA and one record.  Our own
+ * registrations split a mapping, so a pool of buffers laid out with gaps in
+ * one mapping - a stride, headers between them - becomes one watched VMA,
+ * where watching each exact range costs two VMAs a buffer and spends the
+ * budget after a few thousand.  The price: a munmap or madvise of a bridge,
+ * where no entry is, raises an event, and an application's own
+ * UFFDIO_REGISTER of it fails with EBUSY.  The default is below glibc's
+ * smallest mmap()ed chunk (128 KiB), so no such chunk between two buffers
+ * is ever bridged, and nothing outside the outermost buffers is watched.
+ *
+ * Not in a sanitizer's build: the runtimes of ASan and TSan munmap memory of
+ * their own on the reader thread (TSan's internal vectors, seen here), and
+ * such memory may share a VMA with the application's; the reader would wait
+ * for its own event.  An exact range is the application's own memory.
+ */
+static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
+{
+	unsigned i = watch_lower(*gs);	/* the first record after the gap [*gs, *ge) */
+
+	if (mon.mode == UFFD_MODE_MISSING || !mon.widen_max)
+		return;	/* missing: every first touch of a bridge would fault to the reader */
+	if (SANITIZED)
+		return;	/* see above */
+	if (i > 0 && mon.w[i - 1].end == v->start && *gs - v->start <= mon.widen_max)
+		*gs = v->start;
+	if (i < mon.nw && mon.w[i].start == v->end && v->end - *ge <= mon.widen_max)
+		*ge = v->end;
+}
+
+/*
+ * Watch the page range asked for, and the gaps widen() bridges, never the
+ * whole VMA: a VMA can hold memory of other owners (anonymous mappings
+ * merge), whose munmaps would all wait for the reader.  Registering a part
+ * of a VMA splits it; the budget of watched ranges keeps that far below
+ * vm.max_map_count.
+ */
+int monitor_watch(uintptr_t start, uintptr_t end)
+{
+	int einval = 0;
+
+	for (int spins = 0;; spins++) {
+		struct vma_info v, v2;
+		uintptr_t gs, ge;
+		bool gap;
+		int r;
+
+		pthread_mutex_lock(&mon.lock);
+		gap = first_gap(start, end, &gs, &ge);
+		pthread_mutex_unlock(&mon.lock);
+		if (!gap)
+			return 0;
+		if (spins > 64)
+			return -EAGAIN;	/* the mapping keeps changing under us */
+		r = vma_query(gs, &v);
+		if (r == -ENOENT || (r == 0 && v.start > gs))
+			return -EFAULT;
+		if (r)
+			return r;
+		if (!v.readable)
+			return -EFAULT;
+		if (v.shared || v.file)
+			return -EXDEV;
+		if (ge > v.end)
+			ge = v.end;
+
+		pthread_mutex_lock(&mon.lock);
+		/*
+		 * Another miss may have watched part of the gap meanwhile: what is
+		 * registered and undone below must hold no record, or the undo
+		 * would unregister a range the table says is watched.
+		 */
+		uintptr_t gs2, ge2;
+		if (!first_gap(start, end, &gs2, &ge2) || gs2 != gs || ge2 < ge) {
+			pthread_mutex_unlock(&mon.lock);
+			continue;
+		}
+		widen(&v, &gs, &ge);
+		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
+			pthread_mutex_unlock(&mon.lock);
+			return -ENOSPC;
+		}
+		struct uffdio_register reg = {
+			.range = { gs, ge - gs },
+			.mode = mon.mode == UFFD_MODE_MISSING ? UFFDIO_REGISTER_MODE_MISSING
+							      : UFFDIO_REGISTER_MODE_WP,
+		};
+		if (ioctl(mon.uffd, UFFDIO_REGISTER, &reg) < 0) {
+			r = -errno;
+			pthread_mutex_unlock(&mon.lock);
+			/*
+			 * The VMA changed since the query: ENOMEM, or EINVAL when
+			 * the range was a hole at that moment (a munmap and mmap
+			 * of the same geometry in between look the same to a
+			 * re-query).  An EINVAL that persists is a VMA the
+			 * userfaultfd cannot watch.
+			 */
+			if (r == -ENOMEM || (r == -EINVAL && ++einval < 4))
+				continue;
+			return r == -EBUSY ? -EBUSY : -EINVAL;
+		}
+		mon.regs++;
+		/*
+		 * Re-query now that it is watched: a VMA replaced between the
+		 * query and the registration raised no event; from here on
+		 * every change does.  (The piece may have merged with a watched
+		 * neighbour: it only has to lie inside the VMA.)
+		 */
+		r = vma_query(gs, &v2);
+		if (r || v2.start > gs || v2.end < ge || v2.shared || v2.file) {
+			struct uffdio_range undo = { gs, ge - gs };
+			ioctl(mon.uffd, UFFDIO_UNREGISTER, &undo);
+			pthread_mutex_unlock(&mon.lock);
+			if (r == 0 && (v2.shared || v2.file))
+				return -EXDEV;
+			continue;
+		}
+		watch_insert(gs, ge);
+		pthread_mutex_unlock(&mon.lock);
+	}
+}
+
+/*
+ * MISSING mode only: a user-mode-only uffd is not told of a pin's own
+ * (kernel) faults, which then fail with EFAULT.  Fault our watched pages of
+ * [s, e) in from user space first, where the reader maps the zero page for
+ * the missing ones; pages outside our ranges fault in the kernel as usual
+ * (and may belong to an application's own userfaultfd: never touched).
+ */
+int monitor_prefault(uintptr_t s, uintptr_t e)
+{
+	struct { uintptr_t s, e; } part[16];
+	unsigned n = 0;
+
+	if (mon.mode != UFFD_MODE_MISSING)
+		return 0;
+	pthread_mutex_lock(&mon.lock);
+	for (unsigned i = watch_lower(s); i < mon.nw && mon.w[i].start < e && n < 16; i++) {
+		part[n].s = mon.w[i].start > s ? mon.w[i].start : s;
+		part[n].e = mon.w[i].end < e ? mon.w[i].end : e;
+		n++;
+	}
+	pthread_mutex_unlock(&mon.lock);
+	for (unsigned i = 0; i < n; i++)
+		for (uintptr_t a = part[i].s; a < part[i].e; a += PAGE_SZ)
+			(void)*(volatile const char *)a;
+	return 0;
+}
+
+/* A watched range splits at most two VMAs off its own: stay far below max_map_count. */
+unsigned monitor_budget_default(void)
+{
+	unsigned long max_map = 65530;
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &max_map) != 1)
+			max_map = 65530;
+		fclose(f);
+	}
+	return max_map / 8 < 16384 ? (unsigned)(max_map / 8) : 16384;
+}
+
+
+int monitor_check_refs(bool exact, char *msg, size_t len)
+{
+	for (unsigned i = 0; i < mon.nw; i++) {
+		uint32_t n = live_in(mon.w[i].start, mon.w[i].end);
+		if (n > mon.w[i].refs || (exact && n != mon.w[i].refs)) {
+			snprintf(msg, len, "watched %#lx-%#lx counts %u, %u live", (unsigned long)mon.w[i].start,
+				 (unsigned long)mon.w[i].end, mon.w[i].refs, n);
+			return -1;
+		}
+	}
+	return 0;
+}
