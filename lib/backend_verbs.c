@@ -605,6 +605,130 @@ static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_
 		*max_mr_size = ax.orig_attr.max_mr_size;
 }
 
+/* The open's attributes and ODPX_MODE: what is asked of mode_decide(). */
+static int verbs_request(const struct odpx_attr *attr, struct odpx_attr *a,
+			 struct mode_request *rq)
+{
+	if (attr)
+		*a = *attr;
+	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
+				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
+		a->flags = 0;
+	rq->transports = a->comp_mask & ODPX_ATTR_TRANSPORTS ? a->transports : ODPX_TRANSPORT_RC;
+	if ((a->comp_mask & ODPX_ATTR_MODE) && a->mode != ODPX_MODE_AUTO) {
+		rq->forced = a->mode;
+		rq->forced_by = "attributes";
+		return 0;
+	}
+	if (mode_parse(getenv("ODPX_MODE"), &rq->forced) < 0)
+		return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, "
+				 "pin, direct", getenv("ODPX_MODE"));
+	rq->forced_by = "ODPX_MODE";
+	return 0;
+}
+
+/* The chunk size asked for, checked, and halved to fit max_mr_size. */
+static int verbs_chunk(const struct odpx_attr *a, uint64_t max_mr_size, uint64_t *chunk)
+{
+	*chunk = CHUNK_DEFAULT_BYTES;
+	if (a->comp_mask & ODPX_ATTR_CHUNK) {
+		*chunk = a->chunk_bytes;
+		if (*chunk < CHUNK_MIN_BYTES || *chunk > CHUNK_MAX_BYTES || (*chunk & (*chunk - 1)) ||
+		    *chunk > max_mr_size)
+			return odpx_fail(-EINVAL, "chunk_bytes %llu: a power of 2 from 2 MiB to "
+					 "2 GiB and at most max_mr_size %llu",
+					 (unsigned long long)*chunk, (unsigned long long)max_mr_size);
+	}
+	while (*chunk > max_mr_size && *chunk > CHUNK_MIN_BYTES)
+		*chunk /= 2;
+	return 0;
+}
+
+/*
+ * Implicit mode: the MR over the address space (and, with GLOBAL_RKEY, the
+ * one with remote access).  Refused, the mode is decided again without it.
+ */
+static int verbs_implicit(struct ibv_pd *pd, const struct odpx_attr *a, uint32_t global_access,
+			  const struct mode_caps *caps, struct mode_request *rq,
+			  struct mode_choice *ch, struct ibv_mr **impl, struct ibv_mr **impl_global)
+{
+	int r;
+
+	*impl = ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
+	r = *impl ? 0 : verr_ptr();
+	if (*impl && (a->flags & ODPX_OPEN_GLOBAL_RKEY)) {
+		*impl_global = ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | (int)global_access);
+		r = *impl_global ? 0 : verr_ptr();
+	}
+	if (r == 0)
+		return 0;
+	if (*impl)
+		ibv_dereg_mr(*impl);
+	*impl = NULL;
+	rq->implicit_err = -r;
+	if ((r = mode_decide(caps, rq, ch)) < 0)
+		return odpx_fail(r, "%s", ch->reason);
+	return 0;
+}
+
+/* Pin and direct modes: one entry is one MR, never beyond the device's max_mr_size. */
+static int verbs_pin_limits(struct odpx_attr *a2, uint64_t max_mr_size)
+{
+	uint64_t cap = max_mr_size & ~(uint64_t)(PAGE_SIZE - 1);
+
+	if (!(a2->comp_mask & ODPX_ATTR_LIMITS))
+		memset(&a2->limits, 0, sizeof(a2->limits));
+	a2->comp_mask |= ODPX_ATTR_LIMITS;
+	if (a2->limits.max_entry_bytes > cap)
+		return odpx_fail(-EINVAL, "max_entry_bytes %llu above the device's max_mr_size %llu",
+				 (unsigned long long)a2->limits.max_entry_bytes,
+				 (unsigned long long)max_mr_size);
+	if (!a2->limits.max_entry_bytes && cap < (1ULL << 30))
+		a2->limits.max_entry_bytes = cap ? cap : PAGE_SIZE;
+	return 0;
+}
+
+/* The backend's state on an open context; ODP modes take the implicit MRs over. */
+static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64_t chunk,
+		       uint64_t max_mr_size, uint32_t global_access, uint32_t flags,
+		       struct ibv_mr **impl, struct ibv_mr **impl_global)
+{
+	struct vbe *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	pthread_mutex_init(&b->lock, NULL);
+	b->ctx = ctx;
+	b->pd = pd;
+	b->implicit_idx = b->implicit_global_idx = NIL;
+	b->common.prefetch_sync = odp_prefetch_sync;
+	ctx->be_priv = b;
+	if (!(b->mr = calloc(ctx->max_entries, sizeof(*b->mr))))
+		return -ENOMEM;
+	if (!(b->anchor = ibv_reg_mr(pd, anchor_page, sizeof(anchor_page), 0)))
+		return verr_ptr();
+	if (!odp)
+		return 0;
+	if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
+		return r;
+	b->common.global_rkey = !!(flags & ODPX_OPEN_GLOBAL_RKEY);
+	atomic_store(&ctx->cs->global_rkey, b->common.global_rkey);
+	/* the implicit entries and at least one more (a range's) */
+	unsigned nimpl = (*impl != NULL) + (*impl_global != NULL);
+	if (b->nfree < nimpl + 1u)
+		return odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a range"
+				 " needs one more", ctx->max_entries, nimpl);
+	if (*impl)
+		b->implicit_idx = implicit_entry(ctx, *impl, ODPX_ACCESS_LOCAL_WRITE);
+	if (*impl_global)
+		b->implicit_global_idx = implicit_entry(ctx, *impl_global, global_access);
+	*impl = *impl_global = NULL;	/* the entries own them now */
+	return 0;
+}
+
 ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 				struct odpx_ctx **out)
 {
@@ -614,9 +738,9 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	struct mode_caps caps;
 	struct ibv_mr *impl = NULL, *impl_global = NULL;
 	struct odpx_ctx *ctx;
-	struct vbe *b;
 	uint64_t max_mr_size, chunk;
 	uint32_t global_access;
+	bool odp;
 	int r;
 
 	if (!out)
@@ -624,135 +748,46 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	*out = NULL;
 	if (!pd)
 		return odpx_fail(-EINVAL, "NULL protection domain");
-	if (attr)
-		a = *attr;
-	if (a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
-				 (unsigned long long)(a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
-	if (!(a.comp_mask & ODPX_ATTR_FLAGS))
-		a.flags = 0;
-	rq.transports = a.comp_mask & ODPX_ATTR_TRANSPORTS ? a.transports : ODPX_TRANSPORT_RC;
-	if ((a.comp_mask & ODPX_ATTR_MODE) && a.mode != ODPX_MODE_AUTO) {
-		rq.forced = a.mode;
-		rq.forced_by = "attributes";
-	} else {
-		if (mode_parse(getenv("ODPX_MODE"), &rq.forced) < 0)
-			return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, "
-					 "pin, direct", getenv("ODPX_MODE"));
-		rq.forced_by = "ODPX_MODE";
-	}
+	if ((r = verbs_request(attr, &a, &rq)) < 0)
+		return r;
 	query_caps(pd, &caps, &max_mr_size);
-	chunk = CHUNK_DEFAULT_BYTES;
-	if (a.comp_mask & ODPX_ATTR_CHUNK) {
-		chunk = a.chunk_bytes;
-		if (chunk < CHUNK_MIN_BYTES || chunk > CHUNK_MAX_BYTES || (chunk & (chunk - 1)) ||
-		    chunk > max_mr_size)
-			return odpx_fail(-EINVAL, "chunk_bytes %llu: a power of 2 from 2 MiB to "
-					 "2 GiB and at most max_mr_size %llu",
-					 (unsigned long long)chunk, (unsigned long long)max_mr_size);
-	}
-	while (chunk > max_mr_size && chunk > CHUNK_MIN_BYTES)
-		chunk /= 2;
+	if ((r = verbs_chunk(&a, max_mr_size, &chunk)) < 0)
+		return r;
 	global_access = ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE |
 			((caps.rc & MODE_ODP_ATOMIC) ? ODPX_ACCESS_REMOTE_ATOMIC : 0);
-
 	if ((r = mode_decide(&caps, &rq, &ch)) < 0)
 		return odpx_fail(r, "%s", ch.reason);
-	if (ch.mode == ODPX_MODE_IMPLICIT) {
-		impl = ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE);
-		r = impl ? 0 : verr_ptr();
-		if (impl && (a.flags & ODPX_OPEN_GLOBAL_RKEY)) {
-			impl_global = ibv_reg_mr(pd, NULL, SIZE_MAX,
-						 IBV_ACCESS_ON_DEMAND | (int)global_access);
-			r = impl_global ? 0 : verr_ptr();
-		}
-		if (r < 0) {
-			if (impl)
-				ibv_dereg_mr(impl);
-			impl = NULL;
-			rq.implicit_err = -r;
-			if ((r = mode_decide(&caps, &rq, &ch)) < 0)
-				return odpx_fail(r, "%s", ch.reason);
-		}
-	}
+	if (ch.mode == ODPX_MODE_IMPLICIT &&
+	    (r = verbs_implicit(pd, &a, global_access, &caps, &rq, &ch, &impl, &impl_global)) < 0)
+		return r;
 
 	a2 = a;
 	a2.comp_mask |= ODPX_ATTR_MODE;
 	a2.mode = ch.mode;
 	a2.comp_mask &= ~(uint64_t)(ODPX_ATTR_TRANSPORTS | ODPX_ATTR_CHUNK);
-	bool odp = ch.mode == ODPX_MODE_IMPLICIT || ch.mode == ODPX_MODE_EXPLICIT;
-	if (!odp) {	/* one entry is one MR: neither a request nor a merge beyond the device's */
-		uint64_t cap = max_mr_size & ~(uint64_t)(PAGE_SIZE - 1);
-		if (!(a2.comp_mask & ODPX_ATTR_LIMITS))
-			memset(&a2.limits, 0, sizeof(a2.limits));
-		a2.comp_mask |= ODPX_ATTR_LIMITS;
-		if (a2.limits.max_entry_bytes > cap)
-			return odpx_fail(-EINVAL, "max_entry_bytes %llu above the device's "
-					 "max_mr_size %llu",
-					 (unsigned long long)a2.limits.max_entry_bytes,
-					 (unsigned long long)max_mr_size);
-		if (!a2.limits.max_entry_bytes && cap < (1ULL << 30))
-			a2.limits.max_entry_bytes = cap ? cap : PAGE_SIZE;
-	}
-	r = odpx_open_backend(odp ? &verbs_odp_ops : &verbs_pin_ops, &a2, &ctx);
+	odp = ch.mode == ODPX_MODE_IMPLICIT || ch.mode == ODPX_MODE_EXPLICIT;
+	if (!odp && (r = verbs_pin_limits(&a2, max_mr_size)) < 0)
+		goto out_impl;
+	if ((r = odpx_open_backend(odp ? &verbs_odp_ops : &verbs_pin_ops, &a2, &ctx)) < 0)
+		goto out_impl;	/* its reason stands */
+	r = verbs_setup(ctx, pd, odp, chunk, max_mr_size, global_access, a.flags, &impl,
+			&impl_global);
 	if (r < 0) {
-		if (impl)
-			ibv_dereg_mr(impl);
-		if (impl_global)
-			ibv_dereg_mr(impl_global);
-		return r;	/* its reason stands */
+		odpx_close(ctx);
+		r = odpx_fail(r, "odpx_open_verbs: %s", strerror(-r));
+		goto out_impl;
 	}
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		r = -ENOMEM;
-		goto out_close;
-	}
-	pthread_mutex_init(&b->lock, NULL);
-	b->ctx = ctx;
-	b->pd = pd;
-	b->implicit_idx = b->implicit_global_idx = NIL;
-	b->common.prefetch_sync = odp_prefetch_sync;
-	ctx->be_priv = b;
-	b->mr = calloc(ctx->max_entries, sizeof(*b->mr));
-	if (!b->mr) {
-		r = -ENOMEM;
-		goto out_close;
-	}
-	b->anchor = ibv_reg_mr(pd, anchor_page, sizeof(anchor_page), 0);
-	if (!b->anchor) {
-		r = verr_ptr();
-		goto out_close;
-	}
-	if (odp) {
-		if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
-			goto out_close;
-		b->common.global_rkey = !!(a.flags & ODPX_OPEN_GLOBAL_RKEY);
-		atomic_store(&ctx->cs->global_rkey, b->common.global_rkey);
-		/* the implicit entries and at least one more (a range's) */
-		if (b->nfree < (impl != NULL) + (impl_global != NULL) + 1u) {
-			r = odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a"
-				      " range needs one more", ctx->max_entries,
-				      (impl != NULL) + (impl_global != NULL));
-			goto out_close;
-		}
-		if (impl)
-			b->implicit_idx = implicit_entry(ctx, impl, ODPX_ACCESS_LOCAL_WRITE);
-		if (impl_global)
-			b->implicit_global_idx = implicit_entry(ctx, impl_global, global_access);
-		impl = impl_global = NULL;	/* the entries own them now */
-	}
-	ctx_reason_set(ctx, "%.130s%s", ch.reason,
-		       b->common.global_rkey ? "; GLOBAL_RKEY: remote access may exceed the request" : "");
+	ctx_reason_set(ctx, "%.130s%s", ch.reason, odp && (a.flags & ODPX_OPEN_GLOBAL_RKEY) ?
+		       "; GLOBAL_RKEY: remote access may exceed the request" : "");
 	*out = ctx;
 	return 0;
 
-out_close:
-	odpx_close(ctx);
+out_impl:
 	if (impl)
 		ibv_dereg_mr(impl);
 	if (impl_global)
 		ibv_dereg_mr(impl_global);
-	return odpx_fail(r, "odpx_open_verbs: %s", strerror(-r));
+	return r;
 }
 
 #endif /* ODPX_HAVE_VERBS */

@@ -300,6 +300,57 @@ static int parse_mode_env(enum odpx_mode *m)
 	return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, direct", s);
 }
 
+/* The attributes checked, with their defaults and the environment's knobs, into @a. */
+static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr,
+		     struct odpx_attr *a)
+{
+	int r;
+
+	if (attr)
+		*a = *attr;
+	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
+				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if (!(a->comp_mask & ODPX_ATTR_MODE))
+		a->mode = ODPX_MODE_AUTO;
+	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
+		a->flags = 0;
+	if (!(a->comp_mask & ODPX_ATTR_LIMITS))
+		memset(&a->limits, 0, sizeof(a->limits));
+	if (!(a->comp_mask & ODPX_ATTR_TICK) || !a->tick_ms)
+		a->tick_ms = 100;
+	if ((unsigned)a->mode >= ODPX_MODE_RESERVED)
+		return odpx_fail(-EINVAL, "mode %d out of range", a->mode);
+	if (a->flags & ~(uint32_t)(ODPX_OPEN_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown open flags %#x", a->flags);
+	if (a->mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a->mode)) < 0)
+		return r;
+	if ((r = odpx_env_check()) < 0)
+		return r;
+	if (!(a->comp_mask & ODPX_ATTR_LINGER))
+		a->linger_us = (uint32_t)odpx_env("ODPX_ENGINE_LINGER_US", LINGER_US_DEFAULT);
+	if (a->linger_us > LINGER_US_MAX)
+		return odpx_fail(-EINVAL, "linger_us %u above %u", a->linger_us, LINGER_US_MAX);
+	if (a->mode == ODPX_MODE_AUTO)
+		a->mode = ODPX_MODE_PIN;
+	/* only the verbs backend pages on demand (its open chose the mode) */
+	if ((a->mode == ODPX_MODE_IMPLICIT || a->mode == ODPX_MODE_EXPLICIT) &&
+	    ops->id != ODPX_BACKEND_VERBS)
+		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
+				 ops->name, odpx_mode_str(a->mode));
+	default_limits(&a->limits);
+	if (ops->max_entries && a->limits.max_entries > ops->max_entries)
+		return odpx_fail(-EINVAL, "max_entries %llu above the %s backend's %u",
+				 (unsigned long long)a->limits.max_entries, ops->name, ops->max_entries);
+	if (a->limits.max_entries >= ENTRIES_MAX)
+		return odpx_fail(-EINVAL, "max_entries too large");
+	if (a->limits.max_entry_bytes > SPAN_MAX_BYTES ||
+	    (ops->max_entry_bytes && a->limits.max_entry_bytes > ops->max_entry_bytes))
+		return odpx_fail(-EINVAL, "max_entry_bytes %llu above the backend's limit",
+				 (unsigned long long)a->limits.max_entry_bytes);
+	return 0;
+}
+
 int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
 		      struct odpx_ctx **out)
 {
@@ -310,48 +361,8 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if (!out)
 		return odpx_fail(-EINVAL, "NULL ctx pointer");
 	*out = NULL;
-	if (attr)
-		a = *attr;
-	if (a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
-				 (unsigned long long)(a.comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
-	if (!(a.comp_mask & ODPX_ATTR_MODE))
-		a.mode = ODPX_MODE_AUTO;
-	if (!(a.comp_mask & ODPX_ATTR_FLAGS))
-		a.flags = 0;
-	if (!(a.comp_mask & ODPX_ATTR_LIMITS))
-		memset(&a.limits, 0, sizeof(a.limits));
-	if (!(a.comp_mask & ODPX_ATTR_TICK) || !a.tick_ms)
-		a.tick_ms = 100;
-	if ((unsigned)a.mode >= ODPX_MODE_RESERVED)
-		return odpx_fail(-EINVAL, "mode %d out of range", a.mode);
-	if (a.flags & ~(uint32_t)(ODPX_OPEN_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown open flags %#x", a.flags);
-	if (a.mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a.mode)) < 0)
+	if ((r = open_attr(ops, attr, &a)) < 0)
 		return r;
-	if ((r = odpx_env_check()) < 0)
-		return r;
-	if (!(a.comp_mask & ODPX_ATTR_LINGER))
-		a.linger_us = (uint32_t)odpx_env("ODPX_ENGINE_LINGER_US", LINGER_US_DEFAULT);
-	if (a.linger_us > LINGER_US_MAX)
-		return odpx_fail(-EINVAL, "linger_us %u above %u", a.linger_us, LINGER_US_MAX);
-	if (a.mode == ODPX_MODE_AUTO)
-		a.mode = ODPX_MODE_PIN;
-	/* only the verbs backend pages on demand (its open chose the mode) */
-	if ((a.mode == ODPX_MODE_IMPLICIT || a.mode == ODPX_MODE_EXPLICIT) &&
-	    ops->id != ODPX_BACKEND_VERBS)
-		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
-				 ops->name, odpx_mode_str(a.mode));
-	default_limits(&a.limits);
-	if (ops->max_entries && a.limits.max_entries > ops->max_entries)
-		return odpx_fail(-EINVAL, "max_entries %llu above the %s backend's %u",
-				 (unsigned long long)a.limits.max_entries, ops->name, ops->max_entries);
-	if (a.limits.max_entries >= ENTRIES_MAX)
-		return odpx_fail(-EINVAL, "max_entries too large");
-	if (a.limits.max_entry_bytes > SPAN_MAX_BYTES ||
-	    (ops->max_entry_bytes && a.limits.max_entry_bytes > ops->max_entry_bytes))
-		return odpx_fail(-EINVAL, "max_entry_bytes %llu above the backend's limit",
-				 (unsigned long long)a.limits.max_entry_bytes);
 
 	pthread_once(&once, init_once);
 	ctx = aligned_alloc(64, sizeof(*ctx));	/* its ALIGNED_LINE fields are cache lines */
