@@ -575,8 +575,14 @@ static int reclaim_main(void)
 	st0 = stats_of(ctx);
 	CHECK(munmap(v1, LEN) == 0, "munmap of v1");
 	expect_event(&st0, EV_UNMAP, 1, LEN, "munmap of v1 after the miss");
-	CHECK(mmap(v1, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-		   -1, 0) == v1, "mmap at v1");
+	if (mmap(v1, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0) != v1) {
+		/* only a sanitizer's runtime maps behind our back between the two */
+		CHECK(SANITIZER_MALLOC, "mmap at v1: %s", strerror(errno));
+		printf("reclaim, v1 mapped again: n/a, the sanitizer runtime took the hole\n");
+		CHECK_RC(odpx_close(ctx), 0);
+		return 0;
+	}
 	st0 = stats_of(ctx);
 	mr = reg(v1, LEN);
 	CHECK(stats_of(ctx).misses == st0.misses + 1, "v1's new pages hit the old entry");

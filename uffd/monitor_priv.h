@@ -35,7 +35,6 @@ struct monitor {
 	pthread_mutex_t lock;
 	int uffd, stopfd;
 	enum uffd_mode mode;
-	uint64_t features;
 	pthread_t reader;
 	bool running;
 	int init_err;		/* the kernel's refusal, for good */

@@ -83,8 +83,8 @@ static enum uffd_mode pick_mode(const char *force, uint64_t have)
 	return UFFD_MODE_MISSING;
 }
 
-/* The uffd in the best mode the kernel offers, or the one @force names (life_lock). */
-static int uffd_open(const char *force)
+/* The uffd in the best mode the kernel offers, or the one @force names, in *@mode. */
+static int uffd_open(const char *force, enum uffd_mode *mode)
 {
 	const uint64_t ev = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
 			    UFFD_FEATURE_EVENT_REMAP;
@@ -122,8 +122,7 @@ static int uffd_open(const char *force)
 			 strerror(-err));
 		return err;
 	}
-	mon.mode = want;
-	mon.features = api.features;
+	*mode = want;
 	return fd;
 }
 
@@ -173,9 +172,11 @@ static int reader_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r)
 		goto out_stack;
+	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = stack;
 	mon.reader_stack_len = len;
 	mon.running = true;
+	pthread_mutex_unlock(&mon.lock);
 	goto out_attr;
 out_stack:
 	munmap(stack, len);
@@ -212,6 +213,7 @@ static void release_uffd(void)
 static int open_once(const struct monitor_config *cfg)
 {
 	unsigned budget = cfg->watch_max ? cfg->watch_max : monitor_budget_default();
+	enum uffd_mode mode = UFFD_MODE_NONE;
 	struct watch *w;
 	int fd;
 
@@ -223,7 +225,7 @@ static int open_once(const struct monitor_config *cfg)
 		snprintf(mon.why, sizeof(mon.why), "the watch table: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	if ((fd = uffd_open(cfg->uffd_mode)) < 0) {
+	if ((fd = uffd_open(cfg->uffd_mode, &mode)) < 0) {
 		free(w);
 		/* a limit (descriptors, memory) may be lifted; the kernel's refusal is for good */
 		if (fd != -EMFILE && fd != -ENFILE && fd != -ENOMEM && fd != -EAGAIN)
@@ -232,6 +234,7 @@ static int open_once(const struct monitor_config *cfg)
 	}
 	pthread_mutex_lock(&mon.lock);
 	mon.uffd = fd;
+	mon.mode = mode;
 	mon.w = w;
 	mon.budget = budget;
 	mon.quarantine_ns = cfg->quarantine_ns;

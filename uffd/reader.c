@@ -84,8 +84,8 @@
 
 #include "monitor_priv.h"
 
-/* the longest a burst of events delays the kick of what it killed */
-#define KICK_MAX_NS 1000000ULL
+/* the kick of what a burst of events killed comes this long after its first event */
+#define KICK_DELAY_NS 1000000ULL
 /* while spinning (opt-in), yield the CPU every YIELD_EVERY empty polls */
 #define YIELD_EVERY 16
 /* "recently": among the last REPIN_WINDOW invalidations (a counter only) */
@@ -281,11 +281,13 @@ static void read_batch(void)
 }
 
 /*
- * The reader: wait for the uffd or the stop eventfd, read a batch, and
- * wake the subscribers' unpinners when the burst is over (or KICK_MAX_NS
- * into it): an engine at work on the reader's CPU would delay the reading
- * of the next event, which the next munmap waits for.  With
- * ODPX_MONITOR_SPIN_US it polls without sleeping that long after an event.
+ * The reader: wait for the uffd or the stop eventfd and read a batch.  The
+ * subscribers' unpinners are woken KICK_DELAY_NS after the first event of a
+ * burst, not at each event: the caller of a munmap runs again as soon as
+ * its event is read, and an unpin woken at once on its CPU would run
+ * before it.  Unpinning is deferred work: a miss short of room reaps dead
+ * entries itself.  With ODPX_MONITOR_SPIN_US the reader polls without
+ * sleeping that long after an event.
  */
 void *reader_main(void *arg)
 {
@@ -296,28 +298,33 @@ void *reader_main(void *arg)
 	pthread_setname_np(pthread_self(), "odpx-uffd");	/* in top and a hang's dump */
 	for (;;) {
 		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
+		struct timespec ts, *timeout = NULL;
 		uint64_t now = monitor_ns();
-		int timeout = now < spin_until ? 0 : -1;
 
-		if (kick_by && (timeout < 0 || now >= kick_by)) {
+		if (kick_by && now >= kick_by) {
 			pthread_mutex_lock(&mon.lock);
 			kick_all();
 			pthread_mutex_unlock(&mon.lock);
 			kick_by = 0;
 		}
-		if (poll(p, 2, timeout) < 0)
+		if (now < spin_until || kick_by) {
+			uint64_t ns = now < spin_until ? 0 : kick_by - now;
+			ts = (struct timespec){ (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+			timeout = &ts;
+		}
+		if (ppoll(p, 2, timeout, NULL) < 0)
 			continue;	/* no EINTR: signals are masked */
 		if (p[1].revents)
 			break;
 		if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP))) {
-			if (!(++idle_polls % YIELD_EVERY))
+			if (now < spin_until && !(++idle_polls % YIELD_EVERY))
 				sched_yield();
 			continue;
 		}
 		read_batch();
 		now = monitor_ns();
 		if (!kick_by)
-			kick_by = now + KICK_MAX_NS;
+			kick_by = now + KICK_DELAY_NS;
 		if (mon.spin_ns) {
 			sched_yield();	/* a caller we just woke on our CPU goes first */
 			spin_until = now + mon.spin_ns;

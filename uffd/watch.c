@@ -348,10 +348,9 @@ int monitor_prefault(uintptr_t s, uintptr_t e)
 	struct { uintptr_t s, e; } part[16];
 	unsigned n = 0;
 
-	if (mon.mode != UFFD_MODE_MISSING)
-		return 0;
 	pthread_mutex_lock(&mon.lock);
-	for (unsigned i = watch_lower(s); i < mon.nw && mon.w[i].start < e && n < 16; i++) {
+	for (unsigned i = mon.mode == UFFD_MODE_MISSING ? watch_lower(s) : mon.nw;
+	     i < mon.nw && mon.w[i].start < e && n < 16; i++) {
 		part[n].s = mon.w[i].start > s ? mon.w[i].start : s;
 		part[n].e = mon.w[i].end < e ? mon.w[i].end : e;
 		n++;
