@@ -272,13 +272,7 @@ static struct odpx_ctx *ctx_of_sub(struct monitor_sub *sub)
 
 static int attach_monitor(struct odpx_ctx *ctx)
 {
-	struct monitor_config cfg = {
-		.uffd_mode = getenv("ODPX_UFFD_MODE"),
-		.watch_max = (unsigned)odpx_env("ODPX_WATCH_MAX", 0),
-		.quarantine_ns = odpx_env("ODPX_REMOVE_QUARANTINE_MS", 100) * 1000000ULL,
-		.spin_ns = odpx_env("ODPX_MONITOR_SPIN_US", 0) * 1000ULL,
-		.widen_bytes = odpx_env("ODPX_WATCH_WIDEN_KB", MONITOR_WIDEN_DEFAULT >> 10) << 10,
-	};
+	struct monitor_config cfg;
 	uint64_t retry, now = 0;
 	char why[96];
 	int r;
@@ -292,6 +286,13 @@ static int attach_monitor(struct odpx_ctx *ctx)
 	if (retry && !atomic_compare_exchange_strong(&ctx->monitor_retry_ns, &retry,
 						     now + MONITOR_RETRY_NS))
 		return -ENOTSUP;
+	cfg = (struct monitor_config){
+		.uffd_mode = getenv("ODPX_UFFD_MODE"),
+		.watch_max = (unsigned)odpx_env("ODPX_WATCH_MAX", 0),
+		.quarantine_ns = odpx_env("ODPX_REMOVE_QUARANTINE_MS", 100) * 1000000ULL,
+		.spin_ns = odpx_env("ODPX_MONITOR_SPIN_US", 0) * 1000ULL,
+		.widen_bytes = odpx_env("ODPX_WATCH_WIDEN_KB", MONITOR_WIDEN_DEFAULT >> 10) << 10,
+	};
 	if (cfg.uffd_mode && !strcmp(cfg.uffd_mode, "auto"))
 		cfg.uffd_mode = NULL;
 	r = monitor_attach(&ctx->sub, &cfg, why, sizeof(why));
