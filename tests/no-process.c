@@ -164,6 +164,15 @@ static int child_checks(void *arg)
 	char *b = map_anon(NULL, LEN);
 
 	(void)arg;
+#ifdef __SANITIZE_THREAD__
+	/*
+	 * TSan's thread registry does not survive a fork of a threaded process
+	 * ("dup thread with used id" at the child's first thread): the child's
+	 * own context runs in the plain and ASan builds.
+	 */
+	printf("child: own context n/a under TSan (threads after a threaded fork)\n");
+	return 0;
+#endif
 	nbefore = snapshot(before, MAXP);
 	memset(b, 2, LEN);
 	CHECK_RC(odpx_open_uring(NULL, &ctx), 0);
