@@ -144,10 +144,9 @@ ODPX_EXPORT int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32
 		r = cache_try(ctx, a, len, access, flags, &e);
 	else
 		r = -EAGAIN;
-	if (r == -EAGAIN) {
+	if (r == -EAGAIN) {	/* a reason without numbers: formatting them costs more than the lookup */
 		STAT_INC(ctx, try_again);
-		return odpx_fail(-EAGAIN, "%#lx-%#lx: no registration serves it now",
-				 (unsigned long)a, (unsigned long)end);
+		return odpx_fail(-EAGAIN, "no registration serves the range now (TRY/PARTIAL)");
 	}
 	if (r == 0)
 		*mr = (struct odpx_mr *)e;
