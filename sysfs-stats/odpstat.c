@@ -107,6 +107,27 @@ static int die(const char *fmt, ...)
 	return 1;
 }
 
+/* @b exactly, in the largest binary unit that divides it */
+static const char *bytes_str(uint64_t b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	unsigned u = 0;
+
+	while (u < 4 && b && !(b % 1024)) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%" PRIu64 " %s", b, unit[u]);
+	return buf;
+}
+
+/* enum odpx_limit_source, as odpstat prints it */
+static const char *limit_source_str(uint32_t s)
+{
+	return s == ODPX_LIMIT_ATTR ? "attributes" : s == ODPX_LIMIT_MEMLOCK ? "RLIMIT_MEMLOCK" :
+	       s == ODPX_LIMIT_RAM ? "1/8 of RAM" : "unknown";
+}
+
 static const char *backend_str(enum odpx_backend b)
 {
 	return b == ODPX_BACKEND_URING ? "uring" : b == ODPX_BACKEND_VERBS ? "verbs" : "?";
@@ -451,6 +472,11 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 			i ? "," : "", (int)s->pid, s->n, odpx_mode_str(s->mode),
 			backend_str(s->backend));
 		json_str(f, s->reason);
+		fprintf(f, ",\"limits\":{\"max_pinned_bytes\":%" PRIu64 ",\"max_pinned_source\":\"%s\","
+			"\"max_entries\":%" PRIu64 ",\"max_unused_bytes\":%" PRIu64
+			",\"max_entry_bytes\":%" PRIu64 ",\"idle_ms\":%" PRIu32 "}",
+			s->lim.max_pinned_bytes, limit_source_str(s->lim_source), s->lim.max_entries,
+			s->lim.max_unused_bytes, s->lim.max_entry_bytes, s->idle_ms);
 		fprintf(f, ",\"thrash_state\":\"%s\",\"thrash_metric\":\"%s\",\"stats\":{",
 			thrash_state_str((enum odpx_thrash_state)s->st.thrash_state),
 			thrash_metric_str((enum odpx_thrash_metric)s->st.thrash_metric));
@@ -527,10 +553,23 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 	}
 	if (!s->nseg)
 		printf("# no odpx context%s\n", o->pid ? " in this process" : " of this user");
-	for (int i = 0; i < s->nseg; i++)
-		printf("# pid %d ctx %u: mode %s, backend %s%s%s\n", (int)s->seg[i].pid, s->seg[i].n,
-		       odpx_mode_str(s->seg[i].mode), backend_str(s->seg[i].backend),
-		       s->seg[i].reason[0] ? ": " : "", s->seg[i].reason);
+	for (int i = 0; i < s->nseg; i++) {
+		const struct odpx_seg_info *g = &s->seg[i];
+
+		printf("# pid %d ctx %u: mode %s, backend %s%s%s\n", (int)g->pid, g->n,
+		       odpx_mode_str(g->mode), backend_str(g->backend),
+		       g->reason[0] ? ": " : "", g->reason);
+		char pin[32], unused[32], entry[32];
+
+		if (g->lim.max_pinned_bytes)
+			printf("# pid %d ctx %u: limits: pinned %s (%s), entries %" PRIu64
+			       ", unused %s, entry %s; idle release %s%" PRIu32 "%s\n",
+			       (int)g->pid, g->n, bytes_str(g->lim.max_pinned_bytes, pin, sizeof(pin)),
+			       limit_source_str(g->lim_source), g->lim.max_entries,
+			       bytes_str(g->lim.max_unused_bytes, unused, sizeof(unused)),
+			       bytes_str(g->lim.max_entry_bytes, entry, sizeof(entry)),
+			       g->idle_ms ? "after " : "off", g->idle_ms, g->idle_ms ? " ms" : "");
+	}
 	for (size_t i = 0; i < s->c.nerr; i++)
 		printf("# error: %s\n", s->c.err[i].msg);
 }
