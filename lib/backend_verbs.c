@@ -431,6 +431,9 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 
 void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 {
+	atomic_store_explicit(&ctx->ent[idx].last_use,	/* as odp_dereg() */
+			      atomic_load_explicit(&ctx->clock, memory_order_relaxed),
+			      memory_order_relaxed);
 	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, memory_order_release);
 }
 

@@ -14,7 +14,10 @@
  *   - remote access: TRY finds the exact range MR a registration made, and
  *     -EAGAIN for any other range;
  *   - odpx_query(DEVICE) equals ibv_query_device_ex()'s max_mr, max_mr_size,
- *     max_pd and ODP caps; no URING part; LIMITS as set.
+ *     max_pd and ODP caps; no URING part; LIMITS as set;
+ *   - idle release (idle_ms 300): a chunk MR no registration holds is
+ *     released by the engine (idle_released), and TRY there is -EAGAIN
+ *     again; a held chunk's MR stays.
  */
 #include "dev-verbs-util.h"
 
@@ -124,6 +127,32 @@ int main(void)
 	dv_dereg(ctx, c3);
 	dv_dereg(ctx, t);
 	dv_dereg(ctx, reg);
+	if ((r = odpx_close(ctx)))
+		dev_fail("odpx_close: %d", r);
+
+	/* idle release of chunk MRs */
+	a.comp_mask |= ODPX_ATTR_IDLE | ODPX_ATTR_TICK;
+	a.idle_ms = 300;
+	a.tick_ms = 10;
+	if ((r = odpx_open_verbs(d.pd, &a, &ctx)))
+		dev_fail("explicit, idle 300 ms: %s: %s", strerror(-r), odpx_last_reason());
+	dv_dereg(ctx, dv_reg(ctx, area, 4096, ACC_LW));	/* chunk 0, unused */
+	struct odpx_mr *held = dv_reg(ctx, area + CHUNK, 4096, ACC_LW);	/* chunk 1 */
+	int64_t until = dev_now_ms() + 60000;
+	while (dv_stats(ctx).idle_released < 1 && dev_now_ms() < until)
+		dev_pause_ms(10);
+	s1 = dv_stats(ctx);
+	if (s1.idle_released != 1)
+		dev_fail("idle_released %lu after up to 60 s, want 1", (unsigned long)s1.idle_released);
+	r = odpx_reg_ex(ctx, area, 4096, ACC_LW, ODPX_REG_TRY, &m);
+	if (r != -EAGAIN)
+		dev_fail("TRY in the idle chunk released: %d, want -EAGAIN", r);
+	if ((r = odpx_reg_ex(ctx, area + CHUNK + 8192, 4096, ACC_LW, ODPX_REG_TRY, &m)) ||
+	    odpx_mr_lkey(m) != odpx_mr_lkey(held))
+		dev_fail("TRY in the held chunk: %d", r);
+	dv_dereg(ctx, m);
+	dv_dereg(ctx, held);
+	printf("idle release: the unheld chunk MR went, the held one stayed: ok\n");
 	if ((r = odpx_close(ctx)))
 		dev_fail("odpx_close: %d", r);
 	dev_close(&d);
