@@ -16,6 +16,12 @@
  *   events), TRY returns -EAGAIN rather than wait for the lock as
  *   odpx_reg() would: a thread that calls it is joined within a generous
  *   deadline;
+ * - once munmap() has returned, TRY and PARTIAL never return the
+ *   registration of the old pages (the invalidation guarantee holds for
+ *   them as for odpx_reg()): 2,000 rounds of register, unmap, map again at
+ *   the same address, TRY and PARTIAL, with another thread's misses and
+ *   releases moving the index's seq meanwhile; a registration they return
+ *   would be checked through odpx_transfer and fail;
  * - unknown flag bits are -EINVAL; flags 0 is odpx_reg().
  */
 #include <dlfcn.h>
@@ -215,6 +221,55 @@ static void during_apply(void)
 	printf("TRY while the monitor applies: -EAGAIN, no wait: ok\n");
 }
 
+static _Atomic bool churn_stop;
+
+static void *churn(void *arg)
+{
+	unsigned char *p = arg;
+	struct odpx_mr *mr;
+
+	for (unsigned i = 0; !atomic_load(&churn_stop); i++) {
+		CHECK_RC(odpx_reg(ctx, p + (i % 8) * PG, PG, 0, &mr), 0);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+	}
+	return NULL;
+}
+
+/* After munmap() returns, no TRY or PARTIAL returns the old pages. */
+static void after_unmap(void)
+{
+	unsigned char *x = buf + 24 * PG, *other = map_anon(NULL, 8 * PG);
+	struct odpx_mr *mr;
+	pthread_t t;
+	unsigned served = 0;
+
+	memset(other, 3, 8 * PG);
+	CHECK(pthread_create(&t, NULL, churn, other) == 0, "pthread_create");
+	for (int round = 0; round < 2000; round++) {
+		CHECK_RC(odpx_reg(ctx, x, 4 * PG, 0, &mr), 0);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);	/* cached, unused */
+		CHECK(munmap(x, 4 * PG) == 0, "munmap");
+		CHECK(map_anon(x, 4 * PG) == x, "mmap at the same address");
+		memset(x, round & 0xff, 4 * PG);
+		for (int f = 0; f < 2; f++) {
+			int r = odpx_reg_ex(ctx, x + PG, PG, 0, f ? ODPX_REG_PARTIAL : ODPX_REG_TRY, &mr);
+			if (r == -EAGAIN)
+				continue;
+			CHECK(r == 0, "%s after munmap: %d", f ? "PARTIAL" : "TRY", r);
+			served++;	/* only a registration of the new pages may come back */
+			CHECK(data_check(ctx, mr, x + PG, PG, (unsigned)round),
+			      "round %d: %s returned the unmapped pages' registration", round,
+			      f ? "PARTIAL" : "TRY");
+			CHECK_RC(odpx_dereg(ctx, mr), 0);
+		}
+	}
+	atomic_store(&churn_stop, true);
+	CHECK(pthread_join(t, NULL) == 0, "join");
+	CHECK(served == 0, "%u lookups served after munmap with nothing registered since", served);
+	munmap(other, 8 * PG);
+	printf("TRY/PARTIAL after munmap: never the old pages (2000 rounds): ok\n");
+}
+
 int main(void)
 {
 	CHECK(real_update, "no io_uring_register_buffers_update_tag to wrap");
@@ -224,6 +279,7 @@ int main(void)
 	basic();
 	during_pin();
 	during_apply();
+	after_unmap();
 	CHECK_RC(odpx_close(ctx), 0);
 	munmap(buf, 64 * PG);
 	return 0;
