@@ -245,7 +245,7 @@ struct odpx_ctx {
 	struct odpx_limits lim;
 	uint32_t lim_source;		/* enum odpx_limit_source of max_pinned_bytes */
 	uint32_t tick_ms;
-	uint32_t idle_ms;		/* engine.c: release what is unused this long, 0: never */
+	uint32_t idle_ms;		/* idle.c: release what is unused this long, 0: never */
 	_Atomic(struct prereg_set *) prereg;	/* prereg.c, NULL: none */
 	_Atomic bool prereg_stale;	/* a pre-registered entry died (kill_locked) */
 	uint32_t linger_us;		/* engine.c: 0, never linger */

@@ -208,7 +208,7 @@ static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v, uint64_t *
 	return bytes;
 }
 
-/* Is the least linked key below *@before (idle release)?  @idx: that entry. */
+/* Is the least linked key below *@before (idle release)? */
 static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
 {
 	uint32_t idx;

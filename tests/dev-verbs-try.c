@@ -17,7 +17,8 @@
  *     max_pd and ODP caps; no URING part; LIMITS as set;
  *   - idle release (idle_ms 300): a chunk MR no registration holds is
  *     released by the engine (idle_released), and TRY there is -EAGAIN
- *     again; a held chunk's MR stays.
+ *     again; a held chunk's MR stays, and so does a pre-registered one
+ *     (odpx_prereg_add holds its chunk MR), until odpx_prereg_release.
  */
 #include "dev-verbs-util.h"
 
@@ -138,6 +139,8 @@ int main(void)
 		dev_fail("explicit, idle 300 ms: %s: %s", strerror(-r), odpx_last_reason());
 	dv_dereg(ctx, dv_reg(ctx, area, 4096, ACC_LW));	/* chunk 0, unused */
 	struct odpx_mr *held = dv_reg(ctx, area + CHUNK, 4096, ACC_LW);	/* chunk 1 */
+	if ((r = odpx_prereg_add(ctx, area + 2 * CHUNK, 8192, ACC_LW)))	/* chunk 2 */
+		dev_fail("odpx_prereg_add: %d: %s", r, odpx_last_reason());
 	int64_t until = dev_now_ms() + 60000;
 	while (dv_stats(ctx).idle_released < 1 && dev_now_ms() < until)
 		dev_pause_ms(10);
@@ -151,8 +154,20 @@ int main(void)
 	    odpx_mr_lkey(m) != odpx_mr_lkey(held))
 		dev_fail("TRY in the held chunk: %d", r);
 	dv_dereg(ctx, m);
+	if ((r = odpx_reg_ex(ctx, area + 2 * CHUNK, 4096, ACC_LW, ODPX_REG_TRY, &m)))
+		dev_fail("TRY in the pre-registered chunk after the idle time: %d", r);
+	dv_dereg(ctx, m);
+	if ((r = odpx_prereg_release(ctx, area + 2 * CHUNK, 8192, ACC_LW)))
+		dev_fail("odpx_prereg_release: %d", r);
+	until = dev_now_ms() + 60000;
+	while (dv_stats(ctx).idle_released < 2 && dev_now_ms() < until)
+		dev_pause_ms(10);
+	if (dv_stats(ctx).idle_released != 2 ||
+	    odpx_reg_ex(ctx, area + 2 * CHUNK, 4096, ACC_LW, ODPX_REG_TRY, &m) != -EAGAIN)
+		dev_fail("a released pre-registered chunk was not released as idle");
 	dv_dereg(ctx, held);
-	printf("idle release: the unheld chunk MR went, the held one stayed: ok\n");
+	printf("idle release: the unheld chunk MR went, the held and pre-registered ones "
+	       "stayed: ok\n");
 	if ((r = odpx_close(ctx)))
 		dev_fail("odpx_close: %d", r);
 	dev_close(&d);
