@@ -117,6 +117,9 @@ static int make(struct odpx_ctx *ctx, struct prereg *r)
 					 (unsigned long)r->end);
 		}
 		mark(ctx, e, true);
+		/* killed before the mark, so kill_locked() did not raise the flag */
+		if (!is_alive(e))
+			atomic_store_explicit(&ctx->prereg_stale, true, RLX);
 	}
 	r->e = e;
 	return 0;
@@ -171,7 +174,13 @@ void prereg_tick(struct odpx_ctx *ctx)
 
 	if (!p || !atomic_load_explicit(&ctx->prereg_stale, RLX))
 		return;
-	pthread_mutex_lock(&p->lock);
+	/*
+	 * Not while a revival holds the records: its pin may wait for this
+	 * engine to reap dead entries (cache.c:room_coming()).  The next tick
+	 * tries again.
+	 */
+	if (pthread_mutex_trylock(&p->lock))
+		return;
 	for (unsigned i = 0; i < p->n; i++) {
 		if (p->r[i].e && !is_alive(p->r[i].e)) {
 			drop(ctx, p->r[i].e);

@@ -11,6 +11,8 @@
  * - its memory unmapped and mapped again: the next request inside makes
  *   the region again (prereg_repins), and the data moved through the
  *   registration is the new mapping's (odpx_transfer);
+ * - a request that straddles a region's end is served by a registration of
+ *   its own (direct_regs), and the region stays registered;
  * - odpx_prereg_add() later, -EEXIST for the same region, -ENOENT for a
  *   release of one that is not; a released region is an ordinary entry
  *   again (evicted by the next flood);
@@ -70,7 +72,7 @@ int main(void)
 	struct odpx_stats st;
 
 	CHECK(pin0 >= 0, "no VmPin in /proc/self/status");
-	region = map_anon(NULL, REGION);
+	region = map_anon(NULL, REGION + 4 * PG);	/* 4 pages after it, for a request across */
 	region2 = map_anon(NULL, 8 * PG);
 	flood = map_anon(NULL, FLOOD * 4 * PG);
 	memset(region, 1, REGION);
@@ -97,6 +99,20 @@ int main(void)
 		       stats_of(ctx).unused_bytes <= 8 * PG, 20), "the trim never came");
 	hits_inside(ctx, region, REGION, "after trims");
 	printf("pre-registered region at open: survives a flood and the trim: ok\n");
+
+	/* across its end: served beside it, never merged with it */
+	memset(region + REGION, 4, 4 * PG);
+	st = stats_of(ctx);
+	CHECK_RC(odpx_reg(ctx, region + REGION - 2 * PG, 4 * PG, 0, &mr), 0);
+	CHECK(stats_of(ctx).direct_regs == st.direct_regs + 1 && odpx_mr_addr(mr) ==
+	      region + REGION - 2 * PG && odpx_mr_length(mr) == 4 * PG,
+	      "a request across the region's end: %p+%zu, direct_regs %lu -> %lu",
+	      odpx_mr_addr(mr), odpx_mr_length(mr), (unsigned long)st.direct_regs,
+	      (unsigned long)stats_of(ctx).direct_regs);
+	CHECK(data_check(ctx, mr, region + REGION - 2 * PG, 4 * PG, 5), "across: wrong bytes");
+	CHECK_RC(odpx_dereg(ctx, mr), 0);
+	hits_inside(ctx, region, REGION, "after a request across its end");
+	printf("a request across its end: served beside it: ok\n");
 
 	/* unmapped and mapped again: made again at the next use, with the new pages */
 	CHECK(munmap(region, REGION) == 0, "munmap");
