@@ -63,6 +63,7 @@ struct devcaps {
 	char err[96];
 	uint64_t general;
 	uint32_t rc, uc, ud, xrc;
+	uint64_t max_mr, max_mr_size, max_pd;	/* what odpx_query(3) gives a context */
 };
 
 /*
@@ -168,6 +169,9 @@ static int query_caps(const char *dev, struct devcaps *out, int max)
 			d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
 			d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
 			d->xrc = ax.xrc_odp_caps;
+			d->max_mr = (uint64_t)ax.orig_attr.max_mr;
+			d->max_mr_size = ax.orig_attr.max_mr_size;
+			d->max_pd = (uint64_t)ax.orig_attr.max_pd;
 		}
 		ibv_close_device(c);
 	}
@@ -201,15 +205,21 @@ static void caps_line(const struct devcaps *d, char *buf, size_t len)
 		snprintf(buf, len, "%s: capabilities unknown (%s)", d->name, d->err);
 		return;
 	}
+	int n;
+
 	if (!(d->general & 1)) {	/* IBV_ODP_SUPPORT */
-		snprintf(buf, len, "%s: no ODP (pin mode)", d->name);
-		return;
+		n = snprintf(buf, len, "%s: no ODP (pin mode)", d->name);
+	} else {
+		transport_bits(rc, sizeof(rc), d->rc);
+		transport_bits(ud, sizeof(ud), d->ud);
+		transport_bits(uc, sizeof(uc), d->uc);
+		n = snprintf(buf, len, "%s: ODP%s (rc: %s; ud: %s; uc: %s)", d->name,
+			     d->general & 2 ? " with implicit" : " explicit only, no implicit",
+			     rc, ud, uc);
 	}
-	transport_bits(rc, sizeof(rc), d->rc);
-	transport_bits(ud, sizeof(ud), d->ud);
-	transport_bits(uc, sizeof(uc), d->uc);
-	snprintf(buf, len, "%s: ODP%s (rc: %s; ud: %s; uc: %s)", d->name,
-		 d->general & 2 ? " with implicit" : " explicit only, no implicit", rc, ud, uc);
+	if (n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; max_mr %" PRIu64 ", max_mr_size %" PRIu64
+			 ", max_pd %" PRIu64, d->max_mr, d->max_mr_size, d->max_pd);
 }
 
 /* ---- sampling ---- */
@@ -458,6 +468,9 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 				caps[i].general & 1 ? "true" : "false",
 				caps[i].general & 2 ? "true" : "false", caps[i].general, caps[i].rc,
 				caps[i].uc, caps[i].ud, caps[i].xrc);
+		if (caps[i].queried)
+			fprintf(f, ",\"max_mr\":%" PRIu64 ",\"max_mr_size\":%" PRIu64 ",\"max_pd\":%"
+				PRIu64, caps[i].max_mr, caps[i].max_mr_size, caps[i].max_pd);
 		fputs(",\"summary\":", f);
 		json_str(f, line);
 		fputc('}', f);
