@@ -13,6 +13,10 @@
  * pins at most --pin-budget bytes (default RLIMIT_MEMLOCK), so its W2 sets
  * are cut to what fits; the label's n says how many buffers there were.
  *
+ * WT  beside W1, on the same warm buffer: odpx_reg_ex(ODPX_REG_TRY) +
+ *     odpx_dereg (a TRY hit), and odpx_reg_ex(ODPX_REG_TRY) of a buffer
+ *     never registered (a TRY miss: -EAGAIN, nothing to release).
+ *
  * W1 and W2 share one loop: the buffer of each iteration comes from an index
  * array (all zeros for W1), so the ratio compares lookups, not loop shapes.
  *
@@ -68,6 +72,45 @@ static double batch(struct hitset *h, uint64_t k)
 		reg_dereg(h->ctx, base + (size_t)h->order[p++ & (ORDER - 1)] * stride, bytes);
 	h->pos = p;
 	return (double)(now_ns() - t0) / (double)k;
+}
+
+/* K TRY lookups of @a (+ release when @hit); returns ns per lookup. */
+static double try_batch(struct odpx_ctx *ctx, char *a, size_t len, bool hit, uint64_t k)
+{
+	uint64_t t0 = now_ns();
+	struct odpx_mr *mr;
+
+	for (uint64_t i = 0; i < k; i++) {
+		int r = odpx_reg_ex(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, ODPX_REG_TRY, &mr);
+		if (unlikely(r != (hit ? 0 : -EAGAIN)))
+			DIE("TRY %s: %s", hit ? "hit" : "miss", strerror(-r));
+		if (hit && unlikely(odpx_dereg(ctx, mr)))
+			DIE("odpx_dereg: %s", odpx_last_reason());
+	}
+	return (double)(now_ns() - t0) / (double)k;
+}
+
+/* WT: a TRY hit on W1's warm buffer and a TRY miss, beside W1's @w1 median. */
+static void try_costs(struct hitset *h, uint64_t k, unsigned reps, double w1,
+		      const char *backend, const char *mode)
+{
+	char *cold = map_anon(W1_BYTES, true);	/* never registered */
+	double *v = calloc(reps, sizeof(*v));
+	struct summary s;
+
+	for (int hit = 1; hit >= 0; hit--) {
+		char *a = hit ? h->base : cold;
+		try_batch(h->ctx, a, W1_BYTES, hit, k);	/* warm-up */
+		for (unsigned r = 0; r < reps; r++)
+			v[r] = try_batch(h->ctx, a, W1_BYTES, hit, k);
+		s = summarize(v, reps, k);
+		kv_time("WT", hit ? "try-hit-64KiB" : "try-miss-64KiB", backend, mode, 1, W1_BYTES,
+			&s, "w1_median_ns=%.1f", w1);
+		kv_ratio("WT/W1", hit ? "try-hit-64KiB" : "try-miss-64KiB", backend, mode,
+			 "WT_median/W1_median", s.median, w1, 0, 0, "n=1");
+	}
+	free(v);
+	munmap(cold, W1_BYTES);
 }
 
 /* Fill the cache with every buffer (misses), then one untimed pass. */
@@ -309,6 +352,8 @@ static double hits(const char *backend)
 	kv_time("W1", "hit-64KiB", backend, mode, 1, W1_BYTES, &s1,
 		"misses=%lu cpu_share=%.2f target=<=20 met=%s", (unsigned long)misses, share,
 		met(s1.median, '<', 20));
+	if (selected(&o, "WT"))
+		try_costs(&h, k1, r1, s1.median, backend, mode);
 	odpx_close(ctx);
 	munmap(h.base, W1_BYTES);
 	if (!selected(&o, "W2"))
@@ -421,7 +466,7 @@ int main(int argc, char **argv)
 {
 	static const char *const backends[] = { "null", "uring" };
 
-	bench_init(argc, argv, &o, "W1, W2, W5 (W1 always runs: the others are its ratios)");
+	bench_init(argc, argv, &o, "W1, W2, W5, WT (W1 always runs: the others are its ratios)");
 	zeros = calloc(ORDER, sizeof(*zeros));
 	random_order = malloc(ORDER * sizeof(*random_order));
 	if (!zeros || !random_order)

@@ -3,11 +3,11 @@
  * pagebench - odpx's standard workloads on the active backend and mode, one
  * report.
  *
- *   build/pagebench [--quick] [--only W1,W2,W3,W4,W5,LRU,MEM,PF,UCX]
+ *   build/pagebench [--quick] [--only W1,W2,W3,W4,W5,WT,LRU,MEM,PF,UCX]
  *                   [--pin-budget BYTES[KMG]] [--seed N]
  *
  * The workloads live in sibling programs, each runnable alone with the same
- * options: cache-hit (W1 W2 W5), cache-miss (W3 LRU MEM), invalidate (W4),
+ * options: cache-hit (W1 W2 W5 WT), cache-miss (W3 LRU MEM), invalidate (W4),
  * prefetch (PF) and, where UCX is installed, ucx-rcache (UCX's registration
  * cache under W1 W2 W3 W5; a separate process because libucs hooks mmap and
  * munmap).  pagebench runs them one after the other, echoes their key=value
@@ -401,7 +401,8 @@ static void print_ucx(void)
 
 int main(int argc, char **argv)
 {
-	static const char *const hit[] = { "W1", "W2", "W5" }, *const miss[] = { "W3", "LRU", "MEM" },
+	static const char *const hit[] = { "W1", "W2", "W5", "WT" },
+			  *const miss[] = { "W3", "LRU", "MEM" },
 			  *const inval[] = { "W4" }, *const pf[] = { "PF" },
 			  *const ucx[] = { "W1", "W2", "W3", "W5" };
 	char self[PATH_MAX], only[64];
@@ -410,7 +411,7 @@ int main(int argc, char **argv)
 	int fails = 0;
 	bool ucx_wanted;
 
-	bench_init(argc, argv, &o, "W1, W2, W3, W4, W5, LRU, MEM, PF, UCX (comma-separated)");
+	bench_init(argc, argv, &o, "W1, W2, W3, W4, W5, WT, LRU, MEM, PF, UCX (comma-separated)");
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
 		DIE("readlink /proc/self/exe: %s", strerror(errno));
@@ -419,7 +420,7 @@ int main(int argc, char **argv)
 
 	header();
 	loadavg("before");
-	if (pass_only(hit, 3, only, sizeof(only)))
+	if (pass_only(hit, 4, only, sizeof(only)))
 		fails += run("cache-hit", only) < 0;
 	if (pass_only(miss, 3, only, sizeof(only)))
 		fails += run("cache-miss", only) < 0;

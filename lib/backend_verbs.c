@@ -137,6 +137,8 @@ static int pin_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 	return r < 0 ? r : cache_reg(ctx, addr, len, access, out);
 }
 
+static void verbs_query(struct odpx_ctx *ctx, struct odpx_caps *c);
+
 static const struct backend_ops verbs_pin_ops = {
 	.name = "verbs",
 	.id = ODPX_BACKEND_VERBS,
@@ -145,6 +147,7 @@ static const struct backend_ops verbs_pin_ops = {
 	.close = verbs_close,
 	.reg = pin_reg,
 	.reg_is_cache = true,	/* a hit's access was checked at its miss */
+	.query = verbs_query,
 };
 
 /* ---- ODP modes: entries ---- */
@@ -160,6 +163,8 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 	e->rkey = acc & REMOTE_ACCESS ? mr->rkey : 0;
 	e->access = (uint8_t)acc;
 	e->kind = KIND_CACHED;
+	atomic_store_explicit(&e->last_use, atomic_load_explicit(&ctx->clock, memory_order_relaxed),
+			      memory_order_relaxed);
 	atomic_store_explicit(&e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0,
 			      memory_order_relaxed);
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), memory_order_release);
@@ -248,6 +253,17 @@ static struct ibv_mr *reg_odp(struct odpx_ctx *ctx, uintptr_t start, uint64_t by
 	return mr;
 }
 
+/*
+ * Idle release needs the engine, which the ODP modes otherwise start only
+ * for prefetch hints: start it with the first chunk or range MR.  A failed
+ * start is retried with the next (engine.c spaces the retries).
+ */
+static void idle_engine(struct odpx_ctx *ctx)
+{
+	if (ctx->idle_ms && !engine_running(ctx))
+		engine_start(ctx);
+}
+
 /* ---- ODP modes: ranges cached by (start, pages, access) ---- */
 
 static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc)
@@ -314,6 +330,7 @@ static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t 
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
 		ibv_dereg_mr(victim);
+	idle_engine(ctx);
 	*out = &ctx->ent[idx];
 	return 0;
 }
@@ -361,6 +378,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
 		ibv_dereg_mr(victim);
+	idle_engine(ctx);
 	return idx;
 }
 
@@ -413,6 +431,9 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 
 void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 {
+	atomic_store_explicit(&ctx->ent[idx].last_use,	/* as odp_dereg() */
+			      atomic_load_explicit(&ctx->clock, memory_order_relaxed),
+			      memory_order_relaxed);
 	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, memory_order_release);
 }
 
@@ -462,6 +483,72 @@ range:
 }
 
 /*
+ * odpx_reg_ex()'s TRY and PARTIAL: odp_reg()'s lookups without its
+ * registrations.  The implicit MRs always exist; a chunk is taken as a chunk
+ * hit takes it (take_if(), no lock); the range hash is read only if
+ * b->lock is free at once.  PARTIAL looks at the exact range, then at the
+ * chunks of the range in address order: the first that exists holds the
+ * lowest page that a chunk MR holds.
+ */
+static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		   uint32_t flags, struct entry **out)
+{
+	struct vbe *b = vbe_of(ctx);
+	uintptr_t s = addr & ~(PAGE_SIZE - 1);
+	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
+	bool chunks = true;
+	unsigned cls = CLS_READ;
+	int r;
+
+	if (!(access & REMOTE_ACCESS)) {
+		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
+			take(ctx, b->implicit_idx, out, 0);
+			return 0;
+		}
+		cls = access ? CLS_WRITE : CLS_READ;
+	} else {
+		if ((r = check_access(access)) < 0)
+			return r;
+		if (!b->common.global_rkey || (access & ~b->cls_access[CLS_GLOBAL])) {
+			chunks = false;
+		} else if (b->implicit_global_idx != NIL) {
+			take(ctx, b->implicit_global_idx, out, 0);
+			return 0;
+		} else {
+			cls = CLS_GLOBAL;
+		}
+	}
+	if (!chunks || c0 != c1) {
+		uint32_t idx = NIL;
+
+		if (pthread_mutex_trylock(&b->lock) == 0) {
+			if ((idx = rfind(ctx, s, end - s, access)) != NIL)
+				take(ctx, idx, out, 0);
+			pthread_mutex_unlock(&b->lock);
+		}
+		if (idx != NIL)
+			return 0;
+		if (!chunks || !(flags & ODPX_REG_PARTIAL))
+			return -EAGAIN;
+	}
+	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+		uint64_t span = SPAN_MAKE((uintptr_t)c << b->chunk_shift,
+					  1ULL << (b->chunk_shift - PAGE_SHIFT));
+
+		if (idx && take_if(ctx, idx - 1, span, b->cls_access[cls])) {
+			stats_hit(ctx, 0, 0);
+			*out = &ctx->ent[idx - 1];
+			return 0;
+		}
+		if (!(flags & ODPX_REG_PARTIAL))
+			break;
+	}
+	return -EAGAIN;
+}
+
+/*
  * A remote-access range whose count went to 0: deregistered now, not kept.
  * Nothing invalidates the ODP modes' MRs (they follow the page tables), so
  * a kept one would give a peer that still has its rkey whatever the
@@ -493,6 +580,9 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 {
 	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
 
+	/* for odp_reap_idle(): stamped before the reference goes, as put_ref() does */
+	atomic_store_explicit(&e->last_use, atomic_load_explicit(&ctx->clock, memory_order_relaxed),
+			      memory_order_relaxed);
 	do {
 		if (W_STATE(w) != ST_ALIVE || W_REF(w) == 0)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
@@ -512,6 +602,57 @@ static int odp_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t l
 	return -EOPNOTSUPP;	/* the ODP modes never use the pin cache */
 }
 
+/*
+ * Idle release (engine tick): chunk and range entries with no reference
+ * whose last release (or registration) is stamped before @stamp go as an
+ * eviction does (ent_alloc(): the CAS from ALIVE/0 meets a chunk hit's CAS
+ * on the word, one wins).  The implicit MRs stay.
+ */
+static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
+{
+	struct vbe *b = vbe_of(ctx);
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < ctx->max_entries; i++) {
+		struct entry *e = &ctx->ent[i];
+		struct ibv_mr *mr = NULL;
+		uint64_t w;
+
+		if (b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK)
+			continue;	/* unlocked peek; checked again under the lock */
+		pthread_mutex_lock(&b->lock);
+		w = atomic_load_explicit(&e->word, memory_order_acquire);
+		if ((b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK) &&
+		    W_STATE(w) == ST_ALIVE && !W_REF(w) &&
+		    (int32_t)(atomic_load_explicit(&e->last_use, memory_order_relaxed) - stamp) < 0 &&
+		    atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0))) {
+			mr = ent_unlink(ctx, i);
+			b->free_stack[b->nfree++] = i;
+		}
+		pthread_mutex_unlock(&b->lock);
+		if (mr) {
+			ibv_dereg_mr(mr);
+			n++;
+		}
+	}
+	return n;
+}
+
+static void verbs_query(struct odpx_ctx *ctx, struct odpx_caps *c)
+{
+	struct vbe *b = vbe_of(ctx);
+
+	c->max_mr = b->dev_max_mr;
+	c->max_mr_size = b->dev_max_mr_size;
+	c->max_pd = b->dev_max_pd;
+	c->odp_general_caps = b->caps.general;
+	c->odp_rc_caps = b->caps.rc;
+	c->odp_uc_caps = b->caps.uc;
+	c->odp_ud_caps = b->caps.ud;
+	c->odp_xrc_caps = b->caps.xrc;
+	c->comp_mask |= ODPX_QUERY_DEVICE;
+}
+
 static const struct backend_ops verbs_odp_ops = {
 	.name = "verbs",
 	.id = ODPX_BACKEND_VERBS,
@@ -521,6 +662,9 @@ static const struct backend_ops verbs_odp_ops = {
 	.reg = odp_reg,
 	.dereg = odp_dereg,
 	.advise = odp_advise,
+	.try_reg = odp_try,
+	.query = verbs_query,
+	.reap_idle = odp_reap_idle,
 };
 
 /* ---- open ---- */
@@ -582,7 +726,9 @@ static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t
 	return idx;
 }
 
-static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_size)
+/* @dev: the device's max_mr and max_pd, for odpx_query() */
+static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_size,
+		       uint64_t dev[2])
 {
 	struct ibv_device_attr_ex ax;
 	int r;
@@ -603,6 +749,8 @@ static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_
 	c->xrc = ax.xrc_odp_caps;
 	if (ax.orig_attr.max_mr_size)
 		*max_mr_size = ax.orig_attr.max_mr_size;
+	dev[0] = (uint64_t)ax.orig_attr.max_mr;
+	dev[1] = (uint64_t)ax.orig_attr.max_pd;
 }
 
 /* The open's attributes and ODPX_MODE: what is asked of mode_decide(). */
@@ -738,7 +886,7 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	struct mode_caps caps;
 	struct ibv_mr *impl = NULL, *impl_global = NULL;
 	struct odpx_ctx *ctx;
-	uint64_t max_mr_size, chunk;
+	uint64_t max_mr_size, chunk, dev[2] = { 0, 0 };
 	uint32_t global_access;
 	bool odp;
 	int r;
@@ -750,7 +898,7 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		return odpx_fail(-EINVAL, "NULL protection domain");
 	if ((r = verbs_request(attr, &a, &rq)) < 0)
 		return r;
-	query_caps(pd, &caps, &max_mr_size);
+	query_caps(pd, &caps, &max_mr_size, dev);
 	if ((r = verbs_chunk(&a, max_mr_size, &chunk)) < 0)
 		return r;
 	global_access = ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE |
@@ -779,6 +927,14 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	}
 	ctx_reason_set(ctx, "%.130s%s", ch.reason, odp && (a.flags & ODPX_OPEN_GLOBAL_RKEY) ?
 		       "; GLOBAL_RKEY: remote access may exceed the request" : "");
+	vbe_of(ctx)->caps = caps;
+	vbe_of(ctx)->dev_max_mr = dev[0];
+	vbe_of(ctx)->dev_max_mr_size = caps.queried ? max_mr_size : 0;
+	vbe_of(ctx)->dev_max_pd = dev[1];
+	if ((r = prereg_open(ctx, &a)) < 0) {
+		odpx_close(ctx);
+		goto out_impl;
+	}
 	*out = ctx;
 	return 0;
 

@@ -48,6 +48,9 @@ struct vbe {
 	uint32_t hand;			/* where the next eviction looks first */
 	uint32_t *rbucket, rmask;
 	struct meta *meta;
+	/* the device, for odpx_query() */
+	struct mode_caps caps;
+	uint64_t dev_max_mr, dev_max_mr_size, dev_max_pd;
 };
 
 static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }

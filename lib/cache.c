@@ -125,6 +125,8 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
 	if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR))	/* never counted (below) */
 		monitor_watch_ref(e_start(e), e_end(e), -1);
 	e->reason = (uint8_t)reason;
+	if (e->kind & KIND_PREREG)	/* the next request inside makes it again (prereg.c) */
+		atomic_store_explicit(&ctx->prereg_stale, true, RLX);
 	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
 	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_acq_rel);
 	if (W_REF(w))
@@ -330,7 +332,8 @@ struct miss {
 	int64_t idx;
 };
 
-enum { MISS_HIT, MISS_UNWATCHED, MISS_RESERVED };
+/* MISS_BESIDE: it overlaps a pre-registered entry, which a merge would supersede */
+enum { MISS_HIT, MISS_UNWATCHED, MISS_RESERVED, MISS_BESIDE };
 
 /*
  * Under ctx->lock and the invalidation lock: the lookup again (unless the
@@ -361,6 +364,8 @@ static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 		uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
 		if (xs >= m->end)
 			break;
+		if (ctx->ent[x].kind & KIND_PREREG)
+			return MISS_BESIDE;
 		uintptr_t ns = xs < m->us ? xs : m->us, ne = xe > m->ue ? xe : m->ue;
 		if (ne - ns <= ctx->lim.max_entry_bytes && !exact_only(m->acc) &&
 		    (m->unsafe || monitor_covers(ns, ne))) {
@@ -488,6 +493,8 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		pthread_mutex_unlock(&ctx->lock);
 		if (r == MISS_HIT)
 			return 0;
+		if (r == MISS_BESIDE)	/* served beside the region, direct */
+			return direct_reg(ctx, s, end, acc, out);
 		if (r == MISS_UNWATCHED) {
 			if (watched) {	/* watched, and replaced since */
 				STAT_INC(ctx, miss_retries);
@@ -517,22 +524,32 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	return direct_reg(ctx, s, end, acc, out);
 }
 
-int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
-	      struct entry **out)
+/*
+ * @prereg: for a pre-registered region (prereg.c): up to the backend's
+ * largest entry rather than max_entry_bytes, and no revival of regions.
+ */
+int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
+		 bool prereg, struct entry **out)
 {
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+	uint64_t max = ctx->lim.max_entry_bytes;
+	bool revived = false;
 
+	if (prereg)
+		max = ctx->be->max_entry_bytes ? ctx->be->max_entry_bytes : SPAN_MAX_BYTES;
 	acc &= ctx->acc_mask;
-	if (end - s > ctx->lim.max_entry_bytes)
-		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64,
-				 len, ctx->lim.max_entry_bytes);
+	if (end - s > max)
+		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64, len, max);
 	if (!ctx->cache_enabled)
 		return direct_reg(ctx, s, end, acc, out);
 
 	uint64_t taken;
-	uint32_t seen = 1;
-	int r = lookup_fast(ctx, addr, addr + len, acc, out, &taken, &seen);
+	uint32_t seen;
+	int r;
+again:
+	seen = 1;
+	r = lookup_fast(ctx, addr, addr + len, acc, out, &taken, &seen);
 	if (likely(r == LK_HIT)) {
 		stats_hit(ctx, 0, taken);
 		return 0;
@@ -546,7 +563,19 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 			return 0;
 		}
 	}
+	/* inside a pre-registered region that was invalidated: make it again */
+	if (!prereg && !revived && atomic_load_explicit(&ctx->prereg_stale, RLX)) {
+		revived = true;
+		if (prereg_revive(ctx, s, end, acc))
+			goto again;
+	}
 	return miss(ctx, s, end, acc, out, seen);
+}
+
+int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
+	      struct entry **out)
+{
+	return cache_reg_as(ctx, addr, len, acc, false, out);
 }
 
 /*

@@ -175,17 +175,22 @@ static bool has_ipc_lock(void)
 	return d[CAP_IPC_LOCK / 32].effective & (1U << (CAP_IPC_LOCK % 32));
 }
 
-static void default_limits(struct odpx_limits *l)
+/* Returns where max_pinned_bytes came from (enum odpx_limit_source). */
+static uint32_t default_limits(struct odpx_limits *l)
 {
 	struct rlimit rl;
 	uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	uint32_t src = ODPX_LIMIT_ATTR;
 
 	if (!l->max_pinned_bytes) {
 		if (!has_ipc_lock() && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
-		    rl.rlim_cur != RLIM_INFINITY)
+		    rl.rlim_cur != RLIM_INFINITY) {
 			l->max_pinned_bytes = rl.rlim_cur;
-		else
+			src = ODPX_LIMIT_MEMLOCK;
+		} else {
 			l->max_pinned_bytes = phys / 8;
+			src = ODPX_LIMIT_RAM;
+		}
 	}
 	if (!l->max_entries)
 		l->max_entries = 4096;
@@ -193,6 +198,7 @@ static void default_limits(struct odpx_limits *l)
 		l->max_unused_bytes = l->max_pinned_bytes / 2;
 	if (!l->max_entry_bytes)
 		l->max_entry_bytes = 1UL << 30;
+	return src;
 }
 
 bool odpx_is_prime(uint32_t n)
@@ -226,6 +232,9 @@ static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *
 	return (uint32_t)n;
 }
 
+#define IDLE_MS_DEFAULT 300000	/* as o2iblnd reaps an idle pool */
+#define IDLE_MS_MAX 86400000
+#define PREREG_OPEN_MAX 64	/* prereg.c's */
 #define LINGER_US_DEFAULT 100	/* outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
 #define LINGER_US_MAX 1000000
 
@@ -257,6 +266,7 @@ static const struct knob {
 	{ "ODPX_REMOVE_QUARANTINE_MS", 0, 60000 },
 	{ "ODPX_WATCH_MAX", 1, 1 << 20 },
 	{ "ODPX_WATCH_WIDEN_KB", 0, 1 << 20 },
+	{ "ODPX_IDLE_MS", 0, IDLE_MS_MAX },
 };
 
 uint64_t odpx_env(const char *name, uint64_t dflt)
@@ -300,9 +310,12 @@ static int parse_mode_env(enum odpx_mode *m)
 	return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, direct", s);
 }
 
-/* The attributes checked, with their defaults and the environment's knobs, into @a. */
+/*
+ * The attributes checked, with their defaults and the environment's knobs,
+ * into @a; *@lim_source: where max_pinned_bytes came from.
+ */
 static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr,
-		     struct odpx_attr *a)
+		     struct odpx_attr *a, uint32_t *lim_source)
 {
 	int r;
 
@@ -331,6 +344,14 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 		a->linger_us = (uint32_t)odpx_env("ODPX_ENGINE_LINGER_US", LINGER_US_DEFAULT);
 	if (a->linger_us > LINGER_US_MAX)
 		return odpx_fail(-EINVAL, "linger_us %u above %u", a->linger_us, LINGER_US_MAX);
+	if (!(a->comp_mask & ODPX_ATTR_IDLE))
+		a->idle_ms = (uint32_t)odpx_env("ODPX_IDLE_MS", IDLE_MS_DEFAULT);
+	if (a->idle_ms > IDLE_MS_MAX)
+		return odpx_fail(-EINVAL, "idle_ms %u above %u", a->idle_ms, IDLE_MS_MAX);
+	if ((a->comp_mask & ODPX_ATTR_PREREG) &&
+	    (a->nprereg > PREREG_OPEN_MAX || (a->nprereg && !a->prereg)))
+		return odpx_fail(-EINVAL, "nprereg %u: at most %d, with a prereg array",
+				 a->nprereg, PREREG_OPEN_MAX);
 	if (a->mode == ODPX_MODE_AUTO)
 		a->mode = ODPX_MODE_PIN;
 	/* only the verbs backend pages on demand (its open chose the mode) */
@@ -338,7 +359,7 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	    ops->id != ODPX_BACKEND_VERBS)
 		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
 				 ops->name, odpx_mode_str(a->mode));
-	default_limits(&a->limits);
+	*lim_source = default_limits(&a->limits);
 	if (ops->max_entries && a->limits.max_entries > ops->max_entries)
 		return odpx_fail(-EINVAL, "max_entries %llu above the %s backend's %u",
 				 (unsigned long long)a->limits.max_entries, ops->name, ops->max_entries);
@@ -356,12 +377,13 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 {
 	struct odpx_attr a = { 0 };
 	struct odpx_ctx *ctx;
+	uint32_t lim_source = ODPX_LIMIT_ATTR;
 	int r;
 
 	if (!out)
 		return odpx_fail(-EINVAL, "NULL ctx pointer");
 	*out = NULL;
-	if ((r = open_attr(ops, attr, &a)) < 0)
+	if ((r = open_attr(ops, attr, &a, &lim_source)) < 0)
 		return r;
 
 	pthread_once(&once, init_once);
@@ -374,6 +396,8 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->mode = a.mode;
 	ctx->flags = a.flags;
 	ctx->lim = a.limits;
+	ctx->lim_source = lim_source;
+	ctx->idle_ms = a.idle_ms;
 	ctx->tick_ms = a.tick_ms;
 	ctx->linger_us = a.linger_us;
 	ctx->max_entries = slab_slots(&a, ops);
@@ -416,6 +440,11 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->list_next = ctx_list;
 	ctx_list = ctx;
 	pthread_mutex_unlock(&ctx_list_lock);
+	/* the verbs backend is not set up yet: odpx_open_verbs() makes its regions */
+	if (ops->id != ODPX_BACKEND_VERBS && (r = prereg_open(ctx, &a)) < 0) {
+		odpx_close(ctx);
+		return r;
+	}
 	*out = ctx;
 	return 0;
 
@@ -482,6 +511,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	cache_fini(ctx);
 	ctx->be->close(ctx);
 out_free:
+	prereg_free(ctx);
 	stats_region_close(ctx);
 	free(ctx->pq);
 	free(ctx);

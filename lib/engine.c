@@ -78,6 +78,7 @@ struct engine {
 	uint64_t recent_ns[RECENT];
 	uint32_t recent_seq[RECENT];	/* ctx->seq after the range was served */
 	unsigned recent_next;
+	struct idle_clock idle;		/* idle.c */
 };
 
 bool engine_running(struct odpx_ctx *ctx)
@@ -491,6 +492,8 @@ static void *engine_main(void *arg)
 		if (reap_cq(e)) {
 			STAT_INC(ctx, engine_ticks);
 			cache_trim(ctx);
+			idle_tick(ctx, &e->idle, odpx_now_ns());
+			prereg_tick(ctx);
 			stats_tick(ctx);
 		}
 		if (e->unarmed || io_uring_sq_ready(&e->ring)) {

@@ -74,8 +74,9 @@ struct entry {
 	uint8_t reason;		/* why it died, for stats */
 } ALIGNED_LINE;
 
-enum entry_kind { KIND_CACHED = 0, KIND_DIRECT = 1, KIND_URING = 0x80 };
-#define KIND(e) ((e)->kind & 0x7f)
+/* KIND_PREREG: held by a pre-registered region, kept off the LRU (prereg.c) */
+enum entry_kind { KIND_CACHED = 0, KIND_DIRECT = 1, KIND_PREREG = 0x40, KIND_URING = 0x80 };
+#define KIND(e) ((e)->kind & 0x3f)
 
 #define W_REF_MASK 0xffffffffULL
 #define W_STATE_SHIFT 32
@@ -132,6 +133,16 @@ struct backend_ops {
 	bool reg_is_cache;
 	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr); 0 or -errno. */
 	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
+	/*
+	 * Optional, with reg(): odpx_reg_ex()'s ODPX_REG_TRY/PARTIAL from the
+	 * MRs that exist, never registering or waiting; -EAGAIN if none serves.
+	 */
+	int (*try_reg)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		       uint32_t flags, struct entry **out);
+	/* Optional: the device's part of odpx_query() (query.c) */
+	void (*query)(struct odpx_ctx *ctx, struct odpx_caps *caps);
+	/* Optional: release ODP MRs that no registration held since @stamp (engine tick) */
+	unsigned (*reap_idle)(struct odpx_ctx *ctx, uint32_t stamp);
 };
 
 /* Counters bumped on the hit path: one line per thread (see stats.c). */
@@ -158,7 +169,8 @@ struct cold_stats {
 		prefetch_merged, prefetch_dropped, prefetch_issued,
 		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
 		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
-		engine_lingers, direct_no_engine;
+		engine_lingers, direct_no_engine,
+		try_again, idle_released, prereg_repins;	/* appended */
 	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
@@ -172,6 +184,8 @@ struct prefetch_cell {
 #define PREFETCH_QLEN 1024
 
 struct engine;
+struct prereg_set;
+struct odpx_caps;
 
 /*
  * struct odpx_ctx
@@ -229,7 +243,11 @@ struct odpx_ctx {
 	uintptr_t evicted[64];
 	uint32_t nevicted;
 	struct odpx_limits lim;
+	uint32_t lim_source;		/* enum odpx_limit_source of max_pinned_bytes */
 	uint32_t tick_ms;
+	uint32_t idle_ms;		/* idle.c: release what is unused this long, 0: never */
+	_Atomic(struct prereg_set *) prereg;	/* prereg.c, NULL: none */
+	_Atomic bool prereg_stale;	/* a pre-registered entry died (kill_locked) */
 	uint32_t linger_us;		/* engine.c: 0, never linger */
 
 	_Atomic uint32_t dead_head ALIGNED_LINE;
@@ -297,7 +315,18 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
+int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		 bool prereg, struct entry **out);
+/* prereg.c */
+bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
+void prereg_tick(struct odpx_ctx *ctx);		/* engine: drop what died */
+int prereg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);
+void prereg_free(struct odpx_ctx *ctx);
+void prereg_usage(struct odpx_ctx *ctx, uint64_t *regions, uint64_t *bytes);
 unsigned cache_reap_dead(struct odpx_ctx *ctx);
+/* reg_ex.c: ODPX_REG_TRY/PARTIAL in the pin cache; -EAGAIN when none serves */
+int cache_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+	      uint32_t flags, struct entry **out);
 void cache_trim(struct odpx_ctx *ctx);
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);
 void cache_detach(struct odpx_ctx *ctx);	/* from the monitor, at close */
@@ -362,6 +391,21 @@ static inline void stats_dereg(struct odpx_ctx *ctx, uint64_t released)
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken);
 uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned);
 void stats_prefetch(struct odpx_ctx *ctx);
+
+/*
+ * idle.c: the time base of idle release, kept by the engine: records of
+ * (time, ctx->clock) every idle_ms / IDLE_STEPS.
+ */
+#define IDLE_STEPS 4
+#define IDLE_RECORDS 8		/* cover idle_ms and a step more */
+struct idle_clock {
+	uint64_t ns[IDLE_RECORDS], next_ns;
+	uint32_t stamp[IDLE_RECORDS];
+	unsigned n;
+};
+void idle_tick(struct odpx_ctx *ctx, struct idle_clock *ic, uint64_t now_ns);
+/* reserve.c: evict the unused entries released before @stamp; how many */
+unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
 
 /* engine.c */
 int engine_start(struct odpx_ctx *ctx);	/* idempotent */

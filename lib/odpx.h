@@ -23,6 +23,7 @@ extern "C" {
 
 struct odpx_ctx;
 struct odpx_mr;
+struct odpx_caps;
 struct ibv_pd;
 
 enum odpx_mode {
@@ -87,7 +88,16 @@ enum odpx_attr_mask {
 	ODPX_ATTR_TRANSPORTS = 1 << 5,
 	ODPX_ATTR_CHUNK = 1 << 6,
 	ODPX_ATTR_LINGER = 1 << 7,
-	ODPX_ATTR_RESERVED = 1 << 8,
+	ODPX_ATTR_IDLE = 1 << 8,
+	ODPX_ATTR_PREREG = 1 << 9,
+	ODPX_ATTR_RESERVED = 1 << 10,
+};
+
+/* A range to register for the context's whole life (odpx_prereg_add(3)). */
+struct odpx_range {
+	void *addr;
+	size_t len;
+	uint32_t access;	/* ODPX_ACCESS_* */
 };
 
 /* Transports the caller will use with its registrations (verbs backend). */
@@ -177,6 +187,12 @@ struct odpx_attr {
 					 * timer after work before it sleeps on its doorbell,
 					 * 0 (never) to 1000000; default ODPX_ENGINE_LINGER_US
 					 * from the environment, else 100 */
+	uint32_t idle_ms;		/* ODPX_ATTR_IDLE: unused registrations (and ODP MRs
+					 * no registration holds) idle this long are released
+					 * by the engine; 0 never.  Default ODPX_IDLE_MS from
+					 * the environment, else 300000 */
+	const struct odpx_range *prereg;	/* ODPX_ATTR_PREREG: pre-registered at open, */
+	uint32_t nprereg;		/* as by odpx_prereg_add() each, at most 64 */
 };
 
 /**
@@ -241,6 +257,64 @@ int odpx_close(struct odpx_ctx *ctx);
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
+
+enum odpx_reg_flags {
+	/* a registration that exists and covers the whole range, or -EAGAIN */
+	ODPX_REG_TRY = 1 << 0,
+	/*
+	 * one that exists and covers the lowest-addressed page of the range
+	 * that any registration covers (its bounds: odpx_mr_addr(),
+	 * odpx_mr_length()), or -EAGAIN; implies ODPX_REG_TRY
+	 */
+	ODPX_REG_PARTIAL = 1 << 1,
+	ODPX_REG_RESERVED = 1 << 2,
+};
+
+/**
+ * odpx_reg_ex - odpx_reg() with flags: lookups that never block
+ * @flags: 0 (odpx_reg()), or ODPX_REG_TRY or ODPX_REG_PARTIAL
+ *
+ * With either flag the call never pins, registers, waits for another
+ * thread's miss or takes a lock that a miss may hold for long: it answers
+ * from the registrations that exist (in the ODP modes, the chunk, range
+ * and implicit MRs), for progress engines and handlers that must not
+ * block.  A remote-access request is served only by a registration of
+ * exactly its pages (PARTIAL too).  -EAGAIN does not mean that a later
+ * call will succeed: nothing registers for it, so spinning on it is not a
+ * way to wait; call odpx_reg() (or odpx_prefetch()) to make one.
+ * Return: 0, -EAGAIN (none serves it now, counted in try_again), or the
+ * errors of odpx_reg(); -EINVAL for unknown flag bits.
+ */
+int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
+		uint32_t flags, struct odpx_mr **mr);
+
+/**
+ * odpx_prereg_add - register [@addr, @addr + @len) for the context's life
+ * @access: ODPX_ACCESS_* bits of the registration
+ *
+ * The registration is made now and held by the context: it is never
+ * evicted nor released as idle, its bytes are not unused bytes
+ * (max_unused_bytes), and it may be longer than max_entry_bytes (up to
+ * the backend's largest).  It still counts against max_pinned_bytes and
+ * max_entries.  Requests inside it hit.  Pin mode: when its memory is
+ * unmapped or discarded it is invalidated like any registration, and made
+ * again by the next request inside it (counted in prereg_repins).  ODP
+ * modes: the chunk or range MRs are held.  Direct mode: -EOPNOTSUPP.
+ * Return: 0, -EEXIST (the same range and access is pre-registered),
+ * -ENOSPC (64 regions), -EOPNOTSUPP (direct mode, or memory that cannot
+ * be cached: a shared file mapping, a range the monitor cannot watch), or
+ * the errors of odpx_reg().
+ */
+int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access);
+
+/**
+ * odpx_prereg_release - let go of a region of odpx_prereg_add()
+ *
+ * Its registration becomes an ordinary one: released when unused, as
+ * the limits and idle reaping decide.  odpx_close() releases them all.
+ * Return: 0, -ENOENT (no such region), -EINVAL.
+ */
+int odpx_prereg_release(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access);
 
 /**
  * odpx_dereg - release a reference from odpx_reg()
@@ -387,6 +461,10 @@ struct odpx_stats {
 	/* direct-mode fallback, appended */
 	uint64_t direct_no_engine;	/* the engine thread could not start (a descriptor,
 					   memory or thread limit); retried once a second */
+	/* appended */
+	uint64_t try_again;		/* odpx_reg_ex() TRY or PARTIAL that returned -EAGAIN */
+	uint64_t idle_released;		/* unused registrations and ODP MRs released as idle */
+	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
 };
 
 /**
@@ -406,6 +484,56 @@ int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode,
 		  const char **reason);
 
 const char *odpx_mode_str(enum odpx_mode mode);
+
+/* Where max_pinned_bytes came from. */
+enum odpx_limit_source {
+	ODPX_LIMIT_ATTR = 1,		/* the open attributes */
+	ODPX_LIMIT_MEMLOCK,		/* RLIMIT_MEMLOCK */
+	ODPX_LIMIT_RAM,			/* 1/8 of physical memory (no finite RLIMIT_MEMLOCK,
+					 * or CAP_IPC_LOCK) */
+	ODPX_LIMIT_RESERVED,
+};
+
+enum odpx_query_mask {
+	ODPX_QUERY_LIMITS = 1 << 0,	/* limits, their source, idle_ms, rlimit_memlock */
+	ODPX_QUERY_USAGE = 1 << 1,	/* entries, bytes, pre-registered regions */
+	ODPX_QUERY_DEVICE = 1 << 2,	/* verbs backend: the device's limits and ODP caps */
+	ODPX_QUERY_WATCH = 1 << 3,	/* pin mode, once a miss attached the monitor */
+	ODPX_QUERY_URING = 1 << 4,	/* uring backend */
+	ODPX_QUERY_RESERVED = 1 << 5,
+};
+
+/* What a resource manager needs to size a process (odpx_query(3)). */
+struct odpx_caps {
+	uint64_t comp_mask;		/* in: the parts wanted; out: those filled */
+	/* ODPX_QUERY_LIMITS */
+	struct odpx_limits limits;	/* in force, defaults resolved */
+	uint32_t max_pinned_source;	/* enum odpx_limit_source */
+	uint32_t idle_ms;		/* 0: no idle release */
+	uint64_t rlimit_memlock;	/* soft RLIMIT_MEMLOCK now, UINT64_MAX: unlimited */
+	/* ODPX_QUERY_USAGE */
+	uint64_t entries, pinned_bytes, unused_bytes;
+	uint64_t prereg_regions, prereg_bytes;
+	/* ODPX_QUERY_DEVICE (ibv_query_device_ex at open) */
+	uint64_t max_mr, max_mr_size, max_pd;
+	uint64_t odp_general_caps;	/* enum ibv_odp_general_caps */
+	uint32_t odp_rc_caps, odp_uc_caps, odp_ud_caps, odp_xrc_caps;
+	/* ODPX_QUERY_WATCH: the process's watched ranges and their budget */
+	uint32_t watch_ranges, watch_max;
+	/* ODPX_QUERY_URING: fixed-buffer slots and the largest */
+	uint32_t uring_slots;
+	uint64_t uring_slot_max_bytes;
+};
+
+/**
+ * odpx_query - the context's limits, their use, and the resources behind
+ * @caps: comp_mask set to the parts wanted (enum odpx_query_mask); on
+ *	return it holds those filled: DEVICE only on the verbs backend,
+ *	WATCH only in pin mode once the monitor watches, URING only on the
+ *	uring backend.  Other fields are left as they were.
+ * Return: 0, -EINVAL (NULL, unknown bits).
+ */
+int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps);
 
 /*
  * odpx_last_reason - the calling thread's text for the last error returned

@@ -208,14 +208,27 @@ static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v, uint64_t *
 	return bytes;
 }
 
+/* Is the least linked key below *@before (idle release)? */
+static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
+{
+	uint32_t idx;
+
+	if (!before || (idx = lru_min(ctx)) == NIL)
+		return false;
+	return (int32_t)(ctx->ent[idx].link_stamp - *before) < 0;
+}
+
 /*
  * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
+ * With @idle_before, also every unused entry last released before that
+ * stamp (idle release: counted in idle_released, not as evictions).
  * Victims are chained on *victims (through dnext) for the caller to unpin
  * after unlocking; *dead is a DEAD entry met with no reference left, if
  * any.  Returns false when everything left is in use.
  */
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
-		      uint64_t bytes, uint32_t *victims, uint32_t *dead, bool mon_held)
+		      uint64_t bytes, uint32_t *victims, uint32_t *dead, bool mon_held,
+		      const uint32_t *idle_before)
 {
 	/* our own victims are unpinned before our pin; other misses' may not be */
 	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, nmine;
@@ -223,7 +236,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 
 	lru_age(ctx);	/* every miss comes here, linking or not */
 	while (ctx->nentries + (ctx->releasing_entries - nmine) + 1 > max_entries ||
-	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes) {
+	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes ||
+	       idle_due(ctx, idle_before)) {
 		uint32_t idx = lru_min(ctx);
 
 		if (idx == NIL || scanned++ > limit)
@@ -286,9 +300,13 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			nmine++;
 			ST(e->dnext, *victims);
 			*victims = idx;
-			STAT_INC(ctx, evictions);
-			ctx->evicted[(e_start(e) >> PAGE_SHIFT) % 64] = e_start(e);
-			ctx->nevicted++;
+			if (idle_before) {
+				STAT_INC(ctx, idle_released);
+			} else {
+				STAT_INC(ctx, evictions);
+				ctx->evicted[(e_start(e) >> PAGE_SHIFT) % 64] = e_start(e);
+				ctx->nevicted++;
+			}
 			stats_gauges_publish(ctx);
 		}
 		/* else a hit took it meanwhile: met again, in use or dead */
@@ -372,7 +390,8 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		return -ENOMEM;
 	if (start && ctx->nevicted)
 		count_remiss(ctx, start);
-	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, &rv->dead, mon_held) ||
+	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, &rv->dead, mon_held,
+		       NULL) ||
 	    (ctx->free_head == NIL && rv->victims == NIL)) {
 		victims_bytes(ctx, rv->victims, &n);
 		rv->coming = LD(ctx->releasing) - (uint32_t)n;
@@ -421,7 +440,7 @@ static void evict_all_unused(struct odpx_ctx *ctx)
 	uint32_t victims = NIL, dead;
 
 	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims, &dead, false);
+	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims, &dead, false, NULL);
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);
 }
@@ -533,8 +552,26 @@ void cache_trim(struct odpx_ctx *ctx)
 		over = unused - ctx->lim.max_unused_bytes;
 		/* others' victims stay charged: evict @over bytes of our own */
 		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - over, 0,
-			  &victims, &dead, false);
+			  &victims, &dead, false, NULL);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);
+}
+
+/*
+ * Idle release (engine tick, idle.c): evict the unused entries released
+ * before @stamp, the oldest first; entries in use, dead or released since
+ * are put back under a later key as make_room() does.  Returns how many.
+ */
+unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
+{
+	uint32_t victims = NIL, dead = NIL;
+	uint64_t n;
+
+	pthread_mutex_lock(&ctx->lock);
+	make_room(ctx, UINT64_MAX, UINT64_MAX, 0, &victims, &dead, false, &stamp);
+	victims_bytes(ctx, victims, &n);
+	pthread_mutex_unlock(&ctx->lock);
+	free_victims(ctx, victims);
+	return (unsigned)n;
 }

@@ -132,6 +132,9 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 	st->engine_ticks = CS(engine_ticks);
 	st->engine_lingers = CS(engine_lingers);
 	st->direct_no_engine = CS(direct_no_engine);
+	st->try_again = CS(try_again);
+	st->idle_released = CS(idle_released);
+	st->prereg_repins = CS(prereg_repins);
 	st->evict_remiss = CS(evict_remiss);
 	st->odp_mrs = CS(odp_mrs);
 	st->odp_fallbacks = CS(odp_fallbacks);

@@ -52,7 +52,7 @@ static const struct {
 	F(prefetch_failed), F(engine_wakeups), F(engine_ticks), F(engine_lingers), G(unsafe_no_monitor),
 	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
 	F(odp_mrs), F(odp_fallbacks), F(prefetch_sges), G(prefetch_errno), G(global_rkey),
-	F(direct_no_engine), F(evict_remiss),
+	F(direct_no_engine), F(evict_remiss), F(try_again), F(idle_released), F(prereg_repins),
 #undef F
 #undef G
 };
@@ -63,6 +63,7 @@ struct devcaps {
 	char err[96];
 	uint64_t general;
 	uint32_t rc, uc, ud, xrc;
+	uint64_t max_mr, max_mr_size, max_pd;	/* what odpx_query(3) gives a context */
 };
 
 /*
@@ -107,6 +108,27 @@ static int die(const char *fmt, ...)
 	return 1;
 }
 
+/* @b exactly, in the largest binary unit that divides it */
+static const char *bytes_str(uint64_t b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	unsigned u = 0;
+
+	while (u < 4 && b && !(b % 1024)) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%" PRIu64 " %s", b, unit[u]);
+	return buf;
+}
+
+/* enum odpx_limit_source, as odpstat prints it */
+static const char *limit_source_str(uint32_t s)
+{
+	return s == ODPX_LIMIT_ATTR ? "attributes" : s == ODPX_LIMIT_MEMLOCK ? "RLIMIT_MEMLOCK" :
+	       s == ODPX_LIMIT_RAM ? "1/8 of RAM" : "unknown";
+}
+
 static const char *backend_str(enum odpx_backend b)
 {
 	return b == ODPX_BACKEND_URING ? "uring" : b == ODPX_BACKEND_VERBS ? "verbs" : "?";
@@ -147,6 +169,9 @@ static int query_caps(const char *dev, struct devcaps *out, int max)
 			d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
 			d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
 			d->xrc = ax.xrc_odp_caps;
+			d->max_mr = (uint64_t)ax.orig_attr.max_mr;
+			d->max_mr_size = ax.orig_attr.max_mr_size;
+			d->max_pd = (uint64_t)ax.orig_attr.max_pd;
 		}
 		ibv_close_device(c);
 	}
@@ -180,15 +205,21 @@ static void caps_line(const struct devcaps *d, char *buf, size_t len)
 		snprintf(buf, len, "%s: capabilities unknown (%s)", d->name, d->err);
 		return;
 	}
+	int n;
+
 	if (!(d->general & 1)) {	/* IBV_ODP_SUPPORT */
-		snprintf(buf, len, "%s: no ODP (pin mode)", d->name);
-		return;
+		n = snprintf(buf, len, "%s: no ODP (pin mode)", d->name);
+	} else {
+		transport_bits(rc, sizeof(rc), d->rc);
+		transport_bits(ud, sizeof(ud), d->ud);
+		transport_bits(uc, sizeof(uc), d->uc);
+		n = snprintf(buf, len, "%s: ODP%s (rc: %s; ud: %s; uc: %s)", d->name,
+			     d->general & 2 ? " with implicit" : " explicit only, no implicit",
+			     rc, ud, uc);
 	}
-	transport_bits(rc, sizeof(rc), d->rc);
-	transport_bits(ud, sizeof(ud), d->ud);
-	transport_bits(uc, sizeof(uc), d->uc);
-	snprintf(buf, len, "%s: ODP%s (rc: %s; ud: %s; uc: %s)", d->name,
-		 d->general & 2 ? " with implicit" : " explicit only, no implicit", rc, ud, uc);
+	if (n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; max_mr %" PRIu64 ", max_mr_size %" PRIu64
+			 ", max_pd %" PRIu64, d->max_mr, d->max_mr_size, d->max_pd);
 }
 
 /* ---- sampling ---- */
@@ -437,6 +468,9 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 				caps[i].general & 1 ? "true" : "false",
 				caps[i].general & 2 ? "true" : "false", caps[i].general, caps[i].rc,
 				caps[i].uc, caps[i].ud, caps[i].xrc);
+		if (caps[i].queried)
+			fprintf(f, ",\"max_mr\":%" PRIu64 ",\"max_mr_size\":%" PRIu64 ",\"max_pd\":%"
+				PRIu64, caps[i].max_mr, caps[i].max_mr_size, caps[i].max_pd);
 		fputs(",\"summary\":", f);
 		json_str(f, line);
 		fputc('}', f);
@@ -451,6 +485,11 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 			i ? "," : "", (int)s->pid, s->n, odpx_mode_str(s->mode),
 			backend_str(s->backend));
 		json_str(f, s->reason);
+		fprintf(f, ",\"limits\":{\"max_pinned_bytes\":%" PRIu64 ",\"max_pinned_source\":\"%s\","
+			"\"max_entries\":%" PRIu64 ",\"max_unused_bytes\":%" PRIu64
+			",\"max_entry_bytes\":%" PRIu64 ",\"idle_ms\":%" PRIu32 "}",
+			s->lim.max_pinned_bytes, limit_source_str(s->lim_source), s->lim.max_entries,
+			s->lim.max_unused_bytes, s->lim.max_entry_bytes, s->idle_ms);
 		fprintf(f, ",\"thrash_state\":\"%s\",\"thrash_metric\":\"%s\",\"stats\":{",
 			thrash_state_str((enum odpx_thrash_state)s->st.thrash_state),
 			thrash_metric_str((enum odpx_thrash_metric)s->st.thrash_metric));
@@ -527,10 +566,23 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 	}
 	if (!s->nseg)
 		printf("# no odpx context%s\n", o->pid ? " in this process" : " of this user");
-	for (int i = 0; i < s->nseg; i++)
-		printf("# pid %d ctx %u: mode %s, backend %s%s%s\n", (int)s->seg[i].pid, s->seg[i].n,
-		       odpx_mode_str(s->seg[i].mode), backend_str(s->seg[i].backend),
-		       s->seg[i].reason[0] ? ": " : "", s->seg[i].reason);
+	for (int i = 0; i < s->nseg; i++) {
+		const struct odpx_seg_info *g = &s->seg[i];
+
+		printf("# pid %d ctx %u: mode %s, backend %s%s%s\n", (int)g->pid, g->n,
+		       odpx_mode_str(g->mode), backend_str(g->backend),
+		       g->reason[0] ? ": " : "", g->reason);
+		char pin[32], unused[32], entry[32];
+
+		if (g->lim.max_pinned_bytes)
+			printf("# pid %d ctx %u: limits: pinned %s (%s), entries %" PRIu64
+			       ", unused %s, entry %s; idle release %s%" PRIu32 "%s\n",
+			       (int)g->pid, g->n, bytes_str(g->lim.max_pinned_bytes, pin, sizeof(pin)),
+			       limit_source_str(g->lim_source), g->lim.max_entries,
+			       bytes_str(g->lim.max_unused_bytes, unused, sizeof(unused)),
+			       bytes_str(g->lim.max_entry_bytes, entry, sizeof(entry)),
+			       g->idle_ms ? "after " : "off", g->idle_ms, g->idle_ms ? " ms" : "");
+	}
 	for (size_t i = 0; i < s->c.nerr; i++)
 		printf("# error: %s\n", s->c.err[i].msg);
 }

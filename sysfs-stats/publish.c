@@ -171,6 +171,12 @@ void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
 		h->backend = ctx->be ? ctx->be->id : 0;
 		h->flags = ctx->flags;
 		h->tick_ms = ctx->tick_ms;
+		h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
+		h->max_entries = ctx->lim.max_entries;
+		h->max_unused_bytes = ctx->lim.max_unused_bytes;
+		h->max_entry_bytes = ctx->lim.max_entry_bytes;
+		h->lim_source = ctx->lim_source;
+		h->idle_ms = ctx->idle_ms;
 	}
 	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
 }

@@ -84,6 +84,13 @@ struct seg_hdr {
 	 * identity to a reader that follows its counters from sample to sample.
 	 */
 	uint64_t born_ns;
+	/*
+	 * The limits in force and where max_pinned_bytes came from (enum
+	 * odpx_limit_source), the idle time: written once before @magic, as
+	 * odpx_query() gives them (zero in older writers).
+	 */
+	uint64_t max_pinned_bytes, max_entries, max_unused_bytes, max_entry_bytes;
+	uint32_t lim_source, idle_ms;
 };
 
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");

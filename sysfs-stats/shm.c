@@ -237,6 +237,10 @@ static int seg_read_fd(int fd, pid_t pid, bool locked, struct odpx_seg_info *out
 	out->mode = (enum odpx_mode)h->mode;
 	out->backend = (enum odpx_backend)h->backend;
 	out->tick_ms = h->tick_ms;
+	out->lim = (struct odpx_limits){ h->max_pinned_bytes, h->max_entries, h->max_unused_bytes,
+					 h->max_entry_bytes };
+	out->lim_source = h->lim_source;
+	out->idle_ms = h->idle_ms;
 	read_reason(fd, out->reason, sizeof(out->reason));
 	const struct stat_shard *shards = (const void *)(p + h->shards_off);
 

@@ -176,6 +176,13 @@ int main(void)
 		 d.name, dev_is_rxe(&d) ? "false" : "");
 	if (!strstr(out, key))
 		dev_fail("ODP caps of %s not shown: %.600s", d.name, out);
+	/* the device's limits, as odpx_query(3) gives a context */
+	struct ibv_device_attr_ex ax = dev_query_ex(&d);
+	snprintf(key, sizeof(key), "\"max_mr\":%" PRIu64 ",\"max_mr_size\":%" PRIu64
+		 ",\"max_pd\":%" PRIu64, (uint64_t)ax.orig_attr.max_mr,
+		 (uint64_t)ax.orig_attr.max_mr_size, (uint64_t)ax.orig_attr.max_pd);
+	if (!strstr(out, key))
+		dev_fail("device limits %s not shown: %.600s", key, out);
 	printf("caps: %.*s\n", (int)(strstr(strstr(out, "\"summary\":"), "}") - strstr(out, "\"summary\":")),
 	       strstr(out, "\"summary\":"));
 

@@ -33,7 +33,7 @@ static const char *const fields[] = {
 	"prefetch_queued", "prefetch_merged", "prefetch_dropped", "prefetch_issued",
 	"prefetch_failed", "unsafe_no_monitor", "thrash_state", "thrash_changes",
 	"odp_mrs", "odp_fallbacks", "prefetch_sges", "prefetch_errno", "global_rkey",
-	"direct_no_engine",
+	"direct_no_engine", "try_again", "idle_released", "prereg_repins",
 };
 
 static uint64_t field_of(const struct odpx_stats *st, const char *name)
@@ -48,7 +48,7 @@ static uint64_t field_of(const struct odpx_stats *st, const char *name)
 	X(prefetch_issued) X(prefetch_failed) X(unsafe_no_monitor) X(thrash_state)
 	X(thrash_changes) X(engine_ticks) X(engine_wakeups) X(engine_lingers) X(odp_mrs) X(odp_fallbacks)
 	X(prefetch_sges) X(prefetch_errno) X(global_rkey)
-	X(direct_no_engine)
+	X(direct_no_engine) X(try_again) X(idle_released) X(prereg_repins)
 #undef X
 	FAIL("no field %s", name);
 }
@@ -451,6 +451,17 @@ int main(void)
 	CHECK(run(cmd, out, sizeof(out)) == 0, "text mode");
 	snprintf(path, sizeof(path), "# pid %d ctx 0: mode pin, backend uring", (int)pid);
 	CHECK(strstr(out, path) && strstr(out, "state") && strstr(out, "hit/s"), "text: %s", out);
+	/* and its limits, as odpx_query() gives them: set in the attributes, the rest defaults */
+	char want[192];
+	snprintf(want, sizeof(want), "# pid %d ctx 0: limits: pinned 32 KiB (attributes), "
+		 "entries 4096, unused 32 KiB, entry 1 GiB; idle release after 300000 ms", (int)pid);
+	CHECK(strstr(out, want), "text, limits: want \"%s\" in %s", want, out);
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once 0.05", odpstat, (int)pid);
+	CHECK(run(cmd, out, sizeof(out)) == 0, "%s failed: %s", cmd, out);
+	CHECK(strstr(out, "\"limits\":{\"max_pinned_bytes\":32768,\"max_pinned_source\":\"attributes\","
+			  "\"max_entries\":4096,\"max_unused_bytes\":32768,\"max_entry_bytes\":1073741824,"
+			  "\"idle_ms\":300000}"), "json, limits: %s", out);
+	printf("odpstat: the limits in force and their source, as odpx_query()\n");
 
 	/* another user cannot read it */
 	snprintf(cmd, sizeof(cmd),
