@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "../sysfs-stats/counters.h"
 
 _Atomic uint32_t odpx_fork_gen;
 static __thread char last_reason[192];
@@ -279,6 +280,21 @@ uint64_t odpx_env(const char *name, uint64_t dflt)
 	return v;
 }
 
+/* ODPX_THRASH into @c (the defaults when unset); -EINVAL naming the bad key. */
+static int thrash_env(struct thrash_cfg *c)
+{
+	const char *s = getenv("ODPX_THRASH");
+	struct thrash_cfg t;
+	char err[128];
+
+	thrash_cfg_default(&t);
+	if (s && *s && thrash_cfg_parse(&t, s, err, sizeof(err)) < 0)
+		return odpx_fail(-EINVAL, "ODPX_THRASH=%s: %s", s, err);
+	if (c)
+		*c = t;
+	return 0;
+}
+
 int odpx_env_check(void)
 {
 	const char *m = getenv("ODPX_UFFD_MODE");
@@ -292,7 +308,7 @@ int odpx_env_check(void)
 	    strcmp(m, "missing"))
 		return odpx_fail(-EINVAL, "ODPX_UFFD_MODE=%s: not one of auto, wp-async, wp, missing",
 				 m);
-	return 0;
+	return thrash_env(NULL);
 }
 
 static int parse_mode_env(enum odpx_mode *m)

@@ -112,6 +112,8 @@ static void bad_env(void)
 		{ "ODPX_WATCH_MAX", "2", { "0", "1048577", "-2", "many", NULL } },
 		{ "ODPX_WATCH_WIDEN_KB", "64", { "1048577", "-64", "64k", "99999999999999999999", NULL } },
 		{ "ODPX_UFFD_MODE", "wp", { "bogus", "WP", "wp-sync", NULL } },
+		{ "ODPX_THRASH", "window_ms=200, enter_n=3",
+		  { "garbage=,,==", "window_ms=-5", "window_ms", "exit_factor=2", "enter_n=1.5" } },
 	};
 
 	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
