@@ -415,6 +415,15 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	ctx->lim_source = lim_source;
 	ctx->idle_ms = a.idle_ms;
 	ctx->tick_ms = a.tick_ms;
+	{
+		struct thrash_cfg tc;
+
+		thrash_env(&tc);	/* checked above */
+		/* evicted ranges live as long as the detector needs to enter THRASH */
+		uint64_t age = (uint64_t)tc.window_ms * tc.enter_n;
+
+		ctx->evict_age_ms = age < (1U << 30) ? (uint32_t)age : 1U << 30;
+	}
 	ctx->linger_us = a.linger_us;
 	ctx->max_entries = slab_slots(&a, ops);
 	ctx->hmod = ctx->max_entries;

@@ -159,6 +159,10 @@ struct stat_shard {
 	uint64_t released, taken;
 } ALIGNED_LINE;
 
+/* The evicted-range records of a context (reserve.c): 32 KiB. */
+#define EVICTED_SETS 256
+#define EVICTED_WAYS 4
+
 /* Counters bumped elsewhere: relaxed atomics, rarely written. */
 struct cold_stats {
 	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
@@ -170,7 +174,8 @@ struct cold_stats {
 		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
 		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
 		engine_lingers, direct_no_engine,
-		try_again, idle_released, prereg_repins;	/* appended */
+		try_again, idle_released, prereg_repins,	/* appended */
+		repin_fresh;
 	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
@@ -237,11 +242,18 @@ struct odpx_ctx {
 	 */
 	uint64_t releasing_entries;
 	/*
-	 * Starts of ranges evicted lately, direct-mapped by start page: a miss
-	 * at one of them is counted in evict_remiss (ctx->lock).
+	 * Ranges evicted lately, for the thrash detector (reserve.c): a miss
+	 * at the start of one is a re-miss (evict_remiss), or new memory if the
+	 * monitor invalidated the range since (repin_fresh).  Sets of
+	 * EVICTED_WAYS picked by a hash of the start page; a record lives
+	 * evict_age_ms (ctx->lock).
 	 */
-	uintptr_t evicted[64];
-	uint32_t nevicted;
+	struct evicted_rec {
+		uintptr_t start;	/* 0: empty */
+		struct monitor_read rd;	/* begun at the eviction */
+		uint32_t pages, ms;	/* the range's length; when evicted */
+	} evicted[EVICTED_SETS * EVICTED_WAYS];
+	uint32_t nevicted, evict_age_ms;
 	struct odpx_limits lim;
 	uint32_t lim_source;		/* enum odpx_limit_source of max_pinned_bytes */
 	uint32_t tick_ms;

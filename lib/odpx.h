@@ -133,9 +133,10 @@ enum odpx_open_flags {
  * The thrash detector (odpstat(1) documents it): from counter increases over
  * a window it finds a working set that keeps being registered again.
  *   OK       idle, or hits: nothing to report
- *   WARMING  faults (misses) with no invalidations (evictions): a working
+ *   WARMING  faults (misses) with no invalidations (evictions), or misses
+ *            on memory unmapped or zapped lately (new memory): a working
  *            set is loading
- *   THRASH   pages invalidated (ranges evicted) and faulted (re-pinned)
+ *   THRASH   pages invalidated (ranges evicted) and faulted (missed)
  *            again: the working set does not fit
  * Thresholds and the window: ODPX_THRASH="key=value,..." (odpstat(1)).
  */
@@ -419,7 +420,7 @@ struct odpx_stats {
 	uint64_t evictions, enomem_retries;
 	uint64_t merges, superseded;
 	uint64_t miss_retries;		/* invalidated while pinning */
-	uint64_t repins;		/* miss on a range invalidated recently */
+	uint64_t repins;		/* miss on a range invalidated recently: new memory */
 	/* invalidation (userfaultfd) */
 	uint64_t inval_unmap, inval_remove, inval_remap;	/* events seen */
 	uint64_t inval_entries, inval_bytes;	/* entries marked dead */
@@ -465,6 +466,10 @@ struct odpx_stats {
 	uint64_t try_again;		/* odpx_reg_ex() TRY or PARTIAL that returned -EAGAIN */
 	uint64_t idle_released;		/* unused registrations and ODP MRs released as idle */
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
+	/* pin cache, for the thrash detector, appended */
+	uint64_t repin_fresh;		/* misses at the start of a recently evicted range
+					   whose memory was unmapped or zapped since: new
+					   memory, not in evict_remiss */
 };
 
 /**

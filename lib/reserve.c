@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache.h"
 
@@ -219,6 +220,96 @@ static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
 }
 
 /*
+ * The evicted ranges' records: sets of EVICTED_WAYS, the set chosen by the
+ * top bits of the start page times 2^64 / phi (Fibonacci hashing), which
+ * spreads starts of any stride, powers of two included, over the sets.  A
+ * record lives evict_age_ms (the detector's window times enter_n): an older
+ * one is ignored and the first replaced.  A set full of live records loses
+ * its oldest: the memory is bounded, and a working set that overflows the
+ * cache by more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in
+ * part only.
+ */
+static uint32_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+static struct evicted_rec *evicted_set(struct odpx_ctx *ctx, uintptr_t start)
+{
+	uint64_t h = (uint64_t)(start >> PAGE_SHIFT) * 0x9e3779b97f4a7c15ULL;
+
+	_Static_assert((EVICTED_SETS & (EVICTED_SETS - 1)) == 0, "a power of two");
+	return &ctx->evicted[(h >> (64 - __builtin_ctz(EVICTED_SETS))) * EVICTED_WAYS];
+}
+
+static bool evicted_live(const struct odpx_ctx *ctx, const struct evicted_rec *r, uint32_t now)
+{
+	return r->start && now - r->ms <= ctx->evict_age_ms;
+}
+
+/* @start was evicted, @rd begun then (ctx->lock). */
+static void evicted_note(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
+			 const struct monitor_read *rd)
+{
+	struct evicted_rec *set = evicted_set(ctx, start), *r = NULL;
+	uint32_t now = now_ms();
+
+	for (unsigned w = 0; w < EVICTED_WAYS; w++) {
+		struct evicted_rec *x = &set[w];
+
+		if (x->start == start || !evicted_live(ctx, x, now)) {
+			r = x;	/* the same start again, or room */
+			break;
+		}
+		if (!r || now - x->ms > now - r->ms)
+			r = x;	/* the oldest so far */
+	}
+	r->start = start;
+	r->rd = *rd;
+	r->pages = (uint32_t)(bytes >> PAGE_SHIFT);
+	r->ms = now;
+	ctx->nevicted++;
+}
+
+/*
+ * A miss at @s (ctx->lock and the invalidation lock): at the start of a
+ * range evicted lately, it is the working set coming back (evict_remiss),
+ * unless the monitor's read section begun at the eviction fails for the
+ * range (monitor_read_retry()): an event invalidated it since, so its pages
+ * were unmapped, zapped or moved, and the registration is of new memory
+ * (repin_fresh), which says nothing of the working set's fit.  A range no
+ * longer watched, or so many invalidations since that the monitor's log no
+ * longer tells, count as new memory too: a re-miss is never claimed on a
+ * guess.  A context without a monitor (ODPX_OPEN_UNSAFE_NO_MONITOR) sees no
+ * invalidation: its re-misses all count.  Each record counts once.
+ */
+static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
+{
+	struct evicted_rec *set = evicted_set(ctx, s);
+
+	for (unsigned w = 0; w < EVICTED_WAYS; w++) {
+		struct evicted_rec *r = &set[w];
+
+		if (r->start != s)
+			continue;
+		if (evicted_live(ctx, r, now_ms())) {
+			uintptr_t e = s + ((uintptr_t)r->pages << PAGE_SHIFT);
+
+			if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR) &&
+			    monitor_read_retry(&r->rd, s, e) != 0)
+				STAT_INC(ctx, repin_fresh);
+			else
+				STAT_INC(ctx, evict_remiss);
+		}
+		r->start = 0;
+		return;
+	}
+}
+
+/*
  * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
  * With @idle_before, also every unused entry last released before that
  * stamp (idle release: counted in idle_released, not as evictions).
@@ -277,10 +368,12 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		 */
 		w = atomic_load_explicit(&e->word, ACQ);
 		bool owned = false, again = LD(e->last_use) != used;
+		struct monitor_read rd = { 0 };
 		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0 && !again) {
 			seq_begin(ctx);
 			owned = kill_locked(ctx, idx, 0);	/* else a hit won: it pushes */
 			seq_end(ctx);
+			monitor_read_begin(&rd);	/* for count_remiss() */
 		}
 		if (!mon_held)
 			monitor_unlock();
@@ -304,8 +397,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 				STAT_INC(ctx, idle_released);
 			} else {
 				STAT_INC(ctx, evictions);
-				ctx->evicted[(e_start(e) >> PAGE_SHIFT) % 64] = e_start(e);
-				ctx->nevicted++;
+				evicted_note(ctx, e_start(e), SPAN_BYTES(LD(e->span)), &rd);
 			}
 			stats_gauges_publish(ctx);
 		}
@@ -351,17 +443,6 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/* A miss at the start of a range evicted lately: the working set does not fit. */
-static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
-{
-	uintptr_t *slot = &ctx->evicted[(s >> PAGE_SHIFT) % 64];
-
-	if (*slot == s) {
-		STAT_INC(ctx, evict_remiss);
-		*slot = 0;	/* once */
-	}
-}
-
 /*
  * Reserve an entry and @bytes within the limits, under ctx->lock (and
  * the invalidation lock when @mon_held), evicting onto rv->victims for the caller to
@@ -388,7 +469,7 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	rv->wide = false;
 	if (bytes > max)
 		return -ENOMEM;
-	if (start && ctx->nevicted)
+	if (start && ctx->nevicted && mon_held)
 		count_remiss(ctx, start);
 	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, &rv->dead, mon_held,
 		       NULL) ||

@@ -136,6 +136,7 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 	st->idle_released = CS(idle_released);
 	st->prereg_repins = CS(prereg_repins);
 	st->evict_remiss = CS(evict_remiss);
+	st->repin_fresh = CS(repin_fresh);
 	st->odp_mrs = CS(odp_mrs);
 	st->odp_fallbacks = CS(odp_fallbacks);
 	st->prefetch_sges = CS(prefetch_sges);

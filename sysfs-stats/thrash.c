@@ -12,8 +12,8 @@
  *           invalidated/faulted >= inval_ratio                     -> THRASH
  *           faulted/s >= fault_rate with any invalidation          -> THRASH
  *           invalidated < warm_ratio x faulted                     -> WARMING
- *   pin:    repins/misses >= repin_ratio                           -> THRASH
- *           evict-then-miss/misses >= evict_miss_ratio             -> THRASH
+ *   pin:    evict-then-miss/misses >= evict_miss_ratio             -> THRASH
+ *           repins/misses >= repin_ratio                           -> WARMING
  *           no eviction and no invalidation                        -> WARMING
  *   else OK
  *
@@ -32,8 +32,15 @@
  * state never changed.)  The metric and value reported are those of the
  * run's last window of the new state's class.
  *
+ * In pin mode only an eviction followed by a miss on the same range is the
+ * working set not fitting.  A re-pin (a miss on a range the monitor
+ * invalidated recently) registers memory that was unmapped, zapped or moved:
+ * new pages at an old address, the application allocating, which alone is
+ * growth (WARMING), never THRASH.
+ *
  * Evictions followed by a miss on the same range come from the cache itself
- * (stats.evict_remiss: a miss at the start of a recently evicted range); a
+ * (stats.evict_remiss: a miss at the start of a recently evicted range whose
+ * memory was not invalidated since, stats.repin_fresh when it was); a
  * reader without it (an older segment) falls back to min(evictions,
  * misses): in a cache at its limits each miss of a cycled working set
  * evicts one range that is missed again later.
@@ -195,10 +202,10 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 			      : in->evictions < in->misses ? in->evictions : in->misses;
 		double evm = (double)em / misses;
 
-		if (repin >= c->repin_ratio * f)
-			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_REPIN_RATIO, repin);
-		else if (evm >= c->evict_miss_ratio * f)
+		if (evm >= c->evict_miss_ratio * f)
 			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_EVICT_MISS_RATIO, evm);
+		else if (repin >= c->repin_ratio)
+			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_REPIN_RATIO, repin);
 		else if (!in->evictions && !in->invals)
 			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_MISS_RATE, misses / secs);
 	}

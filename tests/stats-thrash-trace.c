@@ -124,7 +124,7 @@ static struct thrash_in pin_window(enum odpx_thrash_state s)
 				.misses = 1000 };
 
 	if (s == ODPX_THRASH_THRASH)
-		in.repins = 500;	/* repin ratio 0.5 */
+		in.evictions = in.evict_remiss = 600;	/* evict-miss ratio 0.6 */
 	else if (s == ODPX_THRASH_OK)
 		in.evictions = 10;	/* evicted, never missed again: OK */
 	return in;			/* misses with no eviction: WARMING */
@@ -149,7 +149,7 @@ static void test_alternating(void)
 	thrash_cfg_default(&cfg);	/* enter_n 2, exit_n 3 */
 	thrash_init(&t, &cfg);
 	run_seq(&t, "T", "OT");
-	CHECK(t.metric == ODPX_METRIC_REPIN_RATIO, "THRASH by %s", thrash_metric_str(t.metric));
+	CHECK(t.metric == ODPX_METRIC_EVICT_MISS_RATIO, "THRASH by %s", thrash_metric_str(t.metric));
 	/* out of THRASH after exit_n windows none of which is THRASH: the worst of them */
 	run_seq(&t, "OW", "TTW");
 	CHECK(t.metric == ODPX_METRIC_MISS_RATE, "left THRASH for WARMING by metric %s",
