@@ -12,7 +12,7 @@ SRC = os.path.dirname(os.path.abspath(__file__))
 os.chdir(SRC)
 DEBIAN = ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev', 'libucx-dev',
           'rdma-core', 'ibverbs-providers', 'libmnl-dev', 'util-linux', 'procps',
-          'qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget']
+          'qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget', 'gnuplot-nox']
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument('--debug', action='store_true', help='-O0 -g, assertions')
