@@ -156,6 +156,9 @@ enum odpx_thrash_metric {
 	ODPX_METRIC_REPIN_RATIO,	/* pin: re-pins of recently invalidated ranges / misses */
 	ODPX_METRIC_EVICT_MISS_RATIO,	/* pin: evictions followed by a miss / misses */
 	ODPX_METRIC_MISS_RATE,		/* pin: misses per second (WARMING) */
+	ODPX_METRIC_MEM_REFAULT_RATE,	/* ODP: the memory cgroup's (else the system's)
+					   workingset refaults per second */
+	ODPX_METRIC_MAJFAULT_RATE,	/* ODP: its major faults per second (WARMING) */
 	ODPX_METRIC_RESERVED,
 };
 

@@ -31,6 +31,7 @@ enum ctr_source {
 	SRC_VMSTAT,		/* /proc/vmstat */
 	SRC_PROC_PID,		/* /proc/<pid>/stat */
 	SRC_ODPX,		/* an odpx context's published segment */
+	SRC_MEMCG,		/* the memory cgroup v2 of a process: memory.stat */
 	SRC_MAX,
 };
 
@@ -135,6 +136,13 @@ int src_uverbs_read(const struct stats_roots *r, const char *dev, struct ctr_set
 int src_debugfs_read(const struct stats_roots *r, struct ctr_set *s);
 int src_hw_counters_read(const struct stats_roots *r, const char *dev, struct ctr_set *s);
 int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s);
+/*
+ * The memory.stat of @pid's cgroup v2 (0: the caller's), from <proc>/<pid>/cgroup
+ * and <sys>/fs/cgroup (or its unified/ of a hybrid layout): the refault,
+ * major fault and scan counters, where = the cgroup's path.  0 added when
+ * there is none (cgroup v1, no memory controller, the root cgroup).
+ */
+int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s);
 /* and, into *@start unless NULL, the start time of @pid (field 22; 0 if none) */
 int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s, uint64_t *start);
 /* RDMA devices under <sys>/class/infiniband; returns the count, names in @names */
@@ -255,6 +263,7 @@ struct thrash_cfg {
 	double exit_factor;		/* 0.5 */
 	unsigned enter_n, exit_n;	/* 2, 3 */
 	unsigned window_ms;		/* library: windows of ticks, 1000 */
+	double mem_refault_rate;	/* memory cgroup (or system) refaulted pages/s: 1000 */
 };
 
 /* The inputs of one window: counter increases over @secs seconds. */
@@ -267,6 +276,10 @@ struct thrash_in {
 	/* pin cache */
 	uint64_t misses, evictions, repins, invals, evict_remiss;
 	bool have_pin, have_evict_remiss;
+	/* memory (ODP modes): the process's memory cgroup, else /proc/vmstat; pages */
+	uint64_t mem_refaults, mem_majfaults, mem_scanned;
+	double mem_secs;	/* of the memory counts, read at other times (0: secs) */
+	bool have_mem;
 };
 
 struct thrash {
@@ -288,6 +301,13 @@ void thrash_init(struct thrash *t, const struct thrash_cfg *c);
 /* One window; returns true when the state changed. */
 bool thrash_step(struct thrash *t, const struct thrash_in *in);
 const char *thrash_state_str(enum odpx_thrash_state s);
+/*
+ * Memory inputs between two samples: SRC_MEMCG if both have it, else
+ * SRC_VMSTAT's (refaults, major faults, pages scanned).  Returns the source
+ * used, SRC_MAX for none.
+ */
+enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
+				  struct thrash_in *in);
 const char *thrash_metric_str(enum odpx_thrash_metric m);
 /*
  * The device inputs from a set of counters (legacy files, else netlink

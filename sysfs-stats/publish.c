@@ -450,7 +450,11 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	st->thrash_changes = atomic_load_explicit(&h->thrash_changes, memory_order_relaxed);
 }
 
-/* The device's own fault/invalidation counters (ODP modes). */
+/*
+ * The device's own fault/invalidation counters (ODP modes), and while a
+ * thrash callback is set the memory's: the process's memory cgroup, else
+ * the system's.
+ */
 static void sample_device(struct seg_priv *pv)
 {
 	struct ctr_set *t;
@@ -458,6 +462,8 @@ static void sample_device(struct seg_priv *pv)
 	ctr_set_clear(pv->dev_cur);
 	src_uverbs_read(pv->roots, NULL, pv->dev_cur);
 	src_debugfs_read(pv->roots, pv->dev_cur);
+	if (pv->cb && src_memcg_read(pv->roots, 0, pv->dev_cur) <= 0)
+		src_vmstat_read(pv->roots, pv->dev_cur);
 	t = pv->dev_prev;
 	pv->dev_prev = pv->dev_cur;
 	pv->dev_cur = t;
@@ -502,6 +508,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	if (pv->dev_inputs) {
 		sample_device(pv);	/* dev_prev is now the new sample, dev_cur the old */
 		thrash_dev_inputs(pv->dev_cur, pv->dev_prev, &in);
+		thrash_mem_inputs(pv->dev_cur, pv->dev_prev, &in);
 	}
 	was = pv->t.state;
 	bool changed = thrash_step(&pv->t, &in);

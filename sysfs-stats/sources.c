@@ -28,6 +28,7 @@ static const char *const source_names[SRC_MAX] = {
 	[SRC_VMSTAT] = "vmstat",
 	[SRC_PROC_PID] = "proc_pid",
 	[SRC_ODPX] = "odpx",
+	[SRC_MEMCG] = "memcg",
 };
 
 const char *ctr_source_name(enum ctr_source s)
@@ -420,13 +421,14 @@ int src_hw_counters_read(const struct stats_roots *r, const char *dev, struct ct
 }
 
 /* /proc/vmstat: the fault counters and the locked-page gauge. */
-int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s)
+/* "name value" lines of @path, those @keep accepts: counters of @src at @where. */
+static int read_kv_file(struct ctr_set *s, enum ctr_source src, const char *path,
+			const char *where, bool (*keep)(const char *name))
 {
-	char path[PATH_MAX + 16], line[256];
+	char line[256];
 	int added = 0, lineno = 0;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/vmstat", r->proc);
 	if (!(f = fopen(path, "re")))
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
@@ -436,22 +438,72 @@ int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s)
 
 		lineno++;
 		if (!sp) {
-			ctr_error(s, SRC_VMSTAT, "%s:%d: no value", path, lineno);
+			ctr_error(s, src, "%s:%d: no value", path, lineno);
 			continue;
 		}
 		*sp = 0;
-		if (!strstr(line, "fault") && strcmp(line, "nr_mlock") &&
-		    strcmp(line, "pgmigrate_success") && strcmp(line, "thp_split_pmd"))
+		if (!keep(line))
 			continue;
 		if ((rc = ctr_parse_value(sp + 1, strlen(sp + 1), &v)) < 0) {
-			ctr_error(s, SRC_VMSTAT, "%s:%d: %s: %s", path, lineno, line, why(rc));
+			ctr_error(s, src, "%s:%d: %s: %s", path, lineno, line, why(rc));
 			continue;
 		}
-		if (ctr_add(s, SRC_VMSTAT, "", line, v, !strcmp(line, "nr_mlock")) == 0)
+		if (ctr_add(s, src, where, line, v, !strcmp(line, "nr_mlock")) == 0)
 			added++;
 	}
 	fclose(f);
 	return added;
+}
+
+/* faults (workingset_refault_* included), reclaim scans, and a few more */
+static bool vmstat_keep(const char *n)
+{
+	return strstr(n, "fault") || !strncmp(n, "pgscan_", 7) || !strcmp(n, "nr_mlock") ||
+	       !strcmp(n, "pgmigrate_success") || !strcmp(n, "thp_split_pmd");
+}
+
+int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s)
+{
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/vmstat", r->proc);
+	return read_kv_file(s, SRC_VMSTAT, path, "", vmstat_keep);
+}
+
+static bool memcg_keep(const char *n)
+{
+	return !strncmp(n, "workingset_refault", 18) || !strcmp(n, "pgmajfault") ||
+	       !strcmp(n, "pgfault") || !strcmp(n, "pgscan") || !strcmp(n, "pgsteal");
+}
+
+int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
+{
+	static const char *const mounts[] = { "fs/cgroup", "fs/cgroup/unified" };
+	char path[PATH_MAX * 2 + 64], line[PATH_MAX + 8], cg[sizeof(line)] = "";
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "%s/%d/cgroup", r->proc, (int)pid);
+	else
+		snprintf(path, sizeof(path), "%s/self/cgroup", r->proc);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::/", 4)) {	/* the v2 hierarchy */
+			line[strcspn(line, "\n")] = 0;
+			snprintf(cg, sizeof(cg), "%s", line + 3);
+			break;
+		}
+	fclose(f);
+	if (!cg[0] || strstr(cg, "/.."))
+		return 0;
+	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s%s%smemory.stat", r->sys, mounts[i], cg,
+			 cg[strlen(cg) - 1] == '/' ? "" : "/");
+		if (access(path, R_OK) == 0)
+			return read_kv_file(s, SRC_MEMCG, path, cg, memcg_keep);
+	}
+	return 0;
 }
 
 /*

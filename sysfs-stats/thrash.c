@@ -15,7 +15,17 @@
  *   pin:    evict-then-miss/misses >= evict_miss_ratio             -> THRASH
  *           repins/misses >= repin_ratio                           -> WARMING
  *           no eviction and no invalidation                        -> WARMING
+ *   memory: refaulted pages/s >= mem_refault_rate                  -> THRASH
+ *           major faults/s >= mem_refault_rate                     -> WARMING
  *   else OK
+ *
+ * The memory side is the kernel's view of the process's pages in the ODP
+ * modes, where the device faults what the kernel reclaimed: a workingset
+ * refault is a page faulted in again while its shadow entry says it was
+ * still in the working set when reclaim took it, which is thrashing by the
+ * kernel's own measure.  Its source is the memory cgroup of the process
+ * (memory.stat), else /proc/vmstat: the cgroup's or the system's pages,
+ * not the process's alone.
  *
  * Hysteresis: while in THRASH, the thresholds are multiplied by
  * exit_factor (a window must fall clearly below them to count as "not
@@ -65,6 +75,7 @@ void thrash_cfg_default(struct thrash_cfg *c)
 	c->enter_n = 2;
 	c->exit_n = 3;
 	c->window_ms = 1000;
+	c->mem_refault_rate = 1000;
 }
 
 static const struct {
@@ -76,7 +87,7 @@ static const struct {
 	K(min_rate, false), K(fault_rate, false), K(inval_ratio, false),
 	K(refault_ratio, false), K(repin_ratio, false), K(evict_miss_ratio, false),
 	K(warm_ratio, false), K(exit_factor, false), K(enter_n, true), K(exit_n, true),
-	K(window_ms, true),
+	K(window_ms, true), K(mem_refault_rate, false),
 #undef K
 };
 
@@ -151,7 +162,7 @@ const char *thrash_metric_str(enum odpx_thrash_metric m)
 {
 	static const char *const n[] = {
 		"none", "fault_rate", "inval_ratio", "refault_ratio", "repin_ratio",
-		"evict_miss_ratio", "miss_rate",
+		"evict_miss_ratio", "miss_rate", "mem_refault_rate", "majfault_rate",
 	};
 
 	return (unsigned)m < ODPX_METRIC_RESERVED ? n[m] : "?";
@@ -208,6 +219,16 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_REPIN_RATIO, repin);
 		else if (!in->evictions && !in->invals)
 			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_MISS_RATE, misses / secs);
+	}
+	if (in->have_mem) {
+		double msecs = in->mem_secs > 0 ? in->mem_secs : secs;
+		double refaults = (double)in->mem_refaults / msecs;
+		double majfaults = (double)in->mem_majfaults / msecs;
+
+		if (refaults >= c->mem_refault_rate * f && refaults >= c->min_rate)
+			worse(&v, ODPX_THRASH_THRASH, ODPX_METRIC_MEM_REFAULT_RATE, refaults);
+		else if (majfaults >= c->mem_refault_rate && majfaults >= c->min_rate)
+			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_MAJFAULT_RATE, majfaults);
 	}
 	return v;
 }
@@ -282,6 +303,45 @@ enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_s
 		if (srcs[i].refault)
 			in->dev_refaults += ctr_inc_each(prev, cur, src, srcs[i].refault, NULL);
 		return src;	/* one source: the legacy files and netlink count the same faults */
+	}
+	return SRC_MAX;
+}
+
+/*
+ * Memory inputs: the pages the kernel reclaimed and had to fault in again
+ * while their shadow entries said they were still in the working set
+ * (workingset_refault_anon + _file, or workingset_refault before 5.9),
+ * major faults (swap-ins and file reads) and pages scanned by reclaim, of
+ * the process's memory cgroup if it was read twice, else of the system.
+ */
+enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
+				  struct thrash_in *in)
+{
+	static const char *const refaults[] = {
+		"workingset_refault_anon", "workingset_refault_file", "workingset_refault",
+	};
+	static const char *const scans[] = { "pgscan", "pgscan_kswapd", "pgscan_direct",
+					     "pgscan_khugepaged" };
+	static const enum ctr_source srcs[] = { SRC_MEMCG, SRC_VMSTAT };
+
+	for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
+		bool found = false, f;
+		uint64_t r = 0, sc = 0;
+
+		for (size_t k = 0; k < sizeof(refaults) / sizeof(refaults[0]); k++) {
+			f = false;
+			r += ctr_inc_each(prev, cur, srcs[i], refaults[k], &f);
+			found |= f;
+		}
+		if (!found)
+			continue;
+		for (size_t k = 0; k < sizeof(scans) / sizeof(scans[0]); k++)
+			sc += ctr_inc_each(prev, cur, srcs[i], scans[k], NULL);
+		in->have_mem = true;
+		in->mem_refaults += r;
+		in->mem_scanned += sc;
+		in->mem_majfaults += ctr_inc_each(prev, cur, srcs[i], "pgmajfault", NULL);
+		return srcs[i];
 	}
 	return SRC_MAX;
 }
