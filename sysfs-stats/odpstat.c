@@ -85,7 +85,7 @@ struct sample {
 struct opts {
 	const char *dev;
 	pid_t pid;
-	bool json, once, netlink;
+	bool json, once, netlink, stamp;
 	double interval;
 	long count;
 	uint64_t pid_start;		/* -p: its start time at the first sample, 0 unknown */
@@ -257,6 +257,8 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	src_debugfs_read(&o->roots, &s->c);
 	src_hw_counters_read(&o->roots, o->dev, &s->c);
 	src_vmstat_read(&o->roots, &s->c);
+	if (o->pid)
+		src_memcg_read(&o->roots, o->pid, &s->c);
 	if (o->pid) {
 		r = src_pid_stat_read(&o->roots, o->pid, &s->c, &start);
 		if (first)
@@ -367,6 +369,9 @@ static double src_secs(const struct sample *a, const struct sample *b, enum ctr_
 
 struct row {
 	double hit, miss, evict, inval, repin, pin_mb, dflt, dinv, retry, rnr, minflt, majflt;
+	double hit_ratio;		/* hits / (hits + misses), NAN with neither */
+	double mem_refault, mem_majflt;	/* pages/s of the memory the detector reads */
+	enum ctr_source mem;		/* its source: SRC_MEMCG, SRC_VMSTAT, SRC_MAX none */
 };
 
 static void compute(const struct opts *o, const struct sample *a, const struct sample *b,
@@ -389,9 +394,26 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 			in.have_pin = true;
 	dev = thrash_dev_inputs(&a->c, &b->c, &in);
 	in.dev_secs = dt_dev = src_secs(a, b, dev);
+	/* the memory side in the ODP modes, as the library: the device faults what is reclaimed */
+	struct thrash_in mem = { .mem_secs = dt_files };
+
+	rw->mem = thrash_mem_inputs(&a->c, &b->c, &mem);
+	for (int i = 0; i < b->nseg; i++)
+		if (b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT) {
+			in.have_mem = mem.have_mem;
+			in.mem_refaults = mem.mem_refaults;
+			in.mem_majfaults = mem.mem_majfaults;
+			in.mem_scanned = mem.mem_scanned;
+			in.mem_secs = dt_files;
+			break;
+		}
 	thrash_step(t, &in);
 
-	rw->hit = (double)inc_each(a, b, SRC_ODPX, "hits") / dt_odpx;
+	uint64_t hits = inc_each(a, b, SRC_ODPX, "hits");
+	rw->hit_ratio = hits + in.misses ? (double)hits / (double)(hits + in.misses) : NAN;
+	rw->mem_refault = (double)mem.mem_refaults / dt_files;
+	rw->mem_majflt = (double)mem.mem_majfaults / dt_files;
+	rw->hit = (double)hits / dt_odpx;
 	rw->miss = (double)in.misses / dt_odpx;
 	rw->evict = (double)in.evictions / dt_odpx;
 	rw->inval = (double)in.invals / dt_odpx;
@@ -448,10 +470,15 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 	struct timespec rt;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
-	fprintf(f, "{\"time\":%.3f,\"interval\":%.3f,\"state\":\"%s\",\"metric\":\"%s\",\"value\":",
-		(double)rt.tv_sec + (double)rt.tv_nsec / 1e9, dt, thrash_state_str(t->state),
-		thrash_metric_str(t->metric));
+	fprintf(f, "{\"time\":%.3f,\"schema\":\"odpstat/2\",\"interval\":%.3f,\"state\":\"%s\","
+		"\"metric\":\"%s\",\"value\":", (double)rt.tv_sec + (double)rt.tv_nsec / 1e9, dt,
+		thrash_state_str(t->state), thrash_metric_str(t->metric));
 	json_rate(f, t->value);
+	fputs(",\"hit_ratio\":", f);
+	json_rate(f, rw->hit_ratio);
+	fprintf(f, ",\"memory\":{\"source\":\"%s\",\"refault_pages\":%.3f,\"majflt\":%.3f}",
+		rw->mem == SRC_MAX ? "none" : ctr_source_name(rw->mem), rw->mem_refault,
+		rw->mem_majflt);
 	fprintf(f, ",\"rates\":{\"hits\":%.3f,\"misses\":%.3f,\"evictions\":%.3f,"
 		"\"invalidations\":%.3f,\"repins\":%.3f,\"pinned_mib\":%.3f,\"dev_fault_pages\":%.3f,"
 		"\"dev_inval_pages\":%.3f,\"retries\":%.3f,\"rnr\":%.3f,\"minflt\":%.3f,\"majflt\":%.3f}",
@@ -588,19 +615,34 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 		printf("# error: %s\n", s->c.err[i].msg);
 }
 
-static void print_header(void)
+static void print_header(const struct opts *o)
 {
-	printf("%-8s %-16s %8s %7s %7s %7s %7s %8s %8s %8s %7s %6s %8s %7s\n", "state", "metric",
-	       "hit/s", "miss/s", "evict/s", "inval/s", "repin/s", "pin_MiB", "dflt/s", "dinval/s",
-	       "retry/s", "rnr/s", "minflt/s", "majflt/s");
+	if (o->stamp)
+		printf("%-8s ", "time");
+	printf("%-8s %-16s %9s %5s %8s %7s %7s %7s %7s %8s %8s %8s %7s %6s %8s %7s %7s\n", "state",
+	       "metric", "value", "hit%", "hit/s", "miss/s", "evict/s", "inval/s", "repin/s",
+	       "pin_MiB", "dflt/s", "dinval/s", "retry/s", "rnr/s", "minflt/s", "majflt/s", "rflt/s");
 }
 
-static void print_row(const struct thrash *t, const struct row *r)
+static void print_row(const struct opts *o, const struct thrash *t, const struct row *r)
 {
-	printf("%-8s %-16s %8.0f %7.0f %7.0f %7.0f %7.0f %8.1f %8.0f %8.0f %7.0f %6.0f %8.0f %7.0f\n",
-	       thrash_state_str(t->state), thrash_metric_str(t->metric), r->hit, r->miss, r->evict,
-	       r->inval, r->repin, r->pin_mb, r->dflt, r->dinv, r->retry, r->rnr, r->minflt,
-	       r->majflt);
+	char hr[8] = "-";
+
+	if (o->stamp) {
+		time_t now = time(NULL);
+		struct tm tm;
+		char ts[16];
+
+		localtime_r(&now, &tm);
+		strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+		printf("%-8s ", ts);
+	}
+	if (!isnan(r->hit_ratio))
+		snprintf(hr, sizeof(hr), "%.1f", r->hit_ratio * 100);
+	printf("%-8s %-16s %9.3f %5s %8.0f %7.0f %7.0f %7.0f %7.0f %8.1f %8.0f %8.0f %7.0f %6.0f %8.0f "
+	       "%7.0f %7.0f\n", thrash_state_str(t->state), thrash_metric_str(t->metric),
+	       isfinite(t->value) ? t->value : 0.0, hr, r->hit, r->miss, r->evict, r->inval, r->repin,
+	       r->pin_mb, r->dflt, r->dinv, r->retry, r->rnr, r->minflt, r->majflt, r->mem_refault);
 	fflush(stdout);
 }
 
@@ -634,6 +676,7 @@ static void usage(FILE *f)
 		"  -p, --pid PID         one process (its odpx contexts, faults and MRs)\n"
 		"  -j, --json            one JSON object per interval (NDJSON)\n"
 		"  -1, --once            one report, then exit (count 1)\n"
+		"  -t, --timestamp       a time column (HH:MM:SS, local) before each row\n"
 		"      --sysfs DIR       sysfs root (ODPX_SYSFS_ROOT, default /sys)\n"
 		"      --debugfs DIR     debugfs root (ODPX_DEBUGFS_ROOT, default /sys/kernel/debug)\n"
 		"      --procfs DIR      procfs root (ODPX_PROCFS_ROOT, default /proc)\n"
@@ -665,7 +708,8 @@ int odpstat_main(int argc, char **argv)
 		{ "debugfs", required_argument, NULL, 'D' },
 		{ "procfs", required_argument, NULL, 'P' },
 		{ "no-netlink", no_argument, NULL, 'n' },
-		{ "thresholds", required_argument, NULL, 't' },
+		{ "thresholds", required_argument, NULL, 'T' },
+		{ "timestamp", no_argument, NULL, 't' },
 		{ "record", required_argument, NULL, 'r' },
 		{ "replay", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
@@ -684,7 +728,7 @@ int odpstat_main(int argc, char **argv)
 	optind = 1;
 	thrash_cfg_default(&o.cfg);
 	/* "+": options before the operands only, so that "1 -1" is a count, not --once */
-	while ((c = getopt_long(argc, argv, "+d:p:j1hV", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+d:p:j1thV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': o.dev = optarg; break;
 		case 'p': {
@@ -701,7 +745,8 @@ int odpstat_main(int argc, char **argv)
 		case 'D': dbg = optarg; break;
 		case 'P': proc = optarg; break;
 		case 'n': o.netlink = false; break;
-		case 't': thr = optarg; break;
+		case 'T': thr = optarg; break;
+		case 't': o.stamp = true; break;
 		case 'r': o.record = optarg; break;
 		case 'R': o.replay = optarg; break;
 		case 'h': usage(stdout); return 0;
@@ -780,8 +825,8 @@ int odpstat_main(int argc, char **argv)
 			print_json(&o, a, b, &t, &rw, caps, ncaps);
 		} else {
 			if (lines % rows == 0)
-				print_header();
-			print_row(&t, &rw);
+				print_header(&o);
+			print_row(&o, &t, &rw);
 			lines++;
 		}
 		x = a;

@@ -119,6 +119,42 @@ static void pid_reused(void)
 	printf("odpstat -p of a PID given to another process: \"exited\" after %d lines\n", rows);
 }
 
+/* Run odpstat with @args; its stdout in @out (a deadline: 2 samples of 0.05 s). */
+static void capture(const char *args, char *out, size_t cap)
+{
+	char cmd[PATH_MAX + 256];
+	size_t n;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s --no-netlink %s", odpstat, args);
+	CHECK((p = popen(cmd, "r")), "popen");
+	n = fread(out, 1, cap - 1, p);
+	out[n] = 0;
+	CHECK(pclose(p) == 0, "odpstat %s failed: %s", args, out);
+}
+
+/*
+ * -t puts the time (HH:MM:SS) before each row under a "time" header; the
+ * rows show the metric's value and the hit ratio; the JSON names its schema
+ * and carries the hit ratio and the memory rates.
+ */
+static void columns(void)
+{
+	char out[1 << 16], *row;
+	int hh, mm, ss;
+
+	capture("-t 0.05 2", out, sizeof(out));
+	CHECK(strstr(out, "\ntime     state    metric               value  hit%"), "-t header: %s", out);
+	CHECK((row = strstr(out, "hit%")) && (row = strchr(row, '\n')) &&
+	      sscanf(row + 1, "%d:%d:%d ", &hh, &mm, &ss) == 3 && hh < 24 && mm < 60 && ss < 61,
+	      "-t row: %s", out);
+	capture("--json 0.05 1", out, sizeof(out));
+	CHECK(!strncmp(out, "{\"time\":", 8) && strstr(out, "\"schema\":\"odpstat/2\"") &&
+	      strstr(out, "\"hit_ratio\":") && strstr(out, "\"memory\":{\"source\":"),
+	      "--json: %.400s", out);
+	printf("odpstat -t: a time column; --json: schema odpstat/2, hit_ratio, memory\n");
+}
+
 int main(void)
 {
 	odpstat = odpstat_path();
@@ -128,5 +164,6 @@ int main(void)
 	refused((char *[]){ "0.1", "1", "--no-netlink", NULL }, "0.1 1 --no-netlink",
 		"options come before");
 	pid_reused();
+	columns();
 	return 0;
 }
