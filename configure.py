@@ -190,7 +190,8 @@ for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
 everything = [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tests + dev_tests + benches + tools
 n.build('all', 'phony', everything)
 n.build('bench', 'phony', benches)
-n.build('test', 'run', tests + dev_tests + scripts + tools, cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts),
+paging = [b for b in benches if b.endswith('/odpx-paging')]	# tests/paging-quick.sh runs it
+n.build('test', 'run', tests + dev_tests + scripts + tools + paging, cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts),
         desc='TEST host suite')
 n.build('test-vm', 'run', dev_tests + tests + tools,
         cmd='tests/vm/odpx-vm test ' + ' '.join(dev_tests), desc='TEST device tier (Soft-RoCE guest)')

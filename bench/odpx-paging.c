@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+/*
+ * odpx-paging.c - paging experiments: one NDJSON line per sample and PNG
+ * plots (gnuplot, bench/odpx-paging.gp) in a report directory, with an
+ * index.md naming the host, kernel, device, mode and commit
+ * (docs/man/odpx-paging.1).
+ *
+ *   pincache   (host, uring backend) miss ratio, time per registration and
+ *              the detector's state against max_entries for a fixed working
+ *              set, and against the working set for a fixed cache; buffers
+ *              chosen uniformly at random.
+ *   timeline   (host, uring backend) warm-up, steady state, thrash and
+ *              recovery in one run of the pin cache: the rates over time and
+ *              the detector's state under them.
+ *   warmup, prefetch, workingset: on an RDMA device with ODP (paging-dev.h).
+ *
+ * Timings are printed, never asserted; the exit status reflects errors of
+ * setup only.  --quick runs a small version of each, in under a minute.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include "bench.h"
+
+struct report {
+	char dir[PATH_MAX];
+	FILE *nd;		/* samples.ndjson */
+	bool quick;
+	uint64_t seed;
+	char skipped[1024];	/* "name: why; ..." */
+	char ran[256];
+};
+
+static struct report R;
+
+static FILE *open_in(const char *name)
+{
+	char path[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", R.dir, name);
+	if (!(f = fopen(path, "w")))
+		DIE("%s: %s", path, strerror(errno));
+	return f;
+}
+
+static void skip(const char *exp, const char *why)
+{
+	size_t n = strlen(R.skipped);
+
+	snprintf(R.skipped + n, sizeof(R.skipped) - n, "%s%s: %s", n ? "; " : "", exp, why);
+	printf("# %s skipped: %s\n", exp, why);
+	fprintf(R.nd, "{\"exp\":\"%s\",\"skipped\":\"%s\"}\n", exp, why);
+}
+
+static void ran(const char *exp)
+{
+	size_t n = strlen(R.ran);
+
+	snprintf(R.ran + n, sizeof(R.ran) - n, "%s%s", n ? ", " : "", exp);
+}
+
+static const char *state_name(uint64_t s)
+{
+	return s == ODPX_THRASH_THRASH ? "THRASH" : s == ODPX_THRASH_WARMING ? "WARMING" : "OK";
+}
+
+/* ---- pin-cache fit ---- */
+
+#define PC_BUF (16 * KiB)
+#define PC_STRIDE (PC_BUF + 4 * KiB)	/* never adjacent: one entry per buffer */
+
+static struct odpx_ctx *open_pin(uint64_t max_entries, unsigned tick_ms)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LIMITS | ODPX_ATTR_TICK, .tick_ms = tick_ms };
+	struct odpx_ctx *ctx;
+
+	a.limits.max_entries = max_entries;
+	CHECK_ODPX(odpx_open_uring(&a, &ctx));
+	return ctx;
+}
+
+/* One point: @ws buffers, a cache of @entries, @secs of registrations at random. */
+static void pincache_point(FILE *tsv, const char *series, unsigned ws, unsigned entries,
+			   unsigned char *base, double secs)
+{
+	struct odpx_ctx *ctx = open_pin(entries, 20);
+	uint64_t rs = R.seed, regs = 0, t0, t1, worst = 0;
+	struct odpx_stats s0, s1;
+
+	/* the first round loads the cache; the measure starts after it */
+	for (unsigned i = 0; i < ws; i++)
+		reg_dereg(ctx, base + (size_t)i * PC_STRIDE, PC_BUF);
+	s0 = stats_of(ctx);
+	t0 = now_ns();
+	do {
+		for (unsigned k = 0; k < 256; k++)
+			reg_dereg(ctx, base + (size_t)(rnd(&rs) % ws) * PC_STRIDE, PC_BUF);
+		regs += 256;
+		t1 = now_ns();
+		uint64_t st = stats_of(ctx).thrash_state;
+		worst = st > worst ? st : worst;
+	} while ((double)(t1 - t0) < secs * 1e9);
+	s1 = stats_of(ctx);
+	double miss = (double)(s1.misses - s0.misses) / (double)regs;
+	double ns = (double)(t1 - t0) / (double)regs;
+	fprintf(R.nd, "{\"exp\":\"pincache\",\"series\":\"%s\",\"backend\":\"uring\",\"mode\":\"pin\","
+		"\"pattern\":\"uniform\",\"buf_bytes\":%lu,\"working_set\":%u,\"max_entries\":%u,"
+		"\"regs\":%lu,\"miss_ratio\":%.4f,\"ns_per_reg\":%.1f,\"evictions\":%lu,"
+		"\"evict_remiss\":%lu,\"state\":\"%s\",\"worst_state\":\"%s\"}\n", series,
+		(unsigned long)PC_BUF, ws, entries, (unsigned long)regs, miss, ns,
+		(unsigned long)(s1.evictions - s0.evictions),
+		(unsigned long)(s1.evict_remiss - s0.evict_remiss), state_name(s1.thrash_state),
+		state_name(worst));
+	fprintf(tsv, "%u %u %.4f %.1f %lu\n", ws, entries, miss, ns, (unsigned long)s1.thrash_state);
+	printf("# pincache %-10s working set %5u, max_entries %5u: miss ratio %.3f, %7.1f ns/reg, %s\n",
+	       series, ws, entries, miss, ns, state_name(s1.thrash_state));
+	CHECK_ODPX(odpx_close(ctx));
+}
+
+static void exp_pincache(void)
+{
+	unsigned ws = R.quick ? 256 : 1024, cache = R.quick ? 64 : 256;
+	double secs = R.quick ? 0.4 : 2.0;	/* at least 3 windows of 100 ms */
+	unsigned max_ws = 8 * cache > ws ? 8 * cache : ws;
+	unsigned char *base = map_anon((size_t)max_ws * PC_STRIDE, true);
+	static const double f_entries[] = { 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 3.0 / 4, 1, 2 };
+	static const double f_ws[] = { 1.0 / 4, 1.0 / 2, 3.0 / 4, 1, 5.0 / 4, 3.0 / 2, 2, 4, 8 };
+	FILE *tsv;
+
+	tsv = open_in("pincache-entries.tsv");
+	fprintf(tsv, "working_set max_entries miss_ratio ns_per_reg state\n");
+	for (size_t i = 0; i < sizeof(f_entries) / sizeof(f_entries[0]); i++)
+		pincache_point(tsv, "vs_entries", ws, (unsigned)(ws * f_entries[i]), base, secs);
+	fclose(tsv);
+	tsv = open_in("pincache-ws.tsv");
+	fprintf(tsv, "working_set max_entries miss_ratio ns_per_reg state\n");
+	for (size_t i = 0; i < sizeof(f_ws) / sizeof(f_ws[0]); i++)
+		pincache_point(tsv, "vs_ws", (unsigned)(cache * f_ws[i]), cache, base, secs);
+	fclose(tsv);
+	munmap(base, (size_t)max_ws * PC_STRIDE);
+	ran("pincache");
+}
+
+/* ---- detector timeline (pin cache) ---- */
+
+static _Atomic int tl_phase;	/* 0 warm-up, 1 steady, 2 thrash, 3 recovery, 4 stop */
+static const char *const tl_names[] = { "warm-up", "steady", "thrash", "recovery" };
+
+struct tl_job {
+	struct odpx_ctx *ctx;
+	unsigned char *base;
+	unsigned small, big, warm_every_us;
+};
+
+static void *tl_worker(void *arg)
+{
+	struct tl_job *j = arg;
+	unsigned next_new = 0;
+	uint64_t i = 0;
+	int ph;
+
+	while ((ph = atomic_load(&tl_phase)) < 4) {
+		if (ph == 0) {	/* warm-up: a new buffer now and then, every one kept */
+			struct timespec ts = { 0, (long)j->warm_every_us * 1000 };
+			if (next_new < j->small)
+				reg_dereg(j->ctx, j->base + (size_t)next_new++ * PC_STRIDE, PC_BUF);
+			for (unsigned k = 0; k < next_new; k++)
+				reg_dereg(j->ctx, j->base + (size_t)k * PC_STRIDE, PC_BUF);
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		unsigned n = ph == 2 ? j->big : j->small;
+		reg_dereg(j->ctx, j->base + (size_t)(i++ % n) * PC_STRIDE, PC_BUF);
+	}
+	return NULL;
+}
+
+static void exp_timeline(void)
+{
+	double phase_s = R.quick ? 1.5 : 6.0, step_s = R.quick ? 0.05 : 0.1;
+	unsigned entries = 64;
+	struct tl_job j = { .small = 48, .big = 4 * entries };
+	struct odpx_stats prev, cur;
+	pthread_t thr;
+	FILE *tsv = open_in("timeline.tsv");
+	uint64_t t0, tp;
+
+	/* warm-up: the 48 buffers come one by one over most of the phase */
+	j.warm_every_us = (unsigned)(phase_s * 0.95 / j.small * 1e6);
+	j.base = map_anon((size_t)j.big * PC_STRIDE, true);
+	j.ctx = open_pin(entries, 20);
+	atomic_store(&tl_phase, 0);
+	fprintf(tsv, "t hits/s misses/s evictions/s re-misses/s state phase\n");
+	prev = stats_of(j.ctx);
+	t0 = tp = now_ns();
+	if (pthread_create(&thr, NULL, tl_worker, &j))
+		DIE("pthread_create");
+	for (int ph = 0; ph < 4; ph++) {
+		atomic_store(&tl_phase, ph);
+		uint64_t end = now_ns() + (uint64_t)(phase_s * 1e9);
+		while (now_ns() < end) {
+			struct timespec ts = { 0, (long)(step_s * 1e9) };
+			nanosleep(&ts, NULL);
+			uint64_t t = now_ns();
+			double dt = (double)(t - tp) / 1e9;
+			cur = stats_of(j.ctx);
+			double h = (double)(cur.hits - prev.hits) / dt, m = (double)(cur.misses - prev.misses) / dt;
+			double e = (double)(cur.evictions - prev.evictions) / dt;
+			double r = (double)(cur.evict_remiss - prev.evict_remiss) / dt;
+			double ts_ = (double)(t - t0) / 1e9;
+			fprintf(R.nd, "{\"exp\":\"timeline\",\"backend\":\"uring\",\"mode\":\"pin\",\"t\":%.3f,"
+				"\"phase\":\"%s\",\"hits_s\":%.1f,\"misses_s\":%.1f,\"evictions_s\":%.1f,"
+				"\"remiss_s\":%.1f,\"state\":\"%s\",\"metric\":%lu,\"value\":%.3f}\n", ts_,
+				tl_names[ph], h, m, e, r, state_name(cur.thrash_state),
+				(unsigned long)cur.thrash_metric, cur.thrash_value_milli / 1000.0);
+			fprintf(tsv, "%.3f %.1f %.1f %.1f %.1f %lu %d\n", ts_, h, m, e, r,
+				(unsigned long)cur.thrash_state, ph);
+			prev = cur;
+			tp = t;
+		}
+		printf("# timeline %-8s ends in %s after %.1f s\n", tl_names[ph],
+		       state_name(stats_of(j.ctx).thrash_state), (double)(now_ns() - t0) / 1e9);
+	}
+	atomic_store(&tl_phase, 4);
+	pthread_join(thr, NULL);
+	fclose(tsv);
+	CHECK_ODPX(odpx_close(j.ctx));
+	munmap(j.base, (size_t)j.big * PC_STRIDE);
+	ran("timeline");
+}
+
+/* ---- the device experiments ---- */
+
+/* An RDMA device the experiments can use: any entry under /sys/class/infiniband. */
+static bool have_rdma_device(char *name, size_t len)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	bool found = false;
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(name, len, "%s", e->d_name);
+			found = true;
+			break;
+		}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* ---- report ---- */
+
+static void run_cmd(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0;
+
+	out[0] = 0;
+	if (p) {
+		n = fread(out, 1, len - 1, p);
+		pclose(p);
+	}
+	out[n] = 0;
+	out[strcspn(out, "\n")] = 0;
+	if (!out[0])
+		snprintf(out, len, "unknown");
+}
+
+/* The repository of this program: build/odpx-paging -> .. */
+static void src_dir(char *out, size_t len)
+{
+	char exe[PATH_MAX - 8];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		DIE("readlink /proc/self/exe");
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(out, len, "%s/..", exe);
+}
+
+static int plot(const char *src)
+{
+	char cmd[3 * PATH_MAX];
+	int r;
+
+	snprintf(cmd, sizeof(cmd), "command -v gnuplot >/dev/null 2>&1");
+	if (system(cmd) != 0) {
+		printf("# no plots: gnuplot not found (Debian: gnuplot-nox)\n");
+		return 1;
+	}
+	snprintf(cmd, sizeof(cmd), "gnuplot -e \"dir='%s'\" '%s/bench/odpx-paging.gp'", R.dir, src);
+	r = system(cmd);
+	if (r != 0)
+		printf("# gnuplot failed: status %#x\n", r);
+	return r != 0;
+}
+
+static void write_index(const char *src, const char *dev, double secs)
+{
+	struct utsname u;
+	char commit[128], cmd[PATH_MAX + 64], date[64];
+	time_t now = time(NULL);
+	FILE *f = open_in("index.md");
+	static const char *const pngs[][2] = {
+		{ "pincache-entries.png", "pin-cache fit: miss ratio and time per registration against max_entries" },
+		{ "pincache-ws.png", "pin-cache fit: against the working set" },
+		{ "timeline.png", "detector timeline: warm-up, steady, thrash, recovery" },
+	};
+
+	uname(&u);
+	snprintf(cmd, sizeof(cmd), "git -C '%s' describe --always --dirty 2>/dev/null", src);
+	run_cmd(cmd, commit, sizeof(commit));
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+	fprintf(f, "# odpx-paging report\n\n");
+	fprintf(f, "| | |\n|---|---|\n| date | %s |\n| host | %s |\n| kernel | %s %s |\n"
+		"| device | %s |\n| mode | pin (uring backend) for pincache and timeline |\n"
+		"| commit | %s |\n| run | %s%s, %.1f s |\n\n", date, u.nodename, u.release, u.machine,
+		dev[0] ? dev : "none", commit, R.quick ? "--quick" : "full", "", secs);
+	fprintf(f, "Experiments run: %s.\n\n", R.ran[0] ? R.ran : "none");
+	if (R.skipped[0])
+		fprintf(f, "Skipped: %s.\n\n", R.skipped);
+	fprintf(f, "Samples: `samples.ndjson` (one JSON object per line; `exp` names the experiment).\n\n");
+	for (size_t i = 0; i < sizeof(pngs) / sizeof(pngs[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "%s/%s", R.dir, pngs[i][0]);
+		if (access(cmd, R_OK) == 0)
+			fprintf(f, "## %s\n\n![%s](%s)\n\n", pngs[i][1], pngs[i][0], pngs[i][0]);
+	}
+	fclose(f);
+}
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f, "usage: %s [--quick] [--out DIR] [--only EXP[,EXP]] [--seed N] [--no-plots]\n"
+		"  EXP: pincache, timeline, warmup, prefetch, workingset\n", prog);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "quick", no_argument, NULL, 'q' }, { "out", required_argument, NULL, 'o' },
+		{ "only", required_argument, NULL, 'O' }, { "seed", required_argument, NULL, 's' },
+		{ "no-plots", no_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	struct bench_opts sel = { 0 };
+	char src[PATH_MAX], dev[256] = "", path[PATH_MAX + 32];
+	bool plots = true;
+	int c;
+
+	snprintf(R.dir, sizeof(R.dir), "odpx-paging-report");
+	R.seed = 0x6f647078;
+	while ((c = getopt_long(argc, argv, "qo:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'q': R.quick = true; break;
+		case 'o': snprintf(R.dir, sizeof(R.dir), "%s", optarg); break;
+		case 'O': sel.only = optarg; break;
+		case 's': R.seed = strtoull(optarg, NULL, 0) | 1; break;
+		case 'n': plots = false; break;
+		case 'h': usage(stdout, argv[0]); return 0;
+		default: usage(stderr, argv[0]); return 2;
+		}
+	}
+	if (optind < argc)
+		return usage(stderr, argv[0]), 2;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (mkdir(R.dir, 0755) < 0 && errno != EEXIST)
+		DIE("mkdir %s: %s", R.dir, strerror(errno));
+	src_dir(src, sizeof(src));
+	snprintf(path, sizeof(path), "%s/samples.ndjson", R.dir);
+	if (!(R.nd = fopen(path, "w")))
+		DIE("%s: %s", path, strerror(errno));
+	setvbuf(R.nd, NULL, _IOLBF, 0);
+	/* windows of 100 ms: a run of seconds shows the detector's changes */
+	setenv("ODPX_THRASH", "window_ms=100", 0);
+
+	uint64_t t0 = now_ns();
+	bool rdma = have_rdma_device(dev, sizeof(dev));
+	if (selected(&sel, "pincache"))
+		exp_pincache();
+	if (selected(&sel, "timeline"))
+		exp_timeline();
+	static const char *const dev_exps[] = { "warmup", "prefetch", "workingset" };
+	for (size_t i = 0; i < sizeof(dev_exps) / sizeof(dev_exps[0]); i++)
+		if (selected(&sel, dev_exps[i]))
+			skip(dev_exps[i], rdma ? "the device experiments are not in this build"
+					       : "no RDMA device (/sys/class/infiniband is empty)");
+	fclose(R.nd);
+	if (plots)
+		plot(src);
+	write_index(src, dev, (double)(now_ns() - t0) / 1e9);
+	printf("# report in %s: index.md, samples.ndjson%s\n", R.dir, plots ? ", *.png" : "");
+	return 0;
+}

@@ -1,0 +1,86 @@
+# odpx-paging.gp - the plots of an odpx-paging report (and of odpstat-plot).
+#
+#   gnuplot -e "dir='REPORT'" bench/odpx-paging.gp
+#
+# Reads the whitespace-separated tables odpx-paging writes into REPORT (a
+# header line of column names first) and draws a PNG beside each:
+#   pincache-entries.tsv -> pincache-entries.png   miss ratio and ns/registration
+#   pincache-ws.tsv      -> pincache-ws.png          against max_entries / the working set
+#   timeline.tsv         -> timeline.png             four rates over time (columns 2-5),
+#                                                    the detector's state (column 6:
+#                                                    0 OK, 1 WARMING, 2 THRASH) as a band
+# A table that is absent is skipped.  `title` may name the run.
+
+if (!exists("dir")) dir = "."
+if (!exists("title")) title = ""
+exists_file(f) = system("test -s '" . f . "' && echo 1 || echo 0") + 0
+
+set terminal pngcairo size 1000,600 noenhanced font ",10"
+set datafile commentschars "#"
+set grid
+set key outside right top
+
+# state -> colour: OK green, WARMING orange, THRASH red
+state_rgb(s) = s >= 2 ? 0xd62728 : (s >= 1 ? 0xff9f0e : 0x2ca02c)
+
+do for [what in "entries ws"] {
+	f = dir . "/pincache-" . what . ".tsv"
+	if (exists_file(f)) {
+		set output dir . "/pincache-" . what . ".png"
+		set title sprintf("%s pin-cache fit against %s (uring backend, buffers at random; point colour: detector state)", \
+			title, what eq "entries" ? "max_entries, working set fixed" : "the working set, max_entries fixed")
+		set logscale x 2
+		set xlabel (what eq "entries" ? "max_entries" : "working set (buffers)")
+		set ylabel "miss ratio"
+		set yrange [0:1.05]
+		set y2label "ns per registration"
+		set y2tics
+		set autoscale y2
+		xcol = what eq "entries" ? 2 : 1
+		plot f using xcol:3:(state_rgb($5)) skip 1 with linespoints pt 7 ps 1.5 lc rgb variable title "miss ratio", \
+		     f using xcol:4 skip 1 axes x1y2 with linespoints pt 5 lc rgb "#1f77b4" title "ns/reg"
+		unset logscale x
+		unset y2tics
+		unset y2label
+		set yrange [*:*]
+	}
+}
+
+f = dir . "/timeline.tsv"
+if (exists_file(f)) {
+	set output dir . "/timeline.png"
+	unset title
+	set multiplot title title . " detector timeline (band: OK green, WARMING orange, THRASH red)"
+	set lmargin 12
+	set rmargin 22
+	set tmargin 2
+	set bmargin 1
+	set size 1,0.78
+	set origin 0,0.22
+	set logscale y
+	set yrange [0.5:*]	# a rate of 0 is drawn at 0.5, on the axis
+	set ylabel "per second"
+	set format x ""
+	set xlabel ""
+	set key autotitle columnheader
+	plot for [c=2:5] f using 1:(column(c) > 0 ? column(c) : 0.5) with lines lw 7 - c dashtype c - 1
+	unset logscale y
+	set size 1,0.22
+	set origin 0,0
+	set tmargin 0
+	set bmargin 3
+	set format x "%g"
+	set xlabel "seconds"
+	set ylabel "state"
+	set yrange [0:1]
+	unset ytics
+	set key off
+	set style fill solid 1.0 noborder
+	unset boxwidth
+	plot f using 1:(1):(state_rgb($6)) with boxes lc rgb variable notitle
+	set key noautotitle
+	set ytics
+	set yrange [*:*]
+	set key outside right top
+	unset multiplot
+}
