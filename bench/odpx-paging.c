@@ -188,8 +188,8 @@ static void exp_timeline(void)
 	FILE *tsv = open_in("timeline.tsv");
 	uint64_t t0, tp;
 
-	/* warm-up: the 48 buffers come one by one over most of the phase */
-	j.warm_every_us = (unsigned)(phase_s * 0.95 / j.small * 1e6);
+	/* warm-up: the 48 buffers come one by one, 40 a second (over min_rate) */
+	j.warm_every_us = 25000;
 	j.base = map_anon((size_t)j.big * PC_STRIDE, true);
 	j.ctx = open_pin(entries, 20);
 	atomic_store(&tl_phase, 0);
@@ -200,7 +200,8 @@ static void exp_timeline(void)
 		DIE("pthread_create");
 	for (int ph = 0; ph < 4; ph++) {
 		atomic_store(&tl_phase, ph);
-		uint64_t end = now_ns() + (uint64_t)(phase_s * 1e9);
+		double secs = ph ? phase_s : j.small * j.warm_every_us / 1e6 + 0.2;
+		uint64_t end = now_ns() + (uint64_t)(secs * 1e9);
 		while (now_ns() < end) {
 			struct timespec ts = { 0, (long)(step_s * 1e9) };
 			nanosleep(&ts, NULL);
