@@ -6,6 +6,8 @@
 # header line of column names first) and draws a PNG beside each:
 #   pincache-entries.tsv -> pincache-entries.png   miss ratio and ns/registration
 #   pincache-ws.tsv      -> pincache-ws.png          against max_entries / the working set
+#   warmup.tsv           -> warmup.png               RDMA MB/s, latency, faults over time
+#   prefetch.tsv         -> prefetch.png             MB/s over time: none, async, sync
 #   timeline.tsv         -> timeline.png             four rates over time (columns 2-5),
 #                                                    the detector's state (column 6:
 #                                                    0 OK, 1 WARMING, 2 THRASH) as a band
@@ -83,4 +85,48 @@ if (exists_file(f)) {
 	set yrange [*:*]
 	set key outside right top
 	unset multiplot
+}
+
+# what the timeline's multiplot changed
+set size 1,1
+set origin 0,0
+unset lmargin
+unset rmargin
+unset tmargin
+unset bmargin
+set format x "%g"
+set format y "%g"
+set yrange [*:*]
+set ytics
+set key outside right top noautotitle
+
+f = dir . "/warmup.tsv"
+if (exists_file(f)) {
+	set output dir . "/warmup.png"
+	unset title
+	set multiplot layout 2,1 title title . " warm-up of a fresh ODP region (RDMA READ into it, WRITE from it, 64 KiB each)"
+	set logscale y
+	set xlabel ""
+	set ylabel "MB/s; latency us"
+	plot f index 0 using 2:3 with linespoints pt 7 ps 0.5 title "MB/s", \
+	     f index 0 using 2:4 with linespoints pt 5 ps 0.5 title "latency (us)"
+	set xlabel "seconds since the registration"
+	set ylabel "page faults / interval"
+	unset logscale y
+	plot f index 0 using 2:5 with impulses lw 3 title "pgfault (/proc/vmstat)"
+	unset multiplot
+}
+
+f = dir . "/prefetch.tsv"
+if (exists_file(f)) {
+	set output dir . "/prefetch.png"
+	unset title
+	set title title . " prefetch impact: the same sweeps, fresh regions"
+	set logscale y
+	set xlabel "seconds since the registration"
+	set ylabel "MB/s"
+	plot f index 0 using 2:3 with linespoints pt 7 ps 0.5 title "no prefetch", \
+	     f index 1 using 2:3 with linespoints pt 5 ps 0.5 title "odpx_prefetch (engine)", \
+	     f index 2 using 2:3 with linespoints pt 9 ps 0.5 title "ODPX_PREFETCH_SYNC"
+	unset logscale y
 }
