@@ -193,8 +193,9 @@ n.build('bench', 'phony', benches)
 paging = [b for b in benches if b.endswith('/odpx-paging')]	# tests/paging-quick.sh runs it
 n.build('test', 'run', tests + dev_tests + scripts + tools + paging, cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts),
         desc='TEST host suite')
-n.build('test-vm', 'run', dev_tests + tests + tools,
-        cmd='tests/vm/odpx-vm test ' + ' '.join(dev_tests), desc='TEST device tier (Soft-RoCE guest)')
+n.build('test-vm', 'run', dev_tests + tests + tools + paging,
+        cmd=(f'ODPX_VM_PAGING={paging[0]} ODPX_VM_OUT={B}/vm-out ' if paging else '') +
+        'tests/vm/odpx-vm test ' + ' '.join(dev_tests), desc='TEST device tier (Soft-RoCE guest)')
 n.build('install', 'run', [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tools,
         cmd=f'install -D -m644 lib/odpx.h {args.prefix}/include/odpx.h && '
             f'install -D -m644 {B}/libodpx.a {args.prefix}/lib/libodpx.a && '

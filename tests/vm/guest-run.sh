@@ -53,4 +53,16 @@ if [ "$skipped" != 0 ]; then
 	echo "guest: $skipped test(s) skipped inside the guest, where the device is present: failure"
 	exit 1
 fi
+# odpx-paging --quick on rxe0 when odpx-vm put it in the share (ODPX_VM_PAGING); its report
+# stays in the share for odpx-vm to keep
+if [ -x paging/odpx-paging ]; then
+	mkdir -p paging-report
+	if ! ODPX_DEV=rxe0 ./paging/odpx-paging --quick --out paging-report > paging-report/log 2>&1; then
+		tail -n 20 paging-report/log
+		echo "guest: odpx-paging --quick failed"
+		exit 1
+	fi
+	grep -E '^# .*(skipped|first completion|timeline)' paging-report/log
+	echo "guest: odpx-paging --quick: report written"
+fi
 exit "$rc"
