@@ -57,7 +57,8 @@ fi
 # stays in the share for odpx-vm to keep
 if [ -x paging/odpx-paging ]; then
 	mkdir -p paging-report
-	if ! ODPX_DEV=rxe0 ./paging/odpx-paging --quick --out paging-report > paging-report/log 2>&1; then
+	if ! ODPX_DEV=rxe0 ODPX_PAGING_COMMIT=$(cat paging/commit) \
+		./paging/odpx-paging --quick --out paging-report > paging-report/log 2>&1; then
 		tail -n 20 paging-report/log
 		echo "guest: odpx-paging --quick failed"
 		exit 1
