@@ -512,9 +512,10 @@ static void write_index(const char *src, const char *dev, double secs)
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
 	fprintf(f, "# odpx-paging report\n\n");
 	fprintf(f, "| | |\n|---|---|\n| date | %s |\n| host | %s |\n| kernel | %s %s |\n"
-		"| device | %s |\n| mode | pin (uring backend) for pincache and timeline |\n"
+		"| device | %s |\n| mode | pin (uring backend): pincache, timeline%s |\n"
 		"| commit | %s |\n| run | %s%s, %.1f s |\n\n", date, u.nodename, u.release, u.machine,
-		dev[0] ? dev : "none", commit, R.quick ? "--quick" : "full", "", secs);
+		dev[0] ? dev : "none", strstr(R.ran, "warmup") || strstr(R.ran, "prefetch") ?
+		"; explicit ODP (verbs backend): warmup, prefetch" : "", commit, R.quick ? "--quick" : "full", "", secs);
 	fprintf(f, "Experiments run: %s.\n\n", R.ran[0] ? R.ran : "none");
 	if (R.skipped[0])
 		fprintf(f, "Skipped: %s.\n\n", R.skipped);
