@@ -257,7 +257,7 @@ struct thrash_cfg {
 	double fault_rate;		/* device faulted pages/s: 50000 */
 	double inval_ratio;		/* invalidated / faulted pages: 0.5 */
 	double refault_ratio;		/* refaulted / faulted: 0.2 */
-	double repin_ratio;		/* repins / misses: 0.25 */
+	double repin_ratio;		/* repins / misses, new memory (WARMING): 0.25 */
 	double evict_miss_ratio;	/* evictions / misses: 0.5 */
 	double warm_ratio;		/* invalidations below this x faults: warming: 0.05 */
 	double exit_factor;		/* 0.5 */
