@@ -123,6 +123,11 @@ static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* process-wide counts, for ODPX_PRELOAD_VERBOSE (per PD in odpx's stats too) */
 static _Atomic uint64_t n_served, n_passed, n_released, n_no_ctx;
+/* the counters of contexts closed with their PD, and the first one's mode (table_lock) */
+static struct odpx_stats closed;
+static unsigned nclosed;
+static enum odpx_mode first_mode;
+static char first_reason[192];
 
 static __thread unsigned depth __attribute__((tls_model("initial-exec")));
 
@@ -550,6 +555,22 @@ EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
 		f(mr);
 }
 
+/* Add @ctx's counters to those the exit line sums (table_lock). */
+static void note_counts(struct odpx_ctx *ctx)
+{
+	struct odpx_stats st;
+	const char *why;
+
+	if (odpx_stats_read(ctx, &st, sizeof(st)) < 0)
+		return;
+	if (!nclosed++ && odpx_mode_get(ctx, &first_mode, &why) == 0)
+		snprintf(first_reason, sizeof(first_reason), "%s", why);
+	closed.hits += st.hits;
+	closed.misses += st.misses;
+	closed.direct_regs += st.direct_regs;
+	closed.odp_mrs += st.odp_mrs;
+}
+
 /*
  * The PD's context holds MRs on it: closed first, unless the application
  * still holds shadows there (then EBUSY, as libibverbs answers for a PD with
@@ -568,8 +589,10 @@ EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 		depth--;
 		return EBUSY;
 	}
-	if (r->ctx)
+	if (r->ctx) {
+		note_counts(r->ctx);
 		odpx_close(r->ctx);
+	}
 	r->ctx = NULL;
 	atomic_store_explicit(&r->pd, NULL, memory_order_release);
 	pthread_mutex_unlock(&table_lock);
@@ -578,17 +601,24 @@ EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	return err;
 }
 
-/* ODPX_PRELOAD_VERBOSE=1: one line at exit; contexts stay open (odpx_open_verbs()). */
+/*
+ * ODPX_PRELOAD_VERBOSE=1: one line at exit, over the contexts open and those
+ * closed with their PD; open ones stay open (odpx_open_verbs()).  "contexts"
+ * counts both.
+ */
 __attribute__((destructor)) static void preload_fini(void)
 {
-	struct odpx_stats st, sum = { 0 };
-	enum odpx_mode mode = ODPX_MODE_AUTO;
-	const char *why = "no PD registered through the drop-in";
-	unsigned ctxs = 0;
+	struct odpx_stats st, sum;
+	enum odpx_mode mode = first_mode;
+	const char *why = nclosed ? first_reason : "no PD registered through the drop-in";
+	unsigned ctxs;
 
 	if (!verbose)
 		return;
 	depth++;
+	pthread_mutex_lock(&table_lock);
+	sum = closed;
+	ctxs = nclosed;
 	for (uint32_t i = 0; i < atomic_load(&npds); i++) {
 		if (!atomic_load(&pds[i].pd) || !pds[i].ctx)
 			continue;
@@ -607,5 +637,6 @@ __attribute__((destructor)) static void preload_fini(void)
 		(int)getpid(), ctxs, ctxs ? odpx_mode_str(mode) : "none", why,
 		atomic_load(&n_served), atomic_load(&n_released), sum.hits, sum.misses,
 		sum.direct_regs, sum.odp_mrs, atomic_load(&n_passed), atomic_load(&n_no_ctx));
+	pthread_mutex_unlock(&table_lock);
 	depth--;
 }

@@ -6,7 +6,7 @@
  *
  *   verbs-permsg [-d DEV] [-g GIDIDX] [-s | -c HOST] CMD [ARGS]
  *
- * One RC QP, connected to itself over the GID ::ffff:127.0.0.1 (rxe0 on lo),
+ * Two RC QPs connected to each other over the GID ::ffff:127.0.0.1 (rxe0 on lo),
  * or with -s / -c HOST to the QP of another verbs-permsg over TCP port 18515
  * (-g then names the GID to use: rxe on eth0 between two guests).  The
  * server (-s) registers the target buffer and waits for the client to end.
@@ -19,7 +19,8 @@
  *                    one line "pair size=S n=N median_ns=M p99_ns=P"
  *   stale KIND       register, move data, deregister; replace the memory at
  *                    the same address by KIND (munmap, fixed, dontneed,
- *                    mremap, free); register again and move data both ways.
+ *                    mremap, free: posix_memalign and free); register again and
+ *                    move data both ways.
  *                    Prints "stale KIND: ok", or "stale KIND: STALE ..." and
  *                    exits 3 when the device used the old pages
  *   remote           register with REMOTE_WRITE, check a WRITE through its
@@ -56,10 +57,11 @@
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-static struct ibv_qp *qp;
+static struct ibv_qp *qp, *qp_resp;	/* requester; responder when alone */
 static union ibv_gid gid;
 static int gid_index = -1;
 static uint8_t port = 1;
+static enum ibv_mtu mtu;
 static uint64_t wr_id;
 /* where the WRITEs and READs go: the peer's target, or our own */
 static uint64_t peer_addr;
@@ -105,6 +107,7 @@ static void open_dev(const char *name)
 			ibv_close_device(c);
 			continue;
 		}
+		mtu = pa.active_mtu;
 		if (gid_index >= 0) {
 			if (!ibv_query_gid(c, port, gid_index, &gid))
 				ctx = c;
@@ -128,27 +131,31 @@ static void open_dev(const char *name)
 		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	if (!(qp = ibv_create_qp(pd, &qa)))
+	if (!(qp = ibv_create_qp(pd, &qa)) || !(qp_resp = ibv_create_qp(pd, &qa)))
 		die("ibv_create_qp: %s", strerror(errno));
 }
 
-static void modify(struct ibv_qp_attr *a, int mask, const char *what)
+static void modify(struct ibv_qp *q, struct ibv_qp_attr *a, int mask, const char *what)
 {
-	int r = ibv_modify_qp(qp, a, mask);
+	int r = ibv_modify_qp(q, a, mask);
 
 	if (r)
 		die("ibv_modify_qp to %s: %s", what, strerror(r));
 }
 
-static void connect_qp(uint32_t dqpn, const union ibv_gid *dgid)
+static void connect_qp(struct ibv_qp *q, uint32_t dqpn, const union ibv_gid *dgid)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port,
 				 .qp_access_flags = ACC_TARGET };
 
-	modify(&a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+	modify(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
+	/*
+	 * the port's: rxe on lo has 4096, and an ODP MR on rxe takes each
+	 * packet at the start of its page (dev-rxe-odp-offset)
+	 */
+	a.path_mtu = mtu;
 	a.dest_qp_num = dqpn;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
@@ -157,7 +164,7 @@ static void connect_qp(uint32_t dqpn, const union ibv_gid *dgid)
 	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = port;
-	modify(&a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+	modify(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 	       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -165,7 +172,7 @@ static void connect_qp(uint32_t dqpn, const union ibv_gid *dgid)
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	modify(&a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+	modify(q, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 	       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
 }
 
@@ -294,8 +301,10 @@ static int cmd_stale(const char *kind)
 	uint8_t *a;
 
 	if (!strcmp(kind, "free")) {
+		/* page-aligned (rxe's ODP, above), and mapped by malloc: free() unmaps it */
 		mallopt(M_MMAP_THRESHOLD, 128 << 10);
-		a = malloc(len);
+		if (posix_memalign((void **)&a, 4096, len))
+			a = NULL;
 	} else {
 		a = map_at(NULL, len);
 	}
@@ -325,8 +334,8 @@ static int cmd_stale(const char *kind)
 	} else if (!strcmp(kind, "free")) {
 		uintptr_t was = (uintptr_t)a;
 		free(a);
-		uint8_t *b = malloc(len);
-		if ((uintptr_t)b != was)
+		uint8_t *b = NULL;
+		if (posix_memalign((void **)&b, 4096, len) || (uintptr_t)b != was)
 			die("malloc after free gave %p, not %#lx again", (void *)b, (unsigned long)was);
 		a = b;
 	} else {
@@ -337,7 +346,7 @@ static int cmd_stale(const char *kind)
 	/* the device reads the new memory ... */
 	must(rdma(IBV_WR_RDMA_WRITE, a, len, mr->lkey, peer_addr, peer_rkey), "second WRITE");
 	/* ... and writes it: read the target back over a fresh pattern of ours */
-	static uint8_t check[STALE_BYTES];
+	uint8_t *check = map_at(NULL, len);	/* page-aligned, as rxe's ODP needs */
 	struct ibv_mr *cmr = reg(check, len, IBV_ACCESS_LOCAL_WRITE);
 	must(rdma(IBV_WR_RDMA_READ, check, len, cmr->lkey, peer_addr, peer_rkey), "check READ");
 	long out = differs(check, len, 0x55);
@@ -463,7 +472,15 @@ int main(int argc, char **argv)
 	}
 	union ibv_gid dgid;
 	memcpy(dgid.raw, peer.gid, 16);
-	connect_qp(peer.qpn, &dgid);
+	if (fd < 0) {
+		/*
+		 * alone: two QPs, so that a remote access error ends in the
+		 * requester's completion, not in a flush of a QP that is both
+		 */
+		peer.qpn = qp_resp->qp_num;
+		connect_qp(qp_resp, qp->qp_num, &gid);
+	}
+	connect_qp(qp, peer.qpn, &dgid);
 	peer_addr = peer.addr;
 	peer_rkey = peer.rkey;
 	if (server) {
