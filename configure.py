@@ -213,7 +213,9 @@ n.build('bench', 'phony', benches)
 n.build('test', 'run', tests + dev_tests + scripts + tools + preload, cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts),
         desc='TEST host suite')
 n.build('test-vm', 'run', dev_tests + tests + tools + preload,
-        cmd='tests/vm/odpx-vm test ' + ''.join(f'--with {p} ' for p in preload + (tools if preload else [])) + ' '.join(dev_tests), desc='TEST device tier (Soft-RoCE guest)')
+        cmd='tests/vm/odpx-vm test ' + ''.join(f'--with {p} ' for p in preload + (tools if preload else [])) + ' '.join(dev_tests) +
+            (' && tests/vm/odpx-vm pair ' + ''.join(f'--with {p} ' for p in preload) + 'tests/vm/pair-preload.sh'
+             if preload else ''), desc='TEST device tier (Soft-RoCE guest)')
 n.build('install', 'run', [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tools,
         cmd=f'install -D -m644 lib/odpx.h {args.prefix}/include/odpx.h && '
             f'install -D -m644 {B}/libodpx.a {args.prefix}/lib/libodpx.a && '

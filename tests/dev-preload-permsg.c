@@ -17,6 +17,8 @@
  *   with a remote access error and leaves the memory alone, natively and
  *   under ODPX_PRELOAD_REMOTE=strict (explicit and pin); under =cache in pin
  *   mode it is accepted.
+ * - odpstat -p of a process under the drop-in shows its context's mode, hits
+ *   and preload_passthrough.
  */
 #include "dev-preload.h"
 
@@ -87,6 +89,61 @@ static void remote(const struct pre_cfg *c, int want)
 	       "rejected after dereg, memory untouched");
 }
 
+/* "name":N in the first context of @pid in odpstat's JSON, or -1 */
+static long long json_num(const char *json, pid_t pid, const char *name)
+{
+	char key[96];
+	const char *ctx, *p;
+
+	snprintf(key, sizeof(key), "{\"pid\":%d,\"ctx\":", (int)pid);
+	if (!(ctx = strstr(json, key)))
+		return -1;
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	if (!(p = strstr(ctx, key)))
+		return -1;
+	return strtoll(p + strlen(key), NULL, 10);
+}
+
+/*
+ * odpstat -p shows a process under the drop-in like any odpx user: its
+ * context in pin mode, the hits of its per-message registrations, and
+ * preload_passthrough.
+ */
+static void odpstat_view(void)
+{
+	char log[64], cmd[PATH_MAX + 96], *argv[] = { (char *)pre_path("verbs-permsg"), "xfer",
+						       "100000", "4096", NULL };
+	static char json[1 << 17];
+	int64_t deadline = dev_now_ms() + PRE_RUN_TIMEOUT_MS;
+	long long hits = -1, pass = -1;
+
+	snprintf(log, sizeof(log), "/tmp/pre-odpstat.%d", (int)getpid());
+	pid_t pid = pre_spawn(&pin, argv, log);
+	snprintf(cmd, sizeof(cmd), "%s -p %d --json --once --no-netlink 2>&1", pre_path("odpstat"),
+		 (int)pid);
+	while (dev_now_ms() < deadline && pre_alive(pid)) {
+		FILE *p = popen(cmd, "r");
+		size_t n = p ? fread(json, 1, sizeof(json) - 1, p) : 0;
+		json[n] = 0;
+		if (p)
+			pclose(p);
+		hits = json_num(json, pid, "hits");
+		pass = json_num(json, pid, "preload_passthrough");
+		if (hits > 0 && strstr(json, "\"mode\":\"pin\""))
+			break;
+		dev_pause_ms(200);
+	}
+	kill(pid, SIGKILL);
+	pre_wait(pid, deadline);
+	unlink(log);
+	if (hits <= 0 || pass != 0 || !strstr(json, "\"mode\":\"pin\"")) {
+		pre_show("odpstat", json);
+		dev_fail("odpstat -p of verbs-permsg under the drop-in: hits %lld, "
+			 "preload_passthrough %lld, want hits > 0, 0 and mode pin", hits, pass);
+	}
+	printf("odpstat -p: mode pin, hits %lld, preload_passthrough %lld\n", hits, pass);
+}
+
 int main(void)
 {
 	static const char *const kinds[] = { "munmap", "fixed", "dontneed", "mremap", "free" };
@@ -106,6 +163,7 @@ int main(void)
 	remote(&explicit, 0);
 	remote(&pin, 0);
 	remote(&pin_cache, 4);
+	odpstat_view();
 	printf("ok\n");
 	return 0;
 }
