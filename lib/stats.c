@@ -60,7 +60,7 @@ void stats_prefetch(struct odpx_ctx *ctx)
 	shard_add(&sh->prefetch_queued, own, 1);
 }
 
-void stats_passthrough(struct odpx_ctx *ctx)
+void odpx_stats_passthrough(struct odpx_ctx *ctx)
 {
 	STAT_INC(ctx, preload_passthrough);
 }

@@ -344,7 +344,7 @@ static struct ibv_mr *passed(struct pd_row *r, struct ibv_mr *mr)
 		return NULL;
 	atomic_fetch_add_explicit(&n_passed, 1, memory_order_relaxed);
 	if (r && r->ctx)
-		stats_passthrough(r->ctx);
+		odpx_stats_passthrough(r->ctx);
 	else
 		atomic_fetch_add_explicit(&n_no_ctx, 1, memory_order_relaxed);
 	return mr;
