@@ -117,8 +117,10 @@ static struct pd_row pds[PDS_MAX];
 static _Atomic uint32_t npds;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct shadow *arena;
-static uint32_t arena_top, free_head = UINT32_MAX;
+/* @arena is set once and @arena_top only grows, under arena_lock; shadow_of() reads both without */
+static struct shadow *_Atomic arena;
+static _Atomic uint32_t arena_top;
+static uint32_t free_head = UINT32_MAX;
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* process-wide counts, for ODPX_PRELOAD_VERBOSE (per PD in odpx's stats too) */
@@ -207,17 +209,20 @@ static struct shadow *shadow_alloc(void)
 	struct shadow *s = NULL;
 
 	pthread_mutex_lock(&arena_lock);
-	if (!arena) {
-		void *p = mmap(NULL, (size_t)SHADOWS_MAX * sizeof(*arena), PROT_READ | PROT_WRITE,
+	struct shadow *a = atomic_load_explicit(&arena, memory_order_relaxed);
+	if (!a) {
+		void *p = mmap(NULL, (size_t)SHADOWS_MAX * sizeof(*a), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p != MAP_FAILED)
-			arena = p;
+			atomic_store_explicit(&arena, (a = p), memory_order_release);
 	}
-	if (arena && free_head != UINT32_MAX) {
-		s = &arena[free_head];
+	uint32_t top = atomic_load_explicit(&arena_top, memory_order_relaxed);
+	if (a && free_head != UINT32_MAX) {
+		s = &a[free_head];
 		free_head = s->next_free;
-	} else if (arena && arena_top < SHADOWS_MAX) {
-		s = &arena[arena_top++];
+	} else if (a && top < SHADOWS_MAX) {
+		s = &a[top];
+		atomic_store_explicit(&arena_top, top + 1, memory_order_release);
 	}
 	pthread_mutex_unlock(&arena_lock);
 	return s;
@@ -226,21 +231,24 @@ static struct shadow *shadow_alloc(void)
 static void shadow_free(struct shadow *s)
 {
 	pthread_mutex_lock(&arena_lock);
-	s->h = NULL;
+	__atomic_store_n(&s->h, NULL, __ATOMIC_RELAXED);
 	s->next_free = free_head;
-	free_head = (uint32_t)(s - arena);
+	free_head = (uint32_t)(s - atomic_load_explicit(&arena, memory_order_relaxed));
 	pthread_mutex_unlock(&arena_lock);
 }
 
 /* A shadow of ours that is held, or NULL (a real MR, or a freed shadow). */
 static struct shadow *shadow_of(struct ibv_mr *mr)
 {
-	uintptr_t off = (uintptr_t)mr - (uintptr_t)arena;
+	struct shadow *a = atomic_load_explicit(&arena, memory_order_acquire);
+	uintptr_t off = (uintptr_t)mr - (uintptr_t)a;
 
-	if (!arena || off >= (uintptr_t)arena_top * sizeof(*arena) || off % sizeof(*arena))
+	if (!a || off >= (uintptr_t)atomic_load_explicit(&arena_top, memory_order_acquire) * sizeof(*a) ||
+	    off % sizeof(*a))
 		return NULL;
 	struct shadow *s = (struct shadow *)mr;
-	return s->h ? s : NULL;
+	/* pairs with the release store of serve(): the fields behind @h are written */
+	return __atomic_load_n(&s->h, __ATOMIC_ACQUIRE) ? s : NULL;
 }
 
 /* ---- PDs ---- */
