@@ -162,10 +162,30 @@ n.build(f'{B}/libodpx.a', 'ar', objs)
 n.build(f'{B}/libodpx.so', 'so', objs, implicit=['lib/odpx.map'])
 n.build(f'{B}/odpx.pc', 'pc', 'lib/odpx.pc.in', prefix=args.prefix)
 
+# libodpx-preload.so (preload/): the library's objects behind libibverbs' registration
+# symbols, exported with their versions and nothing else; not under a sanitizer, whose
+# runtime would have to be preloaded before it into every program
+preload = []
+if verbs is not None and not (args.asan or args.tsan):
+    n.rule('preload_so', '$cc -shared -Wl,--version-script=preload/preload.map '
+           '-Wl,-soname,libodpx-preload.so $ldflags -o $out $in $libs -ldl',
+           description='SO $out')
+    n.rule('copy', 'cp $in $out', description='CP $out')
+    po = n.build(f'{B}/obj/preload/preload.o', 'cc', 'preload/preload.c', order=[f'{B}/config.h'])
+    preload += n.build(f'{B}/libodpx-preload.so', 'preload_so', po + objs,
+                       implicit=['preload/preload.map'])
+    preload += n.build(f'{B}/odpx-run', 'copy', 'preload/odpx-run')
+    # plain verbs programs (they know nothing of odpx) that the drop-in is tested with
+    for s in sorted(f for f in os.listdir('preload') if f.startswith('prog-') and f.endswith('.c')):
+        o = n.build(f'{B}/obj/preload/{s[:-2]}.o', 'cc', f'preload/{s}', order=[f'{B}/config.h'])
+        preload += n.build(f'{B}/{s[5:-2]}', 'link', o, extralibs=' '.join(verbs))
+
 tests, dev_tests, benches = [], [], []
 for s in srcs('tests'):
     name = os.path.basename(s)[:-2]
     if name.startswith('dev-') and verbs is None:
+        continue
+    if name.startswith(('preload-', 'dev-preload-')) and not preload:
         continue
     o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
     t = n.build(f'{B}/tests/{name}', 'link', o + [f'{B}/libodpx.a'])[0]
@@ -187,15 +207,18 @@ for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
         o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
         tools.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'])[0])
 
-everything = [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tests + dev_tests + benches + tools
+everything = [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tests + dev_tests + benches + tools + preload
 n.build('all', 'phony', everything)
 n.build('bench', 'phony', benches)
 paging = [b for b in benches if b.endswith('/odpx-paging')]	# tests/paging-quick.sh runs it
-n.build('test', 'run', tests + dev_tests + scripts + tools + paging, cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts),
-        desc='TEST host suite')
-n.build('test-vm', 'run', dev_tests + tests + tools + paging,
+n.build('test', 'run', tests + dev_tests + scripts + tools + paging + preload,
+        cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts), desc='TEST host suite')
+n.build('test-vm', 'run', dev_tests + tests + tools + paging + preload,
         cmd=(f'ODPX_VM_PAGING={paging[0]} ODPX_VM_OUT={B}/vm-out ' if paging else '') +
-        'tests/vm/odpx-vm test ' + ' '.join(dev_tests), desc='TEST device tier (Soft-RoCE guest)')
+            'tests/vm/odpx-vm test ' + ''.join(f'--with {p} ' for p in preload + (tools if preload else [])) +
+            ' '.join(dev_tests) +
+            (' && tests/vm/odpx-vm pair ' + ''.join(f'--with {p} ' for p in preload) + 'tests/vm/pair-preload.sh'
+             if preload else ''), desc='TEST device tier (Soft-RoCE guest)')
 n.build('install', 'run', [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tools,
         cmd=f'install -D -m644 lib/odpx.h {args.prefix}/include/odpx.h && '
             f'install -D -m644 {B}/libodpx.a {args.prefix}/lib/libodpx.a && '

@@ -524,6 +524,13 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	return direct_reg(ctx, s, end, acc, out);
 }
 
+/* ODPX_OPEN_REMOTE_UNCACHED: remote access is pinned per request, never cached */
+static bool remote_uncached(const struct odpx_ctx *ctx, uint32_t acc)
+{
+	return (ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) &&
+	       (acc & (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC));
+}
+
 /*
  * @prereg: for a pre-registered region (prereg.c): up to the backend's
  * largest entry rather than max_entry_bytes, and no revival of regions.
@@ -541,7 +548,7 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 	acc &= ctx->acc_mask;
 	if (end - s > max)
 		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64, len, max);
-	if (!ctx->cache_enabled)
+	if (!ctx->cache_enabled || remote_uncached(ctx, acc))
 		return direct_reg(ctx, s, end, acc, out);
 
 	uint64_t taken;

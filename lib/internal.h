@@ -175,7 +175,8 @@ struct cold_stats {
 		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
 		engine_lingers, direct_no_engine,
 		try_again, idle_released, prereg_repins,	/* appended */
-		repin_fresh;
+		repin_fresh,
+		preload_passthrough;	/* preload/: odpx_stats_passthrough() */
 	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
 };
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
@@ -403,6 +404,8 @@ static inline void stats_dereg(struct odpx_ctx *ctx, uint64_t released)
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken);
 uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned);
 void stats_prefetch(struct odpx_ctx *ctx);
+/* the drop-in (preload/) left one registration on @ctx's PD to libibverbs */
+void odpx_stats_passthrough(struct odpx_ctx *ctx);
 
 /*
  * idle.c: the time base of idle release, kept by the engine: records of

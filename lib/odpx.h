@@ -126,7 +126,15 @@ enum odpx_open_flags {
 	 * stats.
 	 */
 	ODPX_OPEN_GLOBAL_RKEY = 1 << 1,
-	ODPX_OPEN_RESERVED = 1 << 2,
+	/*
+	 * Pin mode: a request with remote access is pinned for itself (direct,
+	 * counted in direct_regs) and unpinned by its odpx_dereg(), so a peer's
+	 * rkey ends exactly there.  Without it such a registration stays cached
+	 * after its release, until evicted or invalidated.  The ODP modes
+	 * always deregister a remote-access range at its last release.
+	 */
+	ODPX_OPEN_REMOTE_UNCACHED = 1 << 2,
+	ODPX_OPEN_RESERVED = 1 << 3,
 };
 
 /*
@@ -473,6 +481,9 @@ struct odpx_stats {
 	uint64_t repin_fresh;		/* misses at the start of a recently evicted range
 					   whose memory was unmapped or zapped since: new
 					   memory, not in evict_remiss */
+	/* LD_PRELOAD drop-in, appended */
+	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so left to
+					   libibverbs (memory windows, dma-buf, zero-based...) */
 };
 
 /**

@@ -60,6 +60,11 @@ void stats_prefetch(struct odpx_ctx *ctx)
 	shard_add(&sh->prefetch_queued, own, 1);
 }
 
+void odpx_stats_passthrough(struct odpx_ctx *ctx)
+{
+	STAT_INC(ctx, preload_passthrough);
+}
+
 /*
  * The counters of a context live in one region: the per-thread shards, then
  * the cold counters.  The region is a shared-memory segment, mode 0600,
@@ -135,6 +140,7 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 	st->try_again = CS(try_again);
 	st->idle_released = CS(idle_released);
 	st->prereg_repins = CS(prereg_repins);
+	st->preload_passthrough = CS(preload_passthrough);
 	st->evict_remiss = CS(evict_remiss);
 	st->repin_fresh = CS(repin_fresh);
 	st->odp_mrs = CS(odp_mrs);

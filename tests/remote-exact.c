@@ -7,6 +7,8 @@
  * Runs on the internal backend that pins nothing but keeps the index split by
  * access, as the verbs backend does (the uring backend ignores access).
  * Exact ranges stay cached however long their hash chain (long_chain()).
+ * ODPX_OPEN_REMOTE_UNCACHED pins each remote request for itself, unpinned by
+ * its release (remote_uncached()).
  */
 #include "test.h"
 #include "internal.h"
@@ -67,6 +69,34 @@ static void long_chain(void)
 	munmap(base, span);
 }
 
+/*
+ * ODPX_OPEN_REMOTE_UNCACHED: each remote request is pinned for itself and
+ * unpinned by its release (nothing left pinned), while local-only requests
+ * stay cached.
+ */
+static void remote_uncached(char *b)
+{
+	struct odpx_attr attr = { .comp_mask = ODPX_ATTR_FLAGS, .flags = ODPX_OPEN_REMOTE_UNCACHED };
+	struct odpx_mr *r1, *r2, *l;
+	struct odpx_stats st;
+
+	CHECK_RC(odpx_open_backend(&null_ops, &attr, &ctx), 0);
+	r1 = reg(b, 2 * PG, R);
+	r2 = reg(b, 2 * PG, R);
+	span_is(r1, b, 2 * PG, "uncached remote");
+	CHECK(r1 != r2, "two uncached remote requests share one registration");
+	l = reg(b, 2 * PG, ODPX_ACCESS_LOCAL_WRITE);
+	CHECK_RC(odpx_dereg(ctx, r1), 0);
+	CHECK_RC(odpx_dereg(ctx, r2), 0);
+	CHECK_RC(odpx_dereg(ctx, l), 0);
+	st = stats_of(ctx);
+	CHECK(st.direct_regs == 2 && st.unpins == 2 && st.entries == 1 && st.pinned_bytes == 2 * PG,
+	      "uncached remote: direct_regs %lu unpins %lu entries %lu pinned %lu, want 2 2 1 %d",
+	      (unsigned long)st.direct_regs, (unsigned long)st.unpins, (unsigned long)st.entries,
+	      (unsigned long)st.pinned_bytes, 2 * PG);
+	CHECK_RC(odpx_close(ctx), 0);
+}
+
 int main(void)
 {
 	char *b = map_anon(NULL, 16 * PG);
@@ -114,5 +144,6 @@ int main(void)
 
 	long_chain();
 	CHECK_RC(odpx_close(ctx), 0);
+	remote_uncached(b);
 	return 0;
 }

@@ -20,7 +20,7 @@ root=$out/rootfs
 
 # The guest's packages.  No compiler: test programs are built on the host and run unchanged.
 pkgs="linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils libibverbs-dev perftest
-      iproute2 kmod liburing-dev busybox-static procps"
+      iproute2 kmod liburing-dev busybox-static procps rdmacm-utils libfabric-bin openmpi-bin"
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }

@@ -33,8 +33,25 @@ if [ -z "$gid" ]; then
 		"$(cat "$port/state" 2>/dev/null)"
 	exit 1
 fi
+# rdma_cm (rping, librdmacm) resolves no device for an address on lo ("rdma_resolve_route:
+# No such device"): a second rxe, on a dummy netdev holding 10.8.8.1, serves those programs
+if ! { modprobe dummy && ip link add d0 type dummy && ip link set d0 up &&
+	ip addr add 10.8.8.1/24 dev d0 && rdma link add rxe1 type rxe netdev d0; }; then
+	echo "guest: rxe1 on a dummy netdev with 10.8.8.1 could not be made"
+	exit 1
+fi
+i=0
+until grep -qx '0000:0000:0000:0000:0000:ffff:0a08:0801' /sys/class/infiniband/rxe1/ports/1/gids/* \
+	2>/dev/null; do
+	i=$((i + 1))
+	if [ $i -ge 200 ]; then
+		echo "guest: rxe1 has no GID ::ffff:10.8.8.1 after 10 s"
+		exit 1
+	fi
+	sleep 0.05
+done
 echo "guest: kernel $(uname -r), rdma-core $(dpkg-query -W -f '${Version}' rdma-core)," \
-	"rxe0 on lo ACTIVE, ::ffff:127.0.0.1 at GID index ${gid##*/}," \
+	"rxe0 on lo ACTIVE, ::ffff:127.0.0.1 at GID index ${gid##*/}, rxe1 on d0 (10.8.8.1)," \
 	"$(nproc) vCPUs, $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
 
 set --
