@@ -1,44 +1,91 @@
 #!/usr/bin/env python3
 """configure.py - probe the toolchain and write build.ninja (and build/config.h).
 
-    ./configure.py [--debug] [--asan] [--tsan] [--cc CC] [--prefix DIR] [--install-deps]
+    ./configure.py [--debug] [--asan] [--tsan] [--cc CC] [--prefix DIR] [--libdir DIR]
+                   [--includedir DIR] [--mandir DIR] [--install-deps[=LEVEL]]
+
+CFLAGS, CPPFLAGS and LDFLAGS from the environment are appended to odpx's own.
 
 Run-time features (userfaultfd modes, io_uring, RDMA devices) are probed at run
 time by the library, never here.
 """
-import argparse, os, shlex, shutil, subprocess, sys, tempfile
+import argparse, os, re, shlex, shutil, subprocess, sys, tempfile
 
 SRC = os.path.dirname(os.path.abspath(__file__))
 os.chdir(SRC)
-DEBIAN = ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev', 'libucx-dev',
-          'rdma-core', 'ibverbs-providers', 'libmnl-dev', 'util-linux', 'procps',
-          'qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget', 'gnuplot-nox']
+# Debian packages by need: the library, its tools and the host suite (gnuplot: the
+# suite's odpx-paging run draws its plots); the Soft-RoCE
+# tier's host tools (tests/vm/odpx-vm installs these itself when missing); UCX, for the
+# side-by-side benchmark only.
+DEBIAN = {
+    'lib': ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev',
+            'rdma-core', 'ibverbs-providers', 'libmnl-dev', 'util-linux', 'procps', 'groff-base',
+            'gnuplot-nox'],
+    'test': ['qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget'],
+    'bench': ['libucx-dev'],
+}
+LEVELS = {'lib': ['lib'], 'test': ['lib', 'test'], 'bench': ['lib', 'bench'],
+          'all': ['lib', 'test', 'bench']}
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument('--debug', action='store_true', help='-O0 -g, assertions')
 p.add_argument('--asan', action='store_true', help='AddressSanitizer + UBSan')
 p.add_argument('--tsan', action='store_true', help='ThreadSanitizer')
-p.add_argument('--cc', default=os.environ.get('CC', 'cc'))
-p.add_argument('--prefix', default='/usr/local')
+p.add_argument('--cc', default=os.environ.get('CC', 'cc'),
+               help='the C compiler (default $CC, else cc)')
+p.add_argument('--prefix', default='/usr/local', help='where ninja install puts files (default /usr/local)')
+p.add_argument('--libdir', help='libraries and odpx.pc, relative to the prefix or absolute '
+               '(default lib/<multiarch triplet> under /usr, lib elsewhere)')
+p.add_argument('--includedir', default='include', help='odpx.h (default include)')
+p.add_argument('--mandir', default='share/man', help='man pages (default share/man)')
+p.add_argument('--bindir', default='bin', help='odpstat and odpx-info (default bin)')
 p.add_argument('--builddir', default='build', help='where objects go (default build)')
 p.add_argument('--ninja-file', default='build.ninja', help='the file written (default build.ninja)')
-p.add_argument('--install-deps', action='store_true',
-               help='apt-get install the Debian packages odpx needs')
+p.add_argument('--install-deps', nargs='?', const='lib', choices=sorted(LEVELS),
+               help='apt-get install the Debian packages missing: lib (the default: the library, '
+               'its tools, the host suite), test (and the Soft-RoCE tier), bench (and UCX for '
+               'the side-by-side benchmark), all')
 args = p.parse_args()
 B = args.builddir
+VERSION = '.'.join(re.search(rf'#define ODPX_VERSION_{k} (\d+)', open('lib/odpx.h').read()).group(1)
+                   for k in ('MAJOR', 'MINOR', 'PATCH'))
+SONAME = 'libodpx.so.' + VERSION.split('.')[0]
+
+
+def multiarch():
+    for cmd in ([args.cc, '-print-multiarch'], ['dpkg-architecture', '-qDEB_HOST_MULTIARCH']):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError:
+            continue
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+    return None
+
+
+def under_prefix(d):
+    return d if os.path.isabs(d) else os.path.join(args.prefix, d)
+
+
+if args.libdir is None:
+    args.libdir = 'lib'
+    if os.path.normpath(args.prefix) == '/usr' and multiarch():
+        args.libdir = 'lib/' + multiarch()
+libdir, includedir, mandir, bindir = map(under_prefix, (args.libdir, args.includedir, args.mandir,
+                                                        args.bindir))
 if args.asan and args.tsan:
     sys.exit('configure.py: --asan and --tsan cannot be combined')
 
 
-def missing_packages():
-    out = subprocess.run(['dpkg-query', '-W', '-f', '${Package} ${db:Status-Status}\\n'] + DEBIAN,
+def missing_packages(want):
+    out = subprocess.run(['dpkg-query', '-W', '-f', '${Package} ${db:Status-Status}\\n'] + want,
                          capture_output=True, text=True).stdout
     have = {l.split()[0] for l in out.splitlines() if l.endswith(' installed')}
-    return [d for d in DEBIAN if d not in have]
+    return [d for d in want if d not in have]
 
 
 if shutil.which('dpkg-query'):
-    miss = missing_packages()
+    miss = missing_packages([d for lv in LEVELS[args.install_deps or 'lib'] for d in DEBIAN[lv]])
     line = 'apt-get install -y --no-install-recommends ' + ' '.join(miss)
     if miss and args.install_deps:
         env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
@@ -49,10 +96,10 @@ if shutil.which('dpkg-query'):
         print('configure.py: missing Debian packages; run:\n  ' + line)
 
 
-def pkg(name, required):
+def pkg(name, required, level=''):
     r = subprocess.run(['pkg-config', '--cflags', '--libs', name], capture_output=True, text=True)
     if r.returncode:
-        msg = f'configure.py: {name} not found by pkg-config (Debian: ./configure.py --install-deps)'
+        msg = f'configure.py: {name} not found by pkg-config (Debian: ./configure.py --install-deps{level})'
         if required:
             sys.exit(msg)
         print(msg + '; building without it')
@@ -63,7 +110,7 @@ def pkg(name, required):
 uring = pkg('liburing', True)
 verbs = pkg('libibverbs', False)
 mnl = pkg('libmnl', False)
-ucx = pkg('ucx-ucs', False)
+ucx = pkg('ucx-ucs', False, '=bench')
 
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-D_GNU_SOURCE', '-fPIC',
           '-fvisibility=hidden', '-g', '-Ilib', '-I' + B]
@@ -80,6 +127,9 @@ if args.tsan:
     # location those fences order is itself an atomic, so no plain access escapes it
     cflags += ['-fsanitize=thread', '-O1', '-Wno-tsan']
     ldflags += ['-fsanitize=thread']
+# the environment's flags come last, so that they win (Debian's hardening flags, say)
+cflags += shlex.split(os.environ.get('CPPFLAGS', '')) + shlex.split(os.environ.get('CFLAGS', ''))
+ldflags += shlex.split(os.environ.get('LDFLAGS', ''))
 
 
 def probe(code, extra=()):
@@ -144,13 +194,13 @@ n.var('libs', ' '.join(uring + (verbs or []) + (mnl or []) + ['-lpthread']))
 n.rule('cc', '$cc -MMD -MF $out.d $cflags $extra -c $in -o $out', depfile='$out.d', deps='gcc',
        description='CC $out')
 n.rule('ar', 'rm -f $out && ar crs $out $in', description='AR $out')
-n.rule('so', '$cc -shared -Wl,--version-script=lib/odpx.map -Wl,-soname,libodpx.so.0 $ldflags '
+n.rule('so', f'$cc -shared -Wl,--version-script=lib/odpx.map -Wl,-soname,{SONAME} $ldflags '
        '-o $out $in $libs', description='SO $out')
+n.rule('symlink', 'ln -sf $target $out', description='LN $out')
 n.rule('link', '$cc $ldflags -o $out $in $libs $extralibs', description='LINK $out')
-n.rule('configure', f'{sys.executable} configure.py {" ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--install-deps")}',
+n.rule('configure', f'{sys.executable} configure.py {" ".join(shlex.quote(a) for a in sys.argv[1:] if not a.startswith("--install-deps"))}',
        generator='1', description='CONFIGURE')
 n.rule('run', '$cmd', pool='console', description='$desc')
-n.rule('pc', 'sed -e s,@PREFIX@,$prefix, $in > $out', description='PC $out')
 
 lib_srcs = srcs('lib') + srcs('uffd') + (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else [])
 lib_srcs = [s for s in lib_srcs if not os.path.basename(s).startswith('main-')]
@@ -159,8 +209,10 @@ if verbs is None:
 objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0] for s in lib_srcs]
 n.build(f'{B}/config.h', 'phony')
 n.build(f'{B}/libodpx.a', 'ar', objs)
-n.build(f'{B}/libodpx.so', 'so', objs, implicit=['lib/odpx.map'])
-n.build(f'{B}/odpx.pc', 'pc', 'lib/odpx.pc.in', prefix=args.prefix)
+n.build(f'{B}/libodpx.so.{VERSION}', 'so', objs, implicit=['lib/odpx.map'])
+n.build(f'{B}/{SONAME}', 'symlink', f'{B}/libodpx.so.{VERSION}', target=f'libodpx.so.{VERSION}')
+n.build(f'{B}/libodpx.so', 'symlink', f'{B}/{SONAME}', target=SONAME)
+shared = [f'{B}/libodpx.so.{VERSION}', f'{B}/{SONAME}', f'{B}/libodpx.so']
 
 # libodpx-preload.so (preload/): the library's objects behind libibverbs' registration
 # symbols, exported with their versions and nothing else; not under a sanitizer, whose
@@ -207,11 +259,42 @@ for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
         o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
         tools.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'])[0])
 
-everything = [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tests + dev_tests + benches + tools + preload
+# odpx.pc: a static link needs every library the archive calls into
+requires = ['liburing'] + (['libibverbs'] if verbs else []) + (['libmnl'] if mnl else [])
+with open(f'{B}/odpx.pc.tmp', 'w') as f:
+    f.write(open('lib/odpx.pc.in').read().replace('@PREFIX@', args.prefix)
+            .replace('@LIBDIR@', libdir).replace('@INCLUDEDIR@', includedir)
+            .replace('@VERSION@', VERSION).replace('@REQUIRES_PRIVATE@', ', '.join(requires)))
+os.replace(f'{B}/odpx.pc.tmp', f'{B}/odpx.pc')
+
+# install.sh and uninstall.sh honour DESTDIR; ninja install and ninja uninstall run them
+mans = sorted(os.path.join('docs/man', f) for f in os.listdir('docs/man') if re.search(r'\.[137]$', f))
+files = [('644', 'lib/odpx.h', includedir), ('644', f'{B}/libodpx.a', libdir),
+         ('755', f'{B}/libodpx.so.{VERSION}', libdir), ('644', f'{B}/odpx.pc', libdir + '/pkgconfig')]
+files += [('755', t, bindir) for t in tools]
+files += [('644', m, f'{mandir}/man{m[-1]}') for m in mans]
+links = [(f'libodpx.so.{VERSION}', f'{libdir}/{SONAME}'), (SONAME, f'{libdir}/libodpx.so')]
+q = shlex.quote
+with open(f'{B}/install.sh', 'w') as f:
+    f.write('#!/bin/sh\n# written by configure.py: DESTDIR=dir sh install.sh stages the install there\n'
+            'set -e\n')
+    for mode, src, d in files:
+        f.write(f'install -D -m{mode} {q(src)} "$DESTDIR"{q(d + "/" + os.path.basename(src))}\n')
+    for target, name in links:
+        f.write(f'ln -sfn {q(target)} "$DESTDIR"{q(name)}\n')
+with open(f'{B}/uninstall.sh', 'w') as f:
+    f.write('#!/bin/sh\n# written by configure.py: removes what install.sh installed\n')
+    for _, src, d in files:
+        f.write(f'rm -f "$DESTDIR"{q(d + "/" + os.path.basename(src))}\n')
+    for _, name in links:
+        f.write(f'rm -f "$DESTDIR"{q(name)}\n')
+
+lib = [f'{B}/libodpx.a'] + shared + [f'{B}/odpx.pc']
+everything = lib + tests + dev_tests + benches + tools + preload
 n.build('all', 'phony', everything)
 n.build('bench', 'phony', benches)
 paging = [b for b in benches if b.endswith('/odpx-paging')]	# tests/paging-quick.sh runs it
-n.build('test', 'run', tests + dev_tests + scripts + tools + paging + preload,
+n.build('test', 'run', tests + dev_tests + scripts + tools + paging + preload + lib,
         cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts), desc='TEST host suite')
 n.build('test-vm', 'run', dev_tests + tests + tools + paging + preload,
         cmd=(f'ODPX_VM_PAGING={paging[0]} ODPX_VM_OUT={B}/vm-out ' if paging else '') +
@@ -219,19 +302,14 @@ n.build('test-vm', 'run', dev_tests + tests + tools + paging + preload,
             ' '.join(dev_tests) +
             (' && tests/vm/odpx-vm pair ' + ''.join(f'--with {p} ' for p in preload) + 'tests/vm/pair-preload.sh'
              if preload else ''), desc='TEST device tier (Soft-RoCE guest)')
-n.build('install', 'run', [f'{B}/libodpx.a', f'{B}/libodpx.so', f'{B}/odpx.pc'] + tools,
-        cmd=f'install -D -m644 lib/odpx.h {args.prefix}/include/odpx.h && '
-            f'install -D -m644 {B}/libodpx.a {args.prefix}/lib/libodpx.a && '
-            f'install -D -m755 {B}/libodpx.so {args.prefix}/lib/libodpx.so.0 && '
-            f'ln -sf libodpx.so.0 {args.prefix}/lib/libodpx.so && '
-            f'install -D -m644 {B}/odpx.pc {args.prefix}/lib/pkgconfig/odpx.pc' +
-            ''.join(f' && install -D -m755 {t} {args.prefix}/bin/{os.path.basename(t)}' for t in tools),
-        desc='INSTALL to ' + args.prefix)
-n.build(args.ninja_file, 'configure', implicit=['configure.py'])
-n.lines.append('default all')
+n.build('install', 'run', lib + tools + mans, cmd=f'sh {B}/install.sh',
+        desc='INSTALL ' + args.prefix)
+n.build('uninstall', 'run', cmd=f'sh {B}/uninstall.sh', desc='UNINSTALL ' + args.prefix)
+n.build(args.ninja_file, 'configure', implicit=['configure.py', 'lib/odpx.h', 'lib/odpx.pc.in', 'docs/man'])
+n.lines.append('default ' + ' '.join(lib + tools))
 with open(args.ninja_file + '.tmp', 'w') as f:
     f.write('# generated by configure.py; edit that instead\n' + '\n'.join(n.lines) + '\n')
 os.replace(args.ninja_file + '.tmp', args.ninja_file)
 mode = 'asan+ubsan' if args.asan else 'tsan' if args.tsan else 'debug' if args.debug else 'release'
 print(f'configure.py: {mode} build, cc={args.cc}, verbs={"yes" if verbs else "no"}, '
-      f'ucx-bench={"yes" if ucx else "no"}; now run ninja')
+      f'ucx-bench={"yes" if ucx else "no"}, prefix={args.prefix}, libdir={libdir}; now run ninja')
