@@ -101,6 +101,11 @@ ODPX_EXPORT const char *odpx_last_reason(void)
 	return last_reason[0] ? last_reason : "no error";
 }
 
+ODPX_EXPORT const char *odpx_version(void)
+{
+	return ODPX_VERSION;
+}
+
 ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 {
 	static const char *const names[] = { "auto", "implicit", "explicit", "pin", "direct" };

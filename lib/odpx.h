@@ -5,10 +5,15 @@
  * odpx answers that question for any buffer a process owns, with no memory
  * hooks: nothing intercepts malloc, free, mmap or munmap.  Where the device
  * pages on demand nothing is pinned; elsewhere a pin-down cache is kept
- * coherent by userfaultfd events (see README.md, "Invalidation guarantee").
+ * coherent by userfaultfd events.
  *
  * Every function returns 0, a count, or a negative errno.  Handles are
  * opaque.  All functions are thread-safe unless stated otherwise.
+ *
+ * Manual: odpx(7) for the overview, the modes, the invalidation guarantee
+ * and the environment variables; a page in section 3 for each function
+ * below (odpx_open_uring(3), odpx_reg(3), ...); odpstat(1) and odpx-info(1)
+ * for the tools.
  */
 #ifndef ODPX_H
 #define ODPX_H
@@ -20,6 +25,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of this header; odpx_version() tells the library's. */
+#define ODPX_VERSION_MAJOR 0
+#define ODPX_VERSION_MINOR 1
+#define ODPX_VERSION_PATCH 0
+#define ODPX_VERSION "0.1.0"
 
 struct odpx_ctx;
 struct odpx_mr;
@@ -559,6 +570,12 @@ int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps);
  * by odpx (for example why a range could not be pinned).  Never NULL.
  */
 const char *odpx_last_reason(void);
+
+/*
+ * odpx_version - the version of the library in use, "MAJOR.MINOR.PATCH"
+ * (a static string; compare with ODPX_VERSION, the header's).
+ */
+const char *odpx_version(void);
 
 #ifdef __cplusplus
 }
