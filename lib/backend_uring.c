@@ -21,11 +21,14 @@
  */
 #include <errno.h>
 #include <liburing.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
 #include "internal.h"
+#include "log.h"
 
 /*
  * The ring carries transfers only (slot updates are io_uring_register()
@@ -105,16 +108,28 @@ static void uring_child_fds(struct odpx_ctx *ctx)
 int uring_backend_open(struct odpx_ctx *ctx)
 {
 	struct uring_be *b = calloc(1, sizeof(*b));
+	char why[256];
 	int r;
 
 	if (!b)
-		return -ENOMEM;
+		return odpx_fail(-ENOMEM, "odpx_open_uring: out of memory");
 	r = io_uring_queue_init(8, &b->ring, 0);
-	if (r < 0)
+	if (r < 0) {
+		odpx_why_uring(r, why, sizeof(why));
+		odpx_fail(r, "io_uring_setup: %s: %s", strerror(-r), why);
 		goto out_free;
+	}
 	r = io_uring_register_buffers_sparse(&b->ring, URING_SLOTS);
-	if (r < 0)
+	if (r < 0) {
+		if (r == -ENOMEM)
+			odpx_why_memlock(why, sizeof(why));
+		else
+			snprintf(why, sizeof(why), "%s", r == -EINVAL ? "a sparse fixed-buffer table "
+				 "needs Linux 5.19" : "the kernel refused the fixed-buffer table");
+		odpx_fail(r, "io_uring_register_buffers_sparse(%u): %s: %s", URING_SLOTS,
+			  strerror(-r), why);
 		goto out_ring;
+	}
 	pthread_mutex_init(&b->xfer_lock, NULL);
 	b->next_tag = UD_STALE + 1;
 	ctx->be_priv = b;

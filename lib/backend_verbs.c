@@ -61,6 +61,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "log.h"
 #include "backend_verbs.h"
 
 #ifdef ODPX_HAVE_VERBS
@@ -921,8 +922,14 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	r = verbs_setup(ctx, pd, odp, chunk, max_mr_size, global_access, a.flags, &impl,
 			&impl_global);
 	if (r < 0) {
+		char why[200] = "";
+
 		odpx_close(ctx);
-		r = odpx_fail(r, "odpx_open_verbs: %s", strerror(-r));
+		if (r == -ENOMEM) {	/* an MR's pages are charged to RLIMIT_MEMLOCK */
+			why[0] = ' ';
+			odpx_why_memlock(why + 1, sizeof(why) - 1);
+		}
+		r = odpx_fail(r, "odpx_open_verbs: %s%s", strerror(-r), why);
 		goto out_impl;
 	}
 	ctx_reason_set(ctx, "%.130s%s", ch.reason, odp && (a.flags & ODPX_OPEN_GLOBAL_RKEY) ?
@@ -935,6 +942,7 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		odpx_close(ctx);
 		goto out_impl;
 	}
+	odpx_log(LOG_INFO, "verbs context opened, mode %s: %s", odpx_mode_str(ctx->mode), ctx->reason);
 	*out = ctx;
 	return 0;
 

@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 
 #include "cache.h"
+#include "log.h"
 
 #define MISS_RETRIES 3
 #define FAST_TRIES 4
@@ -206,7 +207,7 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
  * falls below rv->coming, or rv->dead is freed), at most ROOM_WAIT_NS, and
  * say whether to try again.
  */
-#define ROOM_WAIT_NS 40000000ULL	/* README, "Limits and knobs": about 40 ms, twice */
+#define ROOM_WAIT_NS 40000000ULL	/* docs/design.md, "The cache": about 40 ms, twice */
 
 static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 {
@@ -272,6 +273,31 @@ static struct odpx_ctx *ctx_of_sub(struct monitor_sub *sub)
  */
 #define MONITOR_RETRY_NS 1000000000ULL
 
+/*
+ * Once a process each: a refusal by the kernel, a limit that stopped the
+ * start.  A refusal's reason (@why, for odpx_mode_get()) gets the two
+ * settings to look at.
+ */
+static void no_monitor_log(int err, char *why, size_t n)
+{
+	static atomic_bool refused_told, limit_told;
+	char remedy[320];
+	size_t len = strlen(why);
+
+	if (err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN) {
+		odpx_log_once(&limit_told, LOG_WARN, "the userfaultfd monitor could not start (%s: "
+			      "a descriptor, memory or thread limit): registrations are served direct, "
+			      "pinned per request, until a start a second later succeeds", why);
+		return;
+	}
+	if ((err == -EPERM || err == -EACCES) && len < n)
+		snprintf(why + len, n - len, " (a seccomp filter or vm.unprivileged_userfaultfd?)");
+	odpx_why_uffd(err, remedy, sizeof(remedy));
+	odpx_log_once(&refused_told, LOG_WARN, "pin mode cannot be kept coherent: %s. Every "
+		      "registration is served direct, pinned per request (stats: direct_no_monitor)",
+		      remedy);
+}
+
 static int attach_monitor(struct odpx_ctx *ctx)
 {
 	struct monitor_config cfg;
@@ -298,8 +324,10 @@ static int attach_monitor(struct odpx_ctx *ctx)
 	if (cfg.uffd_mode && !strcmp(cfg.uffd_mode, "auto"))
 		cfg.uffd_mode = NULL;
 	r = monitor_attach(&ctx->sub, &cfg, why, sizeof(why));
-	if (r < 0)
+	if (r < 0) {
 		atomic_store(&ctx->monitor_retry_ns, odpx_now_ns() + MONITOR_RETRY_NS);
+		no_monitor_log(r, why, sizeof(why));
+	}
 	ctx_reason_monitor(ctx, r < 0 ? why : NULL);
 	return r;
 }
@@ -479,7 +507,12 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	 * miss to follow, and trims.  engine_start() tries again at most once
 	 * a second after a failure (engine.c).
 	 */
-	if (!engine_running(ctx) && engine_start(ctx) < 0) {
+	if (!engine_running(ctx) && (r = engine_start(ctx)) < 0) {
+		static atomic_bool told;
+
+		odpx_log_once(&told, LOG_WARN, "the engine thread could not start (%s: a descriptor, "
+			      "memory or thread limit): registrations are served direct until a start "
+			      "a second later succeeds (stats: direct_no_engine)", strerror(-r));
 		STAT_INC(ctx, direct_no_engine);
 		return direct_reg(ctx, s, end, acc, out);
 	}

@@ -17,9 +17,10 @@
 
 #include "cache.h"
 #include "../sysfs-stats/counters.h"
+#include "log.h"
 
 _Atomic uint32_t odpx_fork_gen;
-static __thread char last_reason[192];
+static __thread char last_reason[512];	/* a cause and its remedy */
 static __thread char mode_reason[192];	/* odpx_mode_get's copy */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* every open context, for the child after fork (ctx->list_next) */
@@ -275,6 +276,27 @@ static const struct knob {
 	{ "ODPX_IDLE_MS", 0, IDLE_MS_MAX },
 };
 
+/*
+ * The other variables odpx reads (the library, odpstat, odpx-info), then
+ * those of the test suite and the device tier: known, so not reported.
+ */
+static const char *const other_vars[] = {
+	"ODPX_MODE", "ODPX_UFFD_MODE", "ODPX_THRASH", "ODPX_LOG", "ODPX_SYSFS_ROOT",
+	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK",
+	"ODPX_DEV", "ODPX_REQUIRE_DEVICE", "ODPX_STRESS_SECS", "ODPX_FIXTURES",
+};
+
+static bool env_known(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		if (strlen(knobs[i].name) == len && !strncmp(knobs[i].name, name, len))
+			return true;
+	for (size_t i = 0; i < sizeof(other_vars) / sizeof(other_vars[0]); i++)
+		if (strlen(other_vars[i]) == len && !strncmp(other_vars[i], name, len))
+			return true;
+	return len > 8 && !strncmp(name, "ODPX_VM_", 8);	/* tests/vm/odpx-vm */
+}
+
 uint64_t odpx_env(const char *name, uint64_t dflt)
 {
 	uint64_t v = dflt;
@@ -361,6 +383,7 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 		return r;
 	if ((r = odpx_env_check()) < 0)
 		return r;
+	odpx_log_unknown_env(env_known);
 	if (!(a->comp_mask & ODPX_ATTR_LINGER))
 		a->linger_us = (uint32_t)odpx_env("ODPX_ENGINE_LINGER_US", LINGER_US_DEFAULT);
 	if (a->linger_us > LINGER_US_MAX)
@@ -399,6 +422,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	struct odpx_attr a = { 0 };
 	struct odpx_ctx *ctx;
 	uint32_t lim_source = ODPX_LIMIT_ATTR;
+	bool said = false;
 	int r;
 
 	if (!out)
@@ -454,8 +478,10 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		atomic_init(&ctx->pq[i].seq, i);
 	if ((r = cache_init(ctx)) < 0)
 		goto out_free;
-	if (ops->id == ODPX_BACKEND_URING && (r = uring_backend_open(ctx)) < 0)
+	if (ops->id == ODPX_BACKEND_URING && (r = uring_backend_open(ctx)) < 0) {
+		said = true;	/* with the setting to change */
 		goto out_cache;
+	}
 	if (a.mode == ODPX_MODE_DIRECT)
 		ctx_reason_set(ctx, "direct forced (%s): register and deregister per request",
 			       attr && (attr->comp_mask & ODPX_ATTR_MODE) &&
@@ -466,6 +492,9 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		ctx_reason_set(ctx, "%s backend has no on-demand paging:"
 			       " pin-down cache invalidated by userfaultfd", ops->name);
 	stats_gauges_publish(ctx);	/* mode and reason, for odpstat */
+	if (ops->id != ODPX_BACKEND_VERBS)	/* the verbs open says its own */
+		odpx_log(LOG_INFO, "%s context opened, mode %s: %s", ops->name,
+			 odpx_mode_str(ctx->mode), ctx->reason);
 	pthread_mutex_lock(&ctx_list_lock);
 	ctx->list_next = ctx_list;
 	ctx_list = ctx;
@@ -484,7 +513,7 @@ out_free:
 	stats_region_close(ctx);
 	free(ctx->pq);
 	free(ctx);
-	return odpx_fail(r, "odpx_open: %s", strerror(-r));
+	return said ? r : odpx_fail(r, "odpx_open: %s", strerror(-r));
 }
 
 ODPX_EXPORT int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx)

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "cache.h"
 
 #define LRU_AGE_MAX (1U << 30)
@@ -554,15 +555,31 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
 	}
 	if (r < 0) {
+		char why[200] = "";
+
 		STAT_INC(ctx, pin_failures);
+		if (r == -ENOMEM) {
+			why[0] = ' ';
+			odpx_why_memlock(why + 1, sizeof(why) - 1);
+		}
 		return odpx_fail(r, "pinning %#lx-%#lx failed: %s%s", (unsigned long)s,
 				 (unsigned long)(s + len), strerror(-r),
 				 r == -EFAULT ? " (read-only or PROT_NONE memory, or a shared file "
 						"mapping: io_uring pins writable anonymous or shmem memory only)"
-					      : "");
+					      : why);
 	}
 	STAT_INC(ctx, pins);
 	return r;
+}
+
+static int too_big(struct odpx_ctx *ctx, size_t len)
+{
+	char why[200];
+
+	odpx_why_memlock(why, sizeof(why));
+	return odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes, %" PRIu64 " (the default is "
+			 "RLIMIT_MEMLOCK without CAP_IPC_LOCK): %s", len,
+			 ctx->lim.max_pinned_bytes, why);
 }
 
 /* The reused slot's old range is unpinned or replaced: its charge goes (ctx->lock). */
@@ -601,8 +618,7 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	if (idx < 0)
-		return len > ctx->lim.max_pinned_bytes
-			? odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes", len)
+		return len > ctx->lim.max_pinned_bytes ? too_big(ctx, len)
 			: odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
 				    " pinned bytes) and every entry is in use",
 				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
