@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * odpx-info - the configuration odpx would run with in this process: every
+ * environment variable with its value and source, the limits as resolved,
+ * the kernel's userfaultfd features and the monitor's mode, io_uring, and
+ * each RDMA device's ODP caps with the mode auto picks; see odpx-info(1).
+ *
+ * It learns what it can through the public API: a uring context opened
+ * with defaults and one registration tell whether io_uring works and
+ * whether the monitor caches; a verbs context per device tells the mode
+ * auto picks and why.  What the API does not report (the kernel's
+ * userfaultfd features, the default limits) is read from the kernel with
+ * the rules odpx.h and uffd/monitor.c state.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "odpx.h"
+#ifdef ODPX_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
+
+/* the kernel's values, for headers older than the kernel (Linux 6.4, 6.7) */
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+
+/* The variables of odpx(7), with their defaults as the manual states them. */
+static const struct var {
+	const char *name, *dflt, *what;
+} vars[] = {
+	{ "ODPX_MODE", "auto", "force a mode: auto, implicit, explicit, pin, direct" },
+	{ "ODPX_UFFD_MODE", "auto", "the monitor's userfaultfd mode: auto, wp-async, wp, missing" },
+	{ "ODPX_WATCH_MAX", "vm.max_map_count/8, at most 16384", "watched-range budget" },
+	{ "ODPX_WATCH_WIDEN_KB", "64", "widest gap a watch bridges, KiB" },
+	{ "ODPX_REMOVE_QUARANTINE_MS", "100", "direct after a DONTNEED of the range, ms" },
+	{ "ODPX_MONITOR_SPIN_US", "50", "the monitor polls after an event, us" },
+	{ "ODPX_ENGINE_LINGER_US", "100", "the engine waits on a timer after work, us" },
+	{ "ODPX_THRASH", "built in (odpstat(1))", "thrash detector window and thresholds" },
+	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },
+	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug", "root of the debugfs counter sources" },
+	{ "ODPX_PROCFS_ROOT", "/proc", "root of the procfs counter sources" },
+	{ "ODPX_NO_NETLINK", "unset", "set: odpstat reads no RDMA netlink counters" },
+	{ "ODPX_LOG", "warn", "stderr lines for fallbacks: none, warn, info, debug" },
+};
+
+static bool json;
+static bool first_item;
+
+/* ---- output: one pair per line in text, one object in JSON ---- */
+
+static void jstr(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void sep(void)
+{
+	if (!first_item)
+		putchar(',');
+	first_item = false;
+}
+
+static void section(const char *name)
+{
+	if (json) {
+		sep();
+		jstr(name);
+		printf(":{");
+		first_item = true;
+	} else {
+		printf("\n%s:\n", name);
+	}
+}
+
+static void section_end(void)
+{
+	if (json) {
+		putchar('}');
+		first_item = false;
+	}
+}
+
+static void kv(const char *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void kv(const char *k, const char *fmt, ...)
+{
+	char v[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(v, sizeof(v), fmt, ap);
+	va_end(ap);
+	if (json) {
+		sep();
+		jstr(k);
+		putchar(':');
+		jstr(v);
+	} else {
+		printf("  %-26s %s\n", k, v);
+	}
+}
+
+static void knum(const char *k, unsigned long long v)
+{
+	if (json) {
+		sep();
+		jstr(k);
+		printf(":%llu", v);
+	} else {
+		printf("  %-26s %llu\n", k, v);
+	}
+}
+
+/* ---- what the process and the kernel offer ---- */
+
+static long read_long(const char *path, long dflt)
+{
+	FILE *f = fopen(path, "re");
+	long v = dflt;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = dflt;
+		fclose(f);
+	}
+	return v;
+}
+
+static bool has_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return d[CAP_IPC_LOCK / 32].effective & (1U << (CAP_IPC_LOCK % 32));
+}
+
+static void knobs(void)
+{
+	section("environment");
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i].name);
+		bool set = v && *v;
+
+		if (json) {
+			sep();
+			jstr(vars[i].name);
+			printf(":{\"value\":");
+			jstr(set ? v : vars[i].dflt);
+			printf(",\"source\":\"%s\",\"default\":", set ? "environment" : "default");
+			jstr(vars[i].dflt);
+			printf("}");
+		} else {
+			printf("  %-26s %s (%s)\n", vars[i].name, set ? v : vars[i].dflt,
+			       set ? "environment" : "default");
+		}
+	}
+	section_end();
+}
+
+static void limits(void)
+{
+	struct rlimit rl;
+	unsigned long long phys = (unsigned long long)sysconf(_SC_PHYS_PAGES) *
+				  (unsigned long long)sysconf(_SC_PAGESIZE);
+	bool cap = has_ipc_lock(), finite;
+	unsigned long long pinned;
+	long maps = read_long("/proc/sys/vm/max_map_count", 65530);
+
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	finite = rl.rlim_cur != RLIM_INFINITY;
+	pinned = !cap && finite ? (unsigned long long)rl.rlim_cur : phys / 8;
+	section("limits");
+	if (finite)
+		knum("rlimit_memlock_bytes", (unsigned long long)rl.rlim_cur);
+	else
+		kv("rlimit_memlock_bytes", "unlimited");
+	kv("cap_ipc_lock", "%s", cap ? "yes" : "no");
+	knum("max_pinned_bytes", pinned);
+	kv("max_pinned_bytes_from", "%s", !cap && finite ? "RLIMIT_MEMLOCK" :
+	   cap ? "RAM/8 (CAP_IPC_LOCK)" : "RAM/8 (RLIMIT_MEMLOCK unlimited)");
+	knum("max_entries", 4096);
+	knum("max_unused_bytes", pinned / 2);
+	knum("max_entry_bytes", 1ULL << 30);
+	knum("vm_max_map_count", (unsigned long long)maps);
+	knum("watch_budget_default", (unsigned long long)(maps / 8 < 16384 ? maps / 8 : 16384));
+	section_end();
+}
+
+static const struct {
+	uint64_t bit;
+	const char *name;
+} uffd_features[] = {
+	{ UFFD_FEATURE_EVENT_UNMAP, "EVENT_UNMAP" },
+	{ UFFD_FEATURE_EVENT_REMOVE, "EVENT_REMOVE" },
+	{ UFFD_FEATURE_EVENT_REMAP, "EVENT_REMAP" },
+	{ UFFD_FEATURE_EVENT_FORK, "EVENT_FORK" },
+	{ UFFD_FEATURE_PAGEFAULT_FLAG_WP, "PAGEFAULT_FLAG_WP" },
+	{ UFFD_FEATURE_MISSING_SHMEM, "MISSING_SHMEM" },
+	{ UFFD_FEATURE_MISSING_HUGETLBFS, "MISSING_HUGETLBFS" },
+	{ UFFD_FEATURE_WP_UNPOPULATED, "WP_UNPOPULATED" },
+	{ UFFD_FEATURE_WP_ASYNC, "WP_ASYNC" },
+};
+
+/* The features offered, as uffd/monitor.c probes them; -errno when refused. */
+static int uffd_probe(uint64_t *features)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	int err;
+
+	if (fd < 0 && errno == EINVAL)
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	err = ioctl(fd, UFFDIO_API, &api) < 0 ? -errno : 0;
+	close(fd);
+	*features = api.features;
+	return err;
+}
+
+static void userfaultfd(void)
+{
+	const uint64_t ev = UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |
+			    UFFD_FEATURE_EVENT_REMAP;
+	const char *force = getenv("ODPX_UFFD_MODE");
+	uint64_t have = 0;
+	int r = uffd_probe(&have);
+	char names[512] = "";
+	const char *mode;
+
+	section("userfaultfd");
+	knum("vm_unprivileged_userfaultfd",
+	     (unsigned long long)read_long("/proc/sys/vm/unprivileged_userfaultfd", 0));
+	if (r < 0) {
+		kv("available", "no: %s", strerror(-r));
+		kv("monitor_mode", "none: every registration is served direct");
+		section_end();
+		return;
+	}
+	kv("available", "yes");
+	knum("features", (unsigned long long)have);
+	for (size_t i = 0; i < sizeof(uffd_features) / sizeof(uffd_features[0]); i++)
+		if (have & uffd_features[i].bit)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+				 names[0] ? " " : "", uffd_features[i].name);
+	kv("feature_names", "%s", names);
+	/* the rule of uffd/monitor.c's uffd_open() */
+	if ((have & ev) != ev)
+		mode = "none: UNMAP/REMOVE/REMAP events missing";
+	else if (force && *force && strcmp(force, "auto"))
+		mode = force;
+	else if ((have & UFFD_FEATURE_WP_ASYNC) && (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
+		mode = "wp-async";
+	else if (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP)
+		mode = "wp";
+	else
+		mode = "missing";
+	kv("monitor_mode", "%s", mode);
+	section_end();
+}
+
+/* A default uring context: does io_uring work, and does pin mode cache? */
+static void uring(void)
+{
+	size_t len = 64 << 10;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct odpx_ctx *ctx;
+	struct odpx_mr *mr;
+	struct odpx_stats st;
+	enum odpx_mode m;
+	const char *why;
+	int r;
+
+	section("io_uring");
+	knum("kernel_io_uring_disabled",
+	     (unsigned long long)read_long("/proc/sys/kernel/io_uring_disabled", 0));
+	r = odpx_open_uring(NULL, &ctx);
+	if (r < 0) {
+		kv("usable", "no");
+		kv("reason", "%s", odpx_last_reason());
+		section_end();
+		return;
+	}
+	kv("usable", "yes");
+	if (p != MAP_FAILED && odpx_reg(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, &mr) == 0) {
+		odpx_dereg(ctx, mr);
+		if (odpx_stats_read(ctx, &st, sizeof(st)) > 0)
+			kv("registration", "%s", st.direct_no_monitor ? "served direct: no monitor" :
+			   st.direct_regs ? "served direct" : "cached (the monitor watches it)");
+	} else {
+		kv("registration", "failed: %s", odpx_last_reason());
+	}
+	if (odpx_mode_get(ctx, &m, &why) == 0) {
+		kv("mode", "%s", odpx_mode_str(m));
+		kv("reason", "%s", why);
+	}
+	odpx_close(ctx);
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	section_end();
+}
+
+#ifdef ODPX_HAVE_VERBS
+static void device(struct ibv_device *dev)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	struct ibv_device_attr_ex ax;
+	struct ibv_pd *pd;
+	struct odpx_ctx *ctx;
+	enum odpx_mode m;
+	const char *why;
+
+	section(ibv_get_device_name(dev));
+	if (!c) {
+		kv("usable", "no: ibv_open_device: %s", strerror(errno));
+		section_end();
+		return;
+	}
+	memset(&ax, 0, sizeof(ax));
+	if (ibv_query_device_ex(c, NULL, &ax) == 0) {
+		kv("odp", "%s", ax.odp_caps.general_caps & IBV_ODP_SUPPORT ? "yes" : "no");
+		kv("odp_implicit", "%s",
+		   ax.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT ? "yes" : "no");
+		kv("rc_odp_caps", "%#x", ax.odp_caps.per_transport_caps.rc_odp_caps);
+		kv("uc_odp_caps", "%#x", ax.odp_caps.per_transport_caps.uc_odp_caps);
+		kv("ud_odp_caps", "%#x", ax.odp_caps.per_transport_caps.ud_odp_caps);
+		knum("max_mr_size", (unsigned long long)ax.orig_attr.max_mr_size);
+	}
+	pd = ibv_alloc_pd(c);
+	if (!pd) {
+		kv("usable", "no: ibv_alloc_pd: %s", strerror(errno));
+	} else if (odpx_open_verbs(pd, NULL, &ctx) < 0) {
+		kv("usable", "no");
+		kv("reason", "%s", odpx_last_reason());
+	} else {
+		kv("usable", "yes");
+		if (odpx_mode_get(ctx, &m, &why) == 0) {
+			kv("auto_mode", "%s", odpx_mode_str(m));
+			kv("reason", "%s", why);
+		}
+		odpx_close(ctx);
+	}
+	if (pd)
+		ibv_dealloc_pd(pd);
+	ibv_close_device(c);
+	section_end();
+}
+#endif
+
+static void devices(void)
+{
+	section("rdma_devices");
+#ifdef ODPX_HAVE_VERBS
+	int n = 0;
+	struct ibv_device **l = ibv_get_device_list(&n);
+
+	for (int i = 0; l && i < n; i++)
+		device(l[i]);
+	if (l)
+		ibv_free_device_list(l);
+	if (!json && n == 0)
+		printf("  none\n");
+#else
+	if (!json)
+		printf("  odpx built without libibverbs\n");
+#endif
+	section_end();
+}
+
+int main(int argc, char **argv)
+{
+	struct utsname u;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: odpx-info [--json]\n");
+			return 0;
+		} else {
+			fprintf(stderr, "odpx-info: unknown argument %s (usage: odpx-info [--json])\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	uname(&u);
+	if (json) {
+		printf("{");
+		first_item = true;
+		kv("version", "%s", odpx_version());
+		kv("kernel", "%s", u.release);
+	} else {
+		printf("odpx %s, kernel %s\n", odpx_version(), u.release);
+	}
+	knobs();
+	limits();
+	userfaultfd();
+	uring();
+	devices();
+	if (json)
+		printf("}\n");
+	return 0;
+}
