@@ -312,7 +312,7 @@ uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
 /*
- * ctx.c: the environment's knobs (README, "Limits and knobs"), their
+ * ctx.c: the environment's knobs (odpx(7), ENVIRONMENT), their
  * bounds in one table.  odpx_env_check: every knob, at each open, so that
  * a bad one is refused there, by name (-EINVAL), rather than ignored where
  * it is read.  odpx_env: the value of @name, or @dflt when it is unset,

@@ -49,7 +49,7 @@
 #define HITTERS 1
 #define NWORKERS (CHECKERS + REMAPPERS + RACERS + HITTERS)
 #define CONTROL_SECS 1.5
-#define QUARANTINE_MS 100.0	/* the library's default ODPX_REMOVE_QUARANTINE_MS (README) */
+#define QUARANTINE_MS 100.0	/* the library's default ODPX_REMOVE_QUARANTINE_MS (odpx(7)) */
 enum { OK = 0, STALE = 2 };	/* the control's exit status */
 /* 20 s counted in the watchdog's own 100 ms naps: a jump of the clock is one nap */
 #define HANG_NAPS 200
@@ -377,7 +377,7 @@ static int stress(void *arg)
 	      vm_pinned_kb(), pin0);
 	if (atomic_load(&residual))
 		printf("XFAIL: %lu stale checks behind a DONTNEED that took up to %.0f ms, over the "
-		       "%.0f ms quarantine: the residual window of REMOVE (README)\n",
+		       "%.0f ms quarantine: the residual window of REMOVE (docs/invalidation.md)\n",
 		       atomic_load(&residual), atomic_load(&residual_ms), QUARANTINE_MS);
 	return 0;
 }
