@@ -434,8 +434,8 @@ int main(int argc, char **argv)
 		char path[PATH_MAX + 16];
 		snprintf(path, sizeof(path), "%s/ucx-rcache", dir);
 		if (access(path, X_OK)) {
-			printf("ucx=not-installed: %s absent (Debian: apt-get install"
-			       " libucx-dev, then ./configure.py && ninja bench)\n", path);
+			printf("ucx=not-installed: %s absent (Debian: ./configure.py"
+			       " --install-deps=bench && ninja bench)\n", path);
 		} else {
 			struct bench_opts keep = o;
 			if (o.only && !pass_only(ucx, 4, only, sizeof(only)))
