@@ -198,7 +198,9 @@ n.rule('so', f'$cc -shared -Wl,--version-script=lib/odpx.map -Wl,-soname,{SONAME
        '-o $out $in $libs', description='SO $out')
 n.rule('symlink', 'ln -sf $target $out', description='LN $out')
 n.rule('link', '$cc $ldflags -o $out $in $libs $extralibs', description='LINK $out')
-n.rule('configure', f'{sys.executable} configure.py {" ".join(shlex.quote(a) for a in sys.argv[1:] if not a.startswith("--install-deps"))}',
+# a re-run sees the flags this run saw, whatever the environment of the ninja that runs it
+envflags = ' '.join(f'{k}={shlex.quote(os.environ.get(k, ""))}' for k in ('CPPFLAGS', 'CFLAGS', 'LDFLAGS'))
+n.rule('configure', f'env {envflags} {sys.executable} configure.py {" ".join(shlex.quote(a) for a in sys.argv[1:] if not a.startswith("--install-deps"))}',
        generator='1', description='CONFIGURE')
 n.rule('run', '$cmd', pool='console', description='$desc')
 
