@@ -51,7 +51,7 @@ static const struct var {
 	{ "ODPX_WATCH_MAX", "vm.max_map_count/8, at most 16384", "watched-range budget" },
 	{ "ODPX_WATCH_WIDEN_KB", "64", "widest gap a watch bridges, KiB" },
 	{ "ODPX_REMOVE_QUARANTINE_MS", "100", "direct after a DONTNEED of the range, ms" },
-	{ "ODPX_MONITOR_SPIN_US", "50", "the monitor polls after an event, us" },
+	{ "ODPX_MONITOR_SPIN_US", "0", "the monitor polls after an event, us" },
 	{ "ODPX_ENGINE_LINGER_US", "100", "the engine waits on a timer after work, us" },
 	{ "ODPX_THRASH", "built in (odpstat(1))", "thrash detector window and thresholds" },
 	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },

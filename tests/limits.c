@@ -1133,7 +1133,7 @@ static void entries_in_flight(void)
 
 /*
  * A miss refused while entries are on their way back waits for them about
- * 40 ms, twice (README), not counting its own victims, which are back
+ * 40 ms, twice (docs/design.md), not counting its own victims, which are back
  * before it waits.  16 pages: H (4) held, V (8) then W (2) released.  A
  * misses 4 pages, evicts V and is stopped in V's unpin.  B misses 6: it
  * evicts W and still does not fit while V is pinned, so it waits twice for
