@@ -261,12 +261,14 @@ for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
         o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
         tools.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'])[0])
 
-# odpx.pc: a static link needs every library the archive calls into
+# odpx.pc: a static link needs every library the archive calls into, and a program
+# linked with a sanitizer build of odpx needs the sanitizer's runtime
 requires = ['liburing'] + (['libibverbs'] if verbs else []) + (['libmnl'] if mnl else [])
 with open(f'{B}/odpx.pc.tmp', 'w') as f:
     f.write(open('lib/odpx.pc.in').read().replace('@PREFIX@', args.prefix)
             .replace('@LIBDIR@', libdir).replace('@INCLUDEDIR@', includedir)
-            .replace('@VERSION@', VERSION).replace('@REQUIRES_PRIVATE@', ', '.join(requires)))
+            .replace('@VERSION@', VERSION).replace('@REQUIRES_PRIVATE@', ', '.join(requires))
+            .replace('@SANITIZE@', ''.join(' ' + f for f in ldflags if f.startswith('-fsanitize'))))
 os.replace(f'{B}/odpx.pc.tmp', f'{B}/odpx.pc')
 
 # install.sh and uninstall.sh honour DESTDIR; ninja install and ninja uninstall run them

@@ -63,6 +63,7 @@ int main(void)
 	}
 	if (odpx_dereg(ctx, mr) < 0 || odpx_close(ctx) < 0)
 		return 1;
+	free(buf);
 	puts("ok");
 	return 0;
 }
