@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """configure.py - probe the toolchain and write build.ninja (and build/config.h).
 
     ./configure.py [--debug] [--asan] [--tsan] [--cc CC] [--prefix DIR] [--libdir DIR]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-caps: the RDMA device is there and reports the ODP capabilities odpx is built around:
  * explicit ODP (IBV_ODP_SUPPORT) with RC SEND, RECV, WRITE and READ, and, on Soft-RoCE (rxe),

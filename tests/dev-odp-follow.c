@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-odp-follow: an explicit ODP MR (IBV_ACCESS_ON_DEMAND) follows the mapping.  Register it
  * over an mmap'd, page-aligned buffer, munmap, mmap fresh memory at the same address

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-rc-pinned: RDMA WRITE and RDMA READ over an RC QP connected to itself, between pinned
  * MRs (plain ibv_reg_mr), 64 KiB of a page-varying pattern, verified byte for byte; then a

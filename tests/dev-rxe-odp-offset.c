@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-rxe-odp-offset: detects a known kernel defect of rdma_rxe.  Its copy into an ODP MR
  * (__rxe_odp_mr_copy) ignores the offset within the page, so bytes meant for page+X land at

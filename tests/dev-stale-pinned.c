@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-stale-pinned: the stale-registration hazard of a pinned MR.  Register a pinned MR over
  * an mmap'd buffer, munmap it, mmap fresh memory at the same address (MAP_FIXED), and RDMA

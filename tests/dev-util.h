@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dev-util.h - helpers shared by the device tests (tests/dev-*.c).  Header-only, static.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-bench: the verbs backend's figures, one key=value line each (TCG-emulated
  * guest: absolute times are slow, compare ratios from the same run).  Always passes unless

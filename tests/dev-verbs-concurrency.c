@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-concurrency: in explicit and pin mode, worker threads register, prefetch and post
  * RDMA WRITEs (each on its own QP, data verified) while they also register slices of a

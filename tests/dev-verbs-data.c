@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-data: for each of explicit, pin and direct, an RC loopback QP moves data through
  * odpx registrations - RDMA WRITE, RDMA READ and a SEND into a receive buffer registered

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-mode: on Soft-RoCE, auto mode is explicit ODP because there is no implicit ODP;
  * forcing implicit (attributes or ODPX_MODE) fails with -EOPNOTSUPP, never silently; pin and

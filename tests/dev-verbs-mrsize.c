@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-mrsize: in pin and direct mode one entry is one MR, so no entry may be longer
  * than the device's max_mr_size.  Soft-RoCE has no limit (2^64 - 1), so this test lowers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-prefetch: prefetch hints reach ibv_advise_mr.  A synchronous prefetch
  * (odpx_prefetch with ODPX_PREFETCH_SYNC: IBV_ADVISE_MR_FLAG_FLUSH) makes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-release: what a release, a hint and exit() leave behind.  Each case runs in
  * a child of its own (a failed RDMA READ leaves the QP in error).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-remote: remote access covers exactly the pages asked for.  In explicit and pin
  * mode, an rkey from a remote-access registration of one page reaches that page, and an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * dev-verbs-stale: stale registrations over RDMA.
  * Pin mode: register the target through odpx, change the mapping under it (munmap + mmap at

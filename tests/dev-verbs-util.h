@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dev-verbs-util.h - helpers of the verbs backend's device tests (tests/dev-verbs-*.c), on
  * top of dev-util.h: open a context in a given mode, move data through odpx registrations.

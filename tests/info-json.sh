@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # info-json: odpx-info --json is valid JSON, reports the values set through the
 # environment as such (and the others as defaults), and lists every ODPX_
 # variable the library and odpstat read; odpx(7) documents each of them too.

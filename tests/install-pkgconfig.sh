@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # install-pkgconfig: stage `ninja install` in a DESTDIR, then build, link and run
 # programs against the staged tree through pkg-config: the README's example,
 # dynamically; a program calling odpx_open_uring and odpx_open_verbs, dynamically

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # man-pages: every installed man page renders with groff -ww and no warning, and
 # every symbol libodpx.so exports is in the odpx_ namespace and has a page in
 # section 3; each installed tool has one in section 1.  BUILD names the build

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run-tests.sh - run test programs, one line each, then "N passed, N failed, N skipped".
 #
 #   run-tests.sh [-t SECONDS] PROGRAM...

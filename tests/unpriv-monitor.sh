@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # unpriv-monitor: build/tests/uffd-monitor and stale-data again, as user nobody.
 #
 # Unprivileged, the library must open its userfaultfd with UFFD_USER_MODE_ONLY

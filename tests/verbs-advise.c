@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * verbs-advise: how prefetch hints become ibv_advise_mr calls, without a device.  The engine
  * coalesces and de-duplicates (prefetch_coalesce); the verbs backend cuts the result into

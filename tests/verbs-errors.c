@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * verbs-errors: libibverbs' error conventions (positive errno, -1 or NULL with errno, a
  * negative errno) become one -errno (mode_verbs_err), and odpx_open_verbs() refuses bad

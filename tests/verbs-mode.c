@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * verbs-mode: the mode decision (lib/mode.c) as a table: each row gives ODP caps, the
  * declared transports and a forced mode, and expects a mode, a return value and a phrase of

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # build-image.sh - the recipe of the Soft-RoCE test guest: a Debian root file system in an ext4
 # image, the Debian kernel, and a small initramfs of our own that mounts the image.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # guest-run.sh - the test driver inside the Soft-RoCE guest.  `odpx-vm test` copies it into the
 # share as run.sh, beside run-tests.sh, bin/ (the test programs), tests.list (their order) and
 # config (TEST_TIMEOUT).  It creates rxe0 on lo, waits for the port to be ACTIVE with the IPv4
