@@ -580,7 +580,9 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		max = ctx->be->max_entry_bytes ? ctx->be->max_entry_bytes : SPAN_MAX_BYTES;
 	acc &= ctx->acc_mask;
 	if (end - s > max)
-		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64, len, max);
+		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64 ": register it "
+				 "in parts, or raise odpx_limits.max_entry_bytes (1 GiB at most on "
+				 "io_uring, the device's max_mr_size on verbs)", len, max);
 	if (!ctx->cache_enabled || remote_uncached(ctx, acc))
 		return direct_reg(ctx, s, end, acc, out);
 
