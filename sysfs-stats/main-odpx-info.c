@@ -6,11 +6,11 @@
  * each RDMA device's ODP caps with the mode auto picks; see odpx-info(1).
  *
  * It learns what it can through the public API: a uring context opened
- * with defaults and one registration tell whether io_uring works and
- * whether the monitor caches; a verbs context per device tells the mode
- * auto picks and why.  What the API does not report (the kernel's
- * userfaultfd features, the default limits) is read from the kernel with
- * the rules odpx.h and uffd/monitor.c state.
+ * with defaults and one registration tell whether io_uring works, whether
+ * the monitor caches, and (odpx_query) the limits as resolved; a verbs
+ * context per device tells the mode auto picks and why.  What the API does
+ * not report (the kernel's userfaultfd features and the mode the monitor
+ * takes from them) is read from the kernel with uffd/open.c's rule.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -53,6 +53,7 @@ static const struct var {
 	{ "ODPX_REMOVE_QUARANTINE_MS", "100", "direct after a DONTNEED of the range, ms" },
 	{ "ODPX_MONITOR_SPIN_US", "0", "the monitor polls after an event, us" },
 	{ "ODPX_ENGINE_LINGER_US", "100", "the engine waits on a timer after work, us" },
+	{ "ODPX_IDLE_MS", "300000", "registrations unused this long are released, ms" },
 	{ "ODPX_THRASH", "built in (odpstat(1))", "thrash detector window and thresholds" },
 	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },
 	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug", "root of the debugfs counter sources" },
@@ -185,32 +186,39 @@ static void knobs(void)
 	section_end();
 }
 
-static void limits(void)
+/* The limits a default context resolved, as odpx_query() reports them; @ctx may be NULL. */
+static void limits(struct odpx_ctx *ctx)
 {
+	static const char *const src[] = { "?", "attributes", "RLIMIT_MEMLOCK",
+					   "RAM/8 (CAP_IPC_LOCK or RLIMIT_MEMLOCK unlimited)" };
+	struct odpx_caps c = { .comp_mask = ODPX_QUERY_LIMITS | ODPX_QUERY_WATCH | ODPX_QUERY_URING };
 	struct rlimit rl;
-	unsigned long long phys = (unsigned long long)sysconf(_SC_PHYS_PAGES) *
-				  (unsigned long long)sysconf(_SC_PAGESIZE);
-	bool cap = has_ipc_lock(), finite;
-	unsigned long long pinned;
-	long maps = read_long("/proc/sys/vm/max_map_count", 65530);
 
-	getrlimit(RLIMIT_MEMLOCK, &rl);
-	finite = rl.rlim_cur != RLIM_INFINITY;
-	pinned = !cap && finite ? (unsigned long long)rl.rlim_cur : phys / 8;
 	section("limits");
-	if (finite)
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	if (rl.rlim_cur != RLIM_INFINITY)
 		knum("rlimit_memlock_bytes", (unsigned long long)rl.rlim_cur);
 	else
 		kv("rlimit_memlock_bytes", "unlimited");
-	kv("cap_ipc_lock", "%s", cap ? "yes" : "no");
-	knum("max_pinned_bytes", pinned);
-	kv("max_pinned_bytes_from", "%s", !cap && finite ? "RLIMIT_MEMLOCK" :
-	   cap ? "RAM/8 (CAP_IPC_LOCK)" : "RAM/8 (RLIMIT_MEMLOCK unlimited)");
-	knum("max_entries", 4096);
-	knum("max_unused_bytes", pinned / 2);
-	knum("max_entry_bytes", 1ULL << 30);
-	knum("vm_max_map_count", (unsigned long long)maps);
-	knum("watch_budget_default", (unsigned long long)(maps / 8 < 16384 ? maps / 8 : 16384));
+	kv("cap_ipc_lock", "%s", has_ipc_lock() ? "yes" : "no");
+	if (!ctx || odpx_query(ctx, &c) < 0 || !(c.comp_mask & ODPX_QUERY_LIMITS)) {
+		kv("resolved", "no: no context opened (io_uring above)");
+		section_end();
+		return;
+	}
+	knum("max_pinned_bytes", (unsigned long long)c.limits.max_pinned_bytes);
+	kv("max_pinned_bytes_from", "%s",
+	   c.max_pinned_source < ODPX_LIMIT_RESERVED ? src[c.max_pinned_source] : "?");
+	knum("max_entries", (unsigned long long)c.limits.max_entries);
+	knum("max_unused_bytes", (unsigned long long)c.limits.max_unused_bytes);
+	knum("max_entry_bytes", (unsigned long long)c.limits.max_entry_bytes);
+	knum("idle_ms", c.idle_ms);
+	if (c.comp_mask & ODPX_QUERY_WATCH)
+		knum("watch_max", c.watch_max);
+	if (c.comp_mask & ODPX_QUERY_URING) {
+		knum("uring_slots", c.uring_slots);
+		knum("uring_slot_max_bytes", (unsigned long long)c.uring_slot_max_bytes);
+	}
 	section_end();
 }
 
@@ -272,7 +280,7 @@ static void userfaultfd(void)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
 				 names[0] ? " " : "", uffd_features[i].name);
 	kv("feature_names", "%s", names);
-	/* the rule of uffd/monitor.c's uffd_open() */
+	/* the rule of uffd/open.c */
 	if ((have & ev) != ev)
 		mode = "none: UNMAP/REMOVE/REMAP events missing";
 	else if (force && *force && strcmp(force, "auto"))
@@ -287,8 +295,11 @@ static void userfaultfd(void)
 	section_end();
 }
 
-/* A default uring context: does io_uring work, and does pin mode cache? */
-static void uring(void)
+/*
+ * A default uring context: does io_uring work, and does pin mode cache?
+ * Returns it, open, for limits(); NULL when it does not open.
+ */
+static struct odpx_ctx *uring(void)
 {
 	size_t len = 64 << 10;
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -307,7 +318,7 @@ static void uring(void)
 		kv("usable", "no");
 		kv("reason", "%s", odpx_last_reason());
 		section_end();
-		return;
+		return NULL;
 	}
 	kv("usable", "yes");
 	if (p != MAP_FAILED && odpx_reg(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, &mr) == 0) {
@@ -322,10 +333,10 @@ static void uring(void)
 		kv("mode", "%s", odpx_mode_str(m));
 		kv("reason", "%s", why);
 	}
-	odpx_close(ctx);
 	if (p != MAP_FAILED)
 		munmap(p, len);
 	section_end();
+	return ctx;
 }
 
 #ifdef ODPX_HAVE_VERBS
@@ -397,6 +408,7 @@ static void devices(void)
 
 int main(int argc, char **argv)
 {
+	struct odpx_ctx *ctx;
 	struct utsname u;
 
 	for (int i = 1; i < argc; i++) {
@@ -421,9 +433,11 @@ int main(int argc, char **argv)
 		printf("odpx %s, kernel %s\n", odpx_version(), u.release);
 	}
 	knobs();
-	limits();
 	userfaultfd();
-	uring();
+	ctx = uring();
+	limits(ctx);
+	if (ctx)
+		odpx_close(ctx);
 	devices();
 	if (json)
 		printf("}\n");
