@@ -284,6 +284,7 @@ static const char *const other_vars[] = {
 	"ODPX_MODE", "ODPX_UFFD_MODE", "ODPX_THRASH", "ODPX_LOG", "ODPX_SYSFS_ROOT",
 	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK",
 	"ODPX_DEV", "ODPX_REQUIRE_DEVICE", "ODPX_STRESS_SECS", "ODPX_FIXTURES",
+	"ODPX_PAGING_COMMIT",	/* bench/odpx-paging */
 };
 
 static bool env_known(const char *name, size_t len)
