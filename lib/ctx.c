@@ -285,6 +285,8 @@ static const char *const other_vars[] = {
 	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK",
 	"ODPX_DEV", "ODPX_REQUIRE_DEVICE", "ODPX_STRESS_SECS", "ODPX_FIXTURES",
 	"ODPX_PAGING_COMMIT",	/* bench/odpx-paging */
+	"ODPX_PRELOAD_REMOTE", "ODPX_PRELOAD_VERBOSE",	/* libodpx-preload.so */
+	"ODPX_PRELOAD_UNSAFE_NO_MONITOR", "ODPX_TEST_PRELOAD_CHILD",
 };
 
 static bool env_known(const char *name, size_t len)
