@@ -262,20 +262,23 @@ unsigned monitor_invalidate(uintptr_t s, uintptr_t e)
 	return n;
 }
 
-/* One batch: everything queued, read and applied under the lock. */
+/*
+ * One batch, read and applied under the lock.  A short read has drained
+ * the queue: an event queued after it keeps its caller blocked, and the
+ * uffd readable, until the next batch reads it.
+ */
 static void read_batch(void)
 {
 	struct uffd_msg msgs[32];	/* on the stack: the reader never allocates */
+	ssize_t n;
 
 	pthread_mutex_lock(&mon.lock);
 	seq_all();
-	for (;;) {
-		ssize_t n = read(mon.uffd, msgs, sizeof(msgs));
-		if (n <= 0)
-			break;	/* EAGAIN: drained */
+	do {
+		n = read(mon.uffd, msgs, sizeof(msgs));
 		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++)
 			handle(&msgs[i]);
-	}
+	} while (n == (ssize_t)sizeof(msgs));
 	seq_all();
 	pthread_mutex_unlock(&mon.lock);
 }
