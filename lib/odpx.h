@@ -262,7 +262,13 @@ int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
  * Registrations still held by the caller are released too; their handles
  * become invalid.  Prefetch hints not yet served are dropped: the engine
  * ends the pre-pin under way, if any, and pins nothing more.
- * Return: 0 or -EINVAL.
+ *
+ * A closed context's memory stays odpx's: odpx_close() of it again, and
+ * every call that takes it, fail with -EINVAL until a later open reuses it
+ * (then the pointer is that new context's).  Undefined: a call on a context
+ * concurrent with its close, and odpx_mr_lkey() and the other handle
+ * accessors on a handle of a closed context.
+ * Return: 0 or -EINVAL (NULL or closed @ctx).
  */
 int odpx_close(struct odpx_ctx *ctx);
 

@@ -157,6 +157,8 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 
 	if (!ctx || !out || size == 0)
 		return odpx_fail(-EINVAL, "odpx_stats_read: NULL argument or zero size");
+	if (ctx->magic != CTX_MAGIC)
+		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
 	/* a child's copy: another thread of the parent may have held ctx->lock */
 	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
