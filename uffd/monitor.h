@@ -132,7 +132,9 @@ struct vma_info {
 	uintptr_t start, end;
 	bool readable, writable, shared, file;
 };
+/* The VMA containing @addr: 0, -ENOENT (none), -EMFILE/-ENFILE, -errno. */
 int vma_query(uintptr_t addr, struct vma_info *v);
+void vma_close(void);
 void vma_atfork_child(void);
 extern int vma_force_maps;	/* tests: parse /proc/self/maps, not PROCMAP_QUERY */
 

@@ -321,6 +321,7 @@ void monitor_detach(struct monitor_sub *sub)
 	close(mon.stopfd);
 	close(mon.uffd);
 	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
+	vma_close();
 	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = NULL;
 	mon.stopfd = mon.uffd = -1;
