@@ -340,7 +340,9 @@ static int watch_failed(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32
 	case -EXDEV: STAT_INC(ctx, direct_shared); break;
 	case -EAGAIN: STAT_INC(ctx, direct_racing); break;	/* it kept changing */
 	case -EBUSY:
-	case -EINVAL: STAT_INC(ctx, direct_unwatchable); break;
+	case -EINVAL:
+	case -EMFILE:	/* no descriptor free to look the VMA up */
+	case -ENFILE: STAT_INC(ctx, direct_unwatchable); break;
 	case -ENOSPC: STAT_INC(ctx, direct_budget); break;
 	default:
 		return odpx_fail(r, "%#lx-%#lx is not mapped or not accessible",
