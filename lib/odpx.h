@@ -458,7 +458,7 @@ struct odpx_stats {
 	uint64_t direct_regs;		/* every direct registration */
 	uint64_t direct_shared;		/* file-backed or shared: no events */
 	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY; no descriptor to look up the VMA */
-	uint64_t direct_budget;		/* VMA budget exhausted */
+	uint64_t direct_budget;		/* VMA budget, or vm.max_map_count, exhausted */
 	uint64_t direct_no_monitor;	/* no userfaultfd at all */
 	uint64_t direct_racing;		/* raced invalidations: a DONTNEED not yet
 					   zapped, or one at each miss retry */

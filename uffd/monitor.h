@@ -73,9 +73,9 @@ void monitor_unlock(void);
 /*
  * Make sure [start, end) is watched; no lock held.  0; -EXDEV shared or
  * file-backed (no event for truncation); -EBUSY another userfaultfd owns
- * it; -EINVAL it cannot be watched; -ENOSPC the budget of watched ranges is
- * spent; -EFAULT unmapped or PROT_NONE; -EAGAIN it kept changing; -errno of
- * the VMA query.
+ * it; -EINVAL it cannot be watched; -ENOSPC the budget of watched ranges,
+ * or vm.max_map_count, is spent; -EFAULT unmapped or PROT_NONE; -EAGAIN it
+ * kept changing; -errno of the VMA query.
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
 /* Invalidation lock held: [start, end) is watched now. */

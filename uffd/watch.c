@@ -253,7 +253,7 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
  */
 int monitor_watch(uintptr_t start, uintptr_t end)
 {
-	int einval = 0;
+	int einval = 0, enomem = 0;
 
 	for (int spins = 0;; spins++) {
 		struct vma_info v, v2;
@@ -309,10 +309,14 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			 * the range was a hole at that moment (a munmap and mmap
 			 * of the same geometry in between look the same to a
 			 * re-query).  An EINVAL that persists is a VMA the
-			 * userfaultfd cannot watch.
+			 * userfaultfd cannot watch; an ENOMEM that persists is
+			 * vm.max_map_count reached: the split is refused, the
+			 * system's budget of VMAs is spent.
 			 */
-			if (r == -ENOMEM || (r == -EINVAL && ++einval < 4))
+			if ((r == -ENOMEM && ++enomem < 4) || (r == -EINVAL && ++einval < 4))
 				continue;
+			if (r == -ENOMEM)
+				return -ENOSPC;
 			return r == -EBUSY ? -EBUSY : -EINVAL;
 		}
 		mon.regs++;
