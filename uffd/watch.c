@@ -13,10 +13,12 @@
  */
 #include <errno.h>
 #include <linux/userfaultfd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 
 #include "monitor_priv.h"
 
@@ -341,16 +343,66 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 }
 
 /*
+ * Map the zero page over the pages of [s, e) that have none, as the reader
+ * does on a fault: 0, or -EFAULT where [s, e) is no longer mapped.  The
+ * pages mapped are found with mincore() and skipped (UFFDIO_ZEROPAGE fails
+ * with EEXIST at the first one), so a range already in costs one call per
+ * 256 pages.  The ioctl and mincore() fail where the pages are gone; a
+ * load from the application's memory here would kill the process instead.
+ */
+#define PREFAULT_CHUNK 256	/* pages per mincore() */
+#define PREFAULT_BUSY 1000	/* EAGAIN with no progress: a VMA change being reported */
+
+static int zero_missing(uintptr_t s, uintptr_t e)
+{
+	unsigned char vec[PREFAULT_CHUNK];
+	int busy = 0;
+
+	while (s < e) {
+		size_t n = (e - s) / PAGE_SZ < PREFAULT_CHUNK ? (e - s) / PAGE_SZ : PREFAULT_CHUNK;
+		if (mincore((void *)s, n * PAGE_SZ, vec) < 0)
+			return -EFAULT;
+		for (size_t i = 0; i < n;) {
+			if (vec[i] & 1) {
+				i++;
+				continue;
+			}
+			size_t j = i;
+			while (j < n && !(vec[j] & 1))
+				j++;
+			struct uffdio_zeropage z = {
+				.range = { s + i * PAGE_SZ, (j - i) * PAGE_SZ },
+			};
+			if (ioctl(mon.uffd, UFFDIO_ZEROPAGE, &z) == 0) {
+				i = j;
+			} else if (errno == EEXIST) {
+				i++;	/* mapped since the mincore(): the reader's, or a touch */
+			} else if (errno == EAGAIN && z.zeropage > 0) {
+				i += (size_t)z.zeropage / PAGE_SZ;
+			} else if (errno == EAGAIN && ++busy < PREFAULT_BUSY) {
+				sched_yield();
+			} else {
+				return -EFAULT;	/* unmapped, or no longer ours */
+			}
+		}
+		s += n * PAGE_SZ;
+	}
+	return 0;
+}
+
+/*
  * MISSING mode only: a user-mode-only uffd is not told of a pin's own
- * (kernel) faults, which then fail with EFAULT.  Fault our watched pages of
- * [s, e) in from user space first, where the reader maps the zero page for
- * the missing ones; pages outside our ranges fault in the kernel as usual
- * (and may belong to an application's own userfaultfd: never touched).
+ * (kernel) faults, which then fail with EFAULT.  Map the missing pages of
+ * our watched ranges in [s, e) first, with UFFDIO_ZEROPAGE, as the reader
+ * would on a user fault; pages outside our ranges fault in the kernel as
+ * usual (and may belong to an application's own userfaultfd: never
+ * touched).  0, or -EFAULT where the range is gone.
  */
 int monitor_prefault(uintptr_t s, uintptr_t e)
 {
 	struct { uintptr_t s, e; } part[16];
 	unsigned n = 0;
+	int r = 0;
 
 	pthread_mutex_lock(&mon.lock);
 	for (unsigned i = mon.mode == UFFD_MODE_MISSING ? watch_lower(s) : mon.nw;
@@ -360,10 +412,9 @@ int monitor_prefault(uintptr_t s, uintptr_t e)
 		n++;
 	}
 	pthread_mutex_unlock(&mon.lock);
-	for (unsigned i = 0; i < n; i++)
-		for (uintptr_t a = part[i].s; a < part[i].e; a += PAGE_SZ)
-			(void)*(volatile const char *)a;
-	return 0;
+	for (unsigned i = 0; i < n && r == 0; i++)
+		r = zero_missing(part[i].s, part[i].e);
+	return r;
 }
 
 /* A watched range splits at most two VMAs off its own: stay far below max_map_count. */
