@@ -347,7 +347,8 @@ int monitor_watch(uintptr_t start, uintptr_t end)
  * does on a fault: 0, or -EFAULT where [s, e) is no longer mapped.  The
  * pages mapped are found with mincore() and skipped (UFFDIO_ZEROPAGE fails
  * with EEXIST at the first one), so a range already in costs one call per
- * 256 pages.  The ioctl and mincore() fail where the pages are gone; a
+ * 256 pages.  One ioctl must stay in one VMA: where a run fails otherwise,
+ * the chunk's runs go a page at a time.  The ioctl and mincore() fail where the pages are gone; a
  * load from the application's memory here would kill the process instead.
  */
 #define PREFAULT_CHUNK 256	/* pages per mincore() */
@@ -356,6 +357,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 static int zero_missing(uintptr_t s, uintptr_t e)
 {
 	unsigned char vec[PREFAULT_CHUNK];
+	bool one = false;	/* a page per ioctl */
 	int busy = 0;
 
 	while (s < e) {
@@ -367,8 +369,8 @@ static int zero_missing(uintptr_t s, uintptr_t e)
 				i++;
 				continue;
 			}
-			size_t j = i;
-			while (j < n && !(vec[j] & 1))
+			size_t j = i + 1;
+			while (j < n && !(vec[j] & 1) && !one)
 				j++;
 			struct uffdio_zeropage z = {
 				.range = { s + i * PAGE_SZ, (j - i) * PAGE_SZ },
@@ -381,11 +383,14 @@ static int zero_missing(uintptr_t s, uintptr_t e)
 				i += (size_t)z.zeropage / PAGE_SZ;
 			} else if (errno == EAGAIN && ++busy < PREFAULT_BUSY) {
 				sched_yield();
+			} else if (j > i + 1) {
+				one = true;	/* a record over two VMAs: one ioctl stays in one */
 			} else {
 				return -EFAULT;	/* unmapped, or no longer ours */
 			}
 		}
 		s += n * PAGE_SZ;
+		one = false;
 	}
 	return 0;
 }
