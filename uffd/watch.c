@@ -3,11 +3,12 @@
  * watch.c - the ranges the userfaultfd watches: a table sorted by start,
  * a budget far below vm.max_map_count, and the bridging of small gaps.
  *
- * A miss watches the pages it pins (monitor_watch()), never the whole VMA:
- * a VMA can hold memory of other owners (anonymous mappings merge), whose
- * munmaps would all wait for the reader.  Each registration of a part of a
- * VMA splits it, so the table's records count the live registrations over
- * them, and an idle record is given back when the budget is spent.  The
+ * A miss watches the VMA of the pages it pins, up to a size (whole()), else
+ * the pages themselves: a VMA can hold memory of other owners (anonymous
+ * mappings merge), whose munmaps then wait for the reader.  Each
+ * registration of a part of a VMA splits it, so the table's records count
+ * the live registrations over them, and an idle record is given back when
+ * the budget is spent.  The
  * table and its counts are written under mon.lock; it is allocated once, at
  * the monitor's start (open.c), so nothing here allocates.
  */
@@ -247,11 +248,40 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 }
 
 /*
- * Watch the page range asked for, and the gaps widen() bridges, never the
- * whole VMA: a VMA can hold memory of other owners (anonymous mappings
- * merge), whose munmaps would all wait for the reader.  Registering a part
- * of a VMA splits it; the budget of watched ranges keeps that far below
- * vm.max_map_count.
+ * Watch the whole VMA where it holds no watched record and is at most
+ * WATCH_WHOLE_MAX: a registration of part of a VMA splits it, and the
+ * kernel's mremap() refuses a range over more than one VMA (EFAULT: a
+ * resize needs one VMA; a move of several, since 6.17, none armed by a
+ * userfaultfd), so a buffer of one mmap() partly watched could no longer
+ * be grown or moved whole.  Watched whole, it stays one VMA that mremap()
+ * moves with its registration (a REMAP event).  The price: munmaps and
+ * madvises of other memory in the VMA (anonymous mappings merge) raise
+ * events the reader serves, new mappings beside it no longer merge into
+ * it, and an application's own UFFDIO_REGISTER in it fails with EBUSY.
+ * Not in missing mode, where every first touch of the VMA would fault to
+ * the reader, nor in a sanitizer's build (widen() below says why), nor with
+ * widening turned off (exact ranges): there a partly cached buffer is still
+ * split, and mremap() of it whole fails.
+ */
+#define WATCH_WHOLE_MAX (1UL << 30)
+
+static void whole(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
+{
+	uintptr_t s2, e2;
+
+	if (mon.mode == UFFD_MODE_MISSING || SANITIZED || !mon.widen_max ||
+	    v->end - v->start > WATCH_WHOLE_MAX)
+		return;
+	if (first_gap(v->start, v->end, &s2, &e2) && s2 == v->start && e2 == v->end) {
+		*gs = v->start;
+		*ge = v->end;
+	}
+}
+
+/*
+ * Watch the page range asked for, and the gaps widen() bridges, or its
+ * whole VMA (whole()).  Where a part of a VMA is registered, it splits;
+ * the budget of watched ranges keeps that far below vm.max_map_count.
  */
 int monitor_watch(uintptr_t start, uintptr_t end)
 {
@@ -294,6 +324,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			continue;
 		}
 		widen(&v, &gs, &ge);
+		whole(&v, &gs, &ge);
 		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
 			pthread_mutex_unlock(&mon.lock);
 			return -ENOSPC;
