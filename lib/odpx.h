@@ -283,6 +283,14 @@ int odpx_close(struct odpx_ctx *ctx);
  * with every entry in use), -E2BIG (longer than max_entry_bytes).  A range
  * invalidated while it is pinned, three times in a row, is served direct
  * (a registration of its own, counted in direct_racing).
+ *
+ * Protection is checked when pages are pinned, at a miss.  A hit answers
+ * from the cache with no system call, and mprotect() raises no userfaultfd
+ * event: a range cached before an mprotect() took away write (or all)
+ * access still hits, until it is invalidated.  Call odpx_invalidate() on
+ * the range after such an mprotect().  A request is never merged with a
+ * cached entry over pages that no longer allow its access: the merged pin
+ * fails, and the request is pinned alone.
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
