@@ -3,8 +3,9 @@
  * limits-map-count: at vm.max_map_count a registration is served direct
  * and counted under its cause.  The process's VMAs are raised to the limit
  * (pages of a PROT_NONE reservation made readable one in two), then a
- * sub-range in the middle of a buffer is registered: watching it would
- * split the buffer's VMA in three, which the kernel refuses (ENOMEM).  The
+ * sub-range in the middle of a buffer of 2 GiB (too large to be watched
+ * whole) is registered: watching it would split the buffer's VMA in three,
+ * which the kernel refuses (ENOMEM).  The
  * request returns 0, moves the right bytes, and direct_regs == the sum of
  * the direct_* causes, the new one under direct_budget (the VMAs the
  * watch may split are a budget, and the system's is spent).  In each uffd
@@ -14,6 +15,7 @@
 
 #define PG 4096UL
 #define U(x) ((unsigned long long)(x))
+#define BUF ((2UL << 30) + 16 * PG)
 
 static uint64_t causes(const struct odpx_stats *st)
 {
@@ -35,11 +37,12 @@ static int one_mode(void *arg)
 	/* the engine and the monitor started, their memory mapped */
 	CHECK_RC(odpx_reg(ctx, warm, 4 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
-	/* a buffer between inaccessible pages: a VMA of its own */
-	guard = mmap(NULL, 18 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* a VMA of its own, too large to be watched whole (uffd/watch.c): a watch splits it */
+	guard = mmap(NULL, BUF + 2 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		     -1, 0);
 	CHECK(guard != MAP_FAILED, "mmap");
 	buf = guard + PG;
-	CHECK(mprotect(buf, 16 * PG, PROT_READ | PROT_WRITE) == 0, "mprotect");
+	CHECK(mprotect(buf, BUF, PROT_READ | PROT_WRITE) == 0, "mprotect");
 	memset(buf, 1, 16 * PG);
 	res = mmap(NULL, res_pages * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		   -1, 0);
@@ -65,6 +68,7 @@ static int one_mode(void *arg)
 	CHECK(data_check(ctx, mr, buf + 4 * PG, 4 * PG, 9), "%s: bytes", mode);
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 	CHECK_RC(odpx_close(ctx), 0);
+	munmap(guard, BUF + 2 * PG);
 	printf("%s: at max_map_count (%zu splits): served direct, counted under direct_budget\n",
 	       mode, made);
 	return 0;
