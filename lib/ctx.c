@@ -568,7 +568,6 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 		return odpx_fail(-EINVAL, "NULL context");
 	if (ctx->magic != CTX_MAGIC)
 		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
-	ctx->magic = 0;
 	/*
 	 * Off the list first: a fork from here on leaves this context's
 	 * descriptors to the child (close-on-exec), never closes them twice.
@@ -596,6 +595,7 @@ out_free:
 	prereg_free(ctx);
 	stats_region_close(ctx);
 	free(ctx->pq);
+	ctx->magic = 0;	/* its engine, which reads it, stopped */
 	pthread_mutex_lock(&ctx_list_lock);
 	ctx->list_next = ctx_closed;
 	ctx_closed = ctx;
