@@ -337,6 +337,8 @@ out:
 
 void monitor_usage(struct monitor_usage *u)
 {
+	/* life_lock too: the start writes the mode, the stack and running under it alone */
+	pthread_mutex_lock(&life_lock);
 	pthread_mutex_lock(&mon.lock);
 	*u = (struct monitor_usage){
 		.watched = mon.nw, .budget = mon.budget, .users = mon.users,
@@ -346,6 +348,7 @@ void monitor_usage(struct monitor_usage *u)
 		.record_bytes = sizeof(struct watch),
 	};
 	pthread_mutex_unlock(&mon.lock);
+	pthread_mutex_unlock(&life_lock);
 }
 
 /*
