@@ -3,8 +3,9 @@
  * api-closed: a closed context is refused, not used (odpx.h: odpx_close).
  *
  * After odpx_close(ctx), odpx_close(ctx) again and every call that takes
- * the context (odpx_reg, odpx_dereg, odpx_prefetch, odpx_invalidate,
- * odpx_mode_get, odpx_stats_read, odpx_transfer) return -EINVAL with a
+ * the context (odpx_reg, odpx_reg_ex, odpx_dereg, odpx_prefetch,
+ * odpx_invalidate, odpx_mode_get, odpx_stats_read, odpx_transfer,
+ * odpx_prereg_add, odpx_prereg_release, odpx_query) return -EINVAL with a
  * reason naming the closed context, and leave no registration behind
  * (VmPin back to its baseline).  A context opened afterwards works.  In
  * the ASan build any read of freed memory fails the test.  In each uffd
@@ -42,6 +43,11 @@ static int one_mode(void *arg)
 	CHECK_RC(odpx_mode_get(ctx, &m, NULL), -EINVAL);
 	CHECK_RC(odpx_stats_read(ctx, &st, sizeof(st)), -EINVAL);
 	CHECK_RC(odpx_transfer(ctx, mr, 0, 0, p, PG, ODPX_XFER_TO_FD), -EINVAL);
+	CHECK_RC(odpx_reg_ex(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE, ODPX_REG_TRY, &mr), -EINVAL);
+	CHECK_RC(odpx_prereg_add(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE), -EINVAL);
+	CHECK_RC(odpx_prereg_release(ctx, p, len, ODPX_ACCESS_LOCAL_WRITE), -EINVAL);
+	struct odpx_caps caps = { 0 };
+	CHECK_RC(odpx_query(ctx, &caps), -EINVAL);
 	CHECK(vm_pinned_kb() == pin0, "VmPin %ld kB after calls on a closed context, %ld before",
 	      vm_pinned_kb(), pin0);
 
