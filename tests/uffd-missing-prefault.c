@@ -18,6 +18,14 @@
 #define PG 4096UL
 #define BIG (16UL << 20)
 
+/* Every hint queued so far served, failed, dropped or merged */
+static int served(struct odpx_ctx *ctx, struct odpx_stats *st)
+{
+	*st = stats_of(ctx);
+	return st->prefetch_issued + st->prefetch_failed + st->prefetch_dropped +
+	       st->prefetch_merged >= st->prefetch_queued;
+}
+
 static int one_mode(void *arg)
 {
 	const char *mode = getenv("ODPX_UFFD_MODE");
@@ -48,8 +56,7 @@ static int one_mode(void *arg)
 		WAIT_FOR(mincore(b, PG, &in) == 0 && (in & 1), 5);
 		CHECK(munmap(b, BIG) == 0, "munmap");
 	}
-	CHECK(WAIT_FOR((st = stats_of(ctx)).prefetch_issued + st.prefetch_failed +
-		       st.prefetch_dropped + st.prefetch_merged >= st.prefetch_queued, 30),
+	CHECK(WAIT_FOR(served(ctx, &st), 30),
 	      "%s: hints not served in 30 s: queued %lu issued %lu failed %lu dropped %lu", mode,
 	      (unsigned long)st.prefetch_queued, (unsigned long)st.prefetch_issued,
 	      (unsigned long)st.prefetch_failed, (unsigned long)st.prefetch_dropped);
