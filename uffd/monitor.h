@@ -127,13 +127,14 @@ void monitor_atfork_prepare(void);
 void monitor_atfork_parent(void);
 void monitor_atfork_child(void);
 
-/* vma.c: the VMA containing @addr: 0, -ENOENT (none), -errno. */
+/* vma.c */
 struct vma_info {
 	uintptr_t start, end;
 	bool readable, writable, shared, file;
 };
-/* The VMA containing @addr: 0, -ENOENT (none), -EMFILE/-ENFILE, -errno. */
+/* The VMA containing @addr: 0, -ENOENT (none), -EMFILE/-ENFILE (no descriptor), -errno. */
 int vma_query(uintptr_t addr, struct vma_info *v);
+/* The last subscriber detached: close the query's descriptor, if still its own. */
 void vma_close(void);
 void vma_atfork_child(void);
 extern int vma_force_maps;	/* tests: parse /proc/self/maps, not PROCMAP_QUERY */
