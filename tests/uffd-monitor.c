@@ -431,8 +431,14 @@ static int budget_main(void)
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 	st0 = stats_of(ctx);
 	CHECK(munmap(v + LEN, LEN) == 0, "munmap");
-	CHECK(mmap(v + LEN, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-		   -1, 0) == v + LEN, "mmap at the old address");
+	if (mmap(v + LEN, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0) != v + LEN) {
+		/* only a sanitizer's runtime maps behind our back between the two */
+		CHECK(SANITIZER_MALLOC, "mmap at the old address: %s", strerror(errno));
+		printf("budget, v2 mapped again: n/a, the sanitizer runtime took the hole\n");
+		CHECK_RC(odpx_close(ctx), 0);
+		return 0;
+	}
 	st0 = stats_of(ctx);
 	mr = reg(r, 4 * 4096);
 	st = stats_of(ctx);
