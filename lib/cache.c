@@ -340,7 +340,9 @@ static int watch_failed(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32
 	case -EXDEV: STAT_INC(ctx, direct_shared); break;
 	case -EAGAIN: STAT_INC(ctx, direct_racing); break;	/* it kept changing */
 	case -EBUSY:
-	case -EINVAL: STAT_INC(ctx, direct_unwatchable); break;
+	case -EINVAL:
+	case -EMFILE:	/* no descriptor free to look the VMA up */
+	case -ENFILE: STAT_INC(ctx, direct_unwatchable); break;
 	case -ENOSPC: STAT_INC(ctx, direct_budget); break;
 	default:
 		return odpx_fail(r, "%#lx-%#lx is not mapped or not accessible",
@@ -355,6 +357,7 @@ struct miss {
 	uintptr_t us, ue;	/* what is pinned: the request, or merged with what it overlaps */
 	uint32_t acc;
 	bool unsafe;		/* ODPX_OPEN_UNSAFE_NO_MONITOR */
+	bool alone;		/* the merged range's pin failed: the request alone */
 	struct monitor_read rd;
 	struct reservation rv;
 	int64_t idx;
@@ -387,8 +390,8 @@ static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 	m->us = m->s;
 	m->ue = m->end;
 	/* merge with what it overlaps, unless that outgrows the cap */
-	for (uint32_t x = index_first_overlap(ctx, m->acc, m->s, m->end); x != NIL;
-	     x = index_next(ctx, LD(ctx->root[m->acc]), e_start(&ctx->ent[x]))) {
+	uint32_t x = m->alone ? NIL : index_first_overlap(ctx, m->acc, m->s, m->end);
+	for (; x != NIL; x = index_next(ctx, LD(ctx->root[m->acc]), e_start(&ctx->ent[x]))) {
 		uintptr_t xs = e_start(&ctx->ent[x]), xe = e_end(&ctx->ent[x]);
 		if (xs >= m->end)
 			break;
@@ -546,6 +549,15 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		if ((r = pin_reserved(ctx, m.idx, &m.rv, m.us, m.ue - m.us, acc)) < 0) {
 			if (m.idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, &m.rv))
 				continue;
+			/*
+			 * Pages of what it overlaps may no longer allow the access
+			 * (mprotect() raises no event): try the request alone,
+			 * whose insert then supersedes what it overlaps.
+			 */
+			if (m.idx >= 0 && (m.us != s || m.ue != end) && !m.alone) {
+				m.alone = true;
+				continue;
+			}
 			return r;
 		}
 		if ((r = miss_insert(ctx, &m, out)) != -EAGAIN)

@@ -26,6 +26,15 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* every open context, for the child after fork (ctx->list_next) */
 static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct odpx_ctx *ctx_list;
+/*
+ * Closed contexts, kept for the next open (ctx->list_next, ctx_list_lock):
+ * a context's memory is never given back to malloc, so that a call on a
+ * closed context reads its cleared magic and fails with -EINVAL instead of
+ * reading freed memory.  The list holds at most as many as were ever open
+ * at once.  Once an open reuses one, a stale pointer to it is the new
+ * context's (odpx.h: odpx_close).
+ */
+static struct odpx_ctx *ctx_closed;
 
 int odpx_fail(int err, const char *fmt, ...)
 {
@@ -435,11 +444,17 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		return r;
 
 	pthread_once(&once, init_once);
-	ctx = aligned_alloc(64, sizeof(*ctx));	/* its ALIGNED_LINE fields are cache lines */
+	pthread_mutex_lock(&ctx_list_lock);
+	if ((ctx = ctx_closed))
+		ctx_closed = ctx->list_next;
+	pthread_mutex_unlock(&ctx_list_lock);
+	if (!ctx)	/* its ALIGNED_LINE fields are cache lines */
+		ctx = aligned_alloc(64, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->fork_gen = atomic_load(&odpx_fork_gen);
+	ctx->magic = CTX_MAGIC;
 	ctx->be = ops;
 	ctx->mode = a.mode;
 	ctx->flags = a.flags;
@@ -540,6 +555,8 @@ static inline int check_ctx(struct odpx_ctx *ctx)
 {
 	if (unlikely(!ctx))
 		return odpx_fail(-EINVAL, "NULL context");
+	if (unlikely(ctx->magic != CTX_MAGIC))
+		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
 	if (unlikely(ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed)))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
 	return 0;
@@ -549,6 +566,8 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 {
 	if (!ctx)
 		return odpx_fail(-EINVAL, "NULL context");
+	if (ctx->magic != CTX_MAGIC)
+		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
 	/*
 	 * Off the list first: a fork from here on leaves this context's
 	 * descriptors to the child (close-on-exec), never closes them twice.
@@ -576,7 +595,11 @@ out_free:
 	prereg_free(ctx);
 	stats_region_close(ctx);
 	free(ctx->pq);
-	free(ctx);
+	ctx->magic = 0;	/* its engine, which reads it, stopped */
+	pthread_mutex_lock(&ctx_list_lock);
+	ctx->list_next = ctx_closed;
+	ctx_closed = ctx;
+	pthread_mutex_unlock(&ctx_list_lock);
 	return 0;
 }
 

@@ -210,6 +210,8 @@ struct odpx_caps;
 struct odpx_ctx {
 	_Atomic uint32_t seq ALIGNED_LINE;
 	uint32_t fork_gen;
+	uint32_t magic;			/* CTX_MAGIC from open to close (ctx.c) */
+#define CTX_MAGIC 0x6f647078u		/* "odpx" */
 	_Atomic uint32_t clock;		/* LRU epoch: bumped at each miss */
 	struct entry *ent;		/* slab of max_entries */
 	uint32_t max_entries;		/* slots: pin mode rounds the limit to a prime */

@@ -262,7 +262,13 @@ int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
  * Registrations still held by the caller are released too; their handles
  * become invalid.  Prefetch hints not yet served are dropped: the engine
  * ends the pre-pin under way, if any, and pins nothing more.
- * Return: 0 or -EINVAL.
+ *
+ * A closed context's memory stays odpx's: odpx_close() of it again, and
+ * every call that takes it, fail with -EINVAL until a later open reuses it
+ * (then the pointer is that new context's).  Undefined: a call on a context
+ * concurrent with its close, and odpx_mr_lkey() and the other handle
+ * accessors on a handle of a closed context.
+ * Return: 0 or -EINVAL (NULL or closed @ctx).
  */
 int odpx_close(struct odpx_ctx *ctx);
 
@@ -277,6 +283,14 @@ int odpx_close(struct odpx_ctx *ctx);
  * with every entry in use), -E2BIG (longer than max_entry_bytes).  A range
  * invalidated while it is pinned, three times in a row, is served direct
  * (a registration of its own, counted in direct_racing).
+ *
+ * Protection is checked when pages are pinned, at a miss.  A hit answers
+ * from the cache with no system call, and mprotect() raises no userfaultfd
+ * event: a range cached before an mprotect() took away write (or all)
+ * access still hits, until it is invalidated.  Call odpx_invalidate() on
+ * the range after such an mprotect().  A request is never merged with a
+ * cached entry over pages that no longer allow its access: the merged pin
+ * fails, and the request is pinned alone.
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
@@ -451,8 +465,8 @@ struct odpx_stats {
 	/* direct-mode fallbacks, each counted */
 	uint64_t direct_regs;		/* every direct registration */
 	uint64_t direct_shared;		/* file-backed or shared: no events */
-	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY */
-	uint64_t direct_budget;		/* VMA budget exhausted */
+	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY; no descriptor to look up the VMA */
+	uint64_t direct_budget;		/* VMA budget, or vm.max_map_count, exhausted */
 	uint64_t direct_no_monitor;	/* no userfaultfd at all */
 	uint64_t direct_racing;		/* raced invalidations: a DONTNEED not yet
 					   zapped, or one at each miss retry */

@@ -17,6 +17,8 @@ ODPX_EXPORT int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps)
 
 	if (!ctx || !caps)
 		return odpx_fail(-EINVAL, "NULL %s", ctx ? "caps" : "context");
+	if (ctx->magic != CTX_MAGIC)
+		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
 	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, RLX))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
 	want = caps->comp_mask;

@@ -537,11 +537,13 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 		     uint32_t acc, bool held)
 {
 	struct entry *e = &ctx->ent[idx];
-	int r;
+	int r = 0;
 
-	if (atomic_load_explicit(&ctx->sub.attached, RLX) && (r = monitor_prefault(s, s + len)) < 0)
-		return r;
-	r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
+	/* fails (-EFAULT) as the pin would where the pages are gone */
+	if (atomic_load_explicit(&ctx->sub.attached, RLX))
+		r = monitor_prefault(s, s + len);
+	if (r == 0)
+		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
 	if (held && r == 0)
 		STAT_INC(ctx, unpins);	/* the replaced registration */
 	if (held && r < 0) {

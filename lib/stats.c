@@ -32,19 +32,34 @@ void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken)
 }
 
 /*
+ * Sums of counters saturate: a segment odpstat reads may come from another
+ * user, and every number in it is taken as hostile.
+ */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t s;
+
+	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
+}
+
+/*
  * The unused bytes: exact when no reference changes meanwhile, and within
  * [0, pinned bytes] always (a sum may see one thread's take before another's
- * release).  @pinned: the pinned bytes, read under ctx->lock or, in another
- * process, from the segment's gauge.
+ * release, so a shard's own difference may be negative: the releases and
+ * the takes are summed apart).  @pinned: the pinned bytes, read under
+ * ctx->lock or, in another process, from the segment's gauge.
  */
 uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 {
-	int64_t sum = 0;
+	uint64_t released = 0, taken = 0;
 
-	for (int i = 0; i <= STAT_SHARDS; i++)
-		sum += (int64_t)(__atomic_load_n(&shards[i].released, __ATOMIC_RELAXED) -
-				 __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
-	return sum < 0 ? 0 : (uint64_t)sum > pinned ? pinned : (uint64_t)sum;
+	for (int i = 0; i <= STAT_SHARDS; i++) {
+		released = sat_add(released, __atomic_load_n(&shards[i].released, __ATOMIC_RELAXED));
+		taken = sat_add(taken, __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
+	}
+	if (released <= taken)
+		return 0;
+	return released - taken > pinned ? pinned : released - taken;
 }
 
 uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned)
@@ -100,12 +115,15 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 {
 #define CS(f) atomic_load_explicit(&cs->f, memory_order_relaxed)
 	for (int i = 0; i <= STAT_SHARDS; i++) {
-		st->hits += __atomic_load_n(&shards[i].hits, __ATOMIC_RELAXED);
-		st->hits_slow += __atomic_load_n(&shards[i].hits_slow, __ATOMIC_RELAXED);
-		st->deregs += __atomic_load_n(&shards[i].deregs, __ATOMIC_RELAXED);
-		st->prefetch_queued += __atomic_load_n(&shards[i].prefetch_queued, __ATOMIC_RELAXED);
+		st->hits = sat_add(st->hits, __atomic_load_n(&shards[i].hits, __ATOMIC_RELAXED));
+		st->hits_slow = sat_add(st->hits_slow,
+					__atomic_load_n(&shards[i].hits_slow, __ATOMIC_RELAXED));
+		st->deregs = sat_add(st->deregs, __atomic_load_n(&shards[i].deregs, __ATOMIC_RELAXED));
+		st->prefetch_queued = sat_add(st->prefetch_queued,
+					      __atomic_load_n(&shards[i].prefetch_queued,
+							      __ATOMIC_RELAXED));
 	}
-	st->hits += st->hits_slow;
+	st->hits = sat_add(st->hits, st->hits_slow);
 	st->misses = CS(misses);
 	st->pins = CS(pins);
 	st->unpins = CS(unpins);
@@ -157,6 +175,8 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 
 	if (!ctx || !out || size == 0)
 		return odpx_fail(-EINVAL, "odpx_stats_read: NULL argument or zero size");
+	if (ctx->magic != CTX_MAGIC)
+		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
 	/* a child's copy: another thread of the parent may have held ctx->lock */
 	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
 		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");

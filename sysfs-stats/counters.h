@@ -99,6 +99,14 @@ uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enu
  * wrapped if it was in the top half of the range (2^64 wrap), else it was
  * reset (device re-created): the increase is then its new value.
  */
+/* Sums of counters saturate: a foreign segment's numbers are hostile. */
+static inline uint64_t ctr_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t s;
+
+	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
+}
+
 static inline uint64_t ctr_delta(uint64_t prev, uint64_t cur)
 {
 	if (cur >= prev)

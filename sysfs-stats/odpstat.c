@@ -339,7 +339,7 @@ static uint64_t inc_match(const struct sample *a, const struct sample *b, enum c
 		if (c->src != src || !strstr(c->name, part) || (but && strstr(c->name, but)))
 			continue;
 		if ((p = ctr_find(&a->c, src, c->where, c->name)))
-			sum += ctr_delta(p->value, c->value);
+			sum = ctr_sat_add(sum, ctr_delta(p->value, c->value));
 	}
 	return sum;
 }

@@ -112,7 +112,7 @@ uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name,
 
 	for (size_t i = 0; i < s->n; i++)
 		if (s->v[i].src == src && !strcmp(s->v[i].name, name)) {
-			sum += s->v[i].value;
+			sum = ctr_sat_add(sum, s->v[i].value);
 			if (found)
 				*found = true;
 		}
@@ -141,9 +141,9 @@ uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enu
 		if (c->src != src || strcmp(c->name, name))
 			continue;
 		if ((p = ctr_find(prev, src, c->where, name)))
-			sum += ctr_delta(p->value, c->value);
+			sum = ctr_sat_add(sum, ctr_delta(p->value, c->value));
 		else if (mrs_listed(prev, src, c->where))
-			sum += c->value;	/* registered since: counted from 0 */
+			sum = ctr_sat_add(sum, c->value);	/* registered since: counted from 0 */
 	}
 	if (found)
 		*found = (ctr_find(prev, src, NULL, name) || ctr_find(prev, src, NULL, "mrs")) &&

@@ -190,15 +190,15 @@ static void events(void)
 	      "watch: vmas %lu -> %lu, regs %lu -> %lu, want +1 each", U(st0.watch_vmas), U(st.watch_vmas),
 	      U(st0.watch_regs), U(st.watch_regs));
 	/*
-	 * Same VMA, 4 KiB past the first range: its own registration, which
-	 * bridges the gap and merges into the first one's record, unless
-	 * watches are exact (exact_watches()): then a record of its own.
+	 * Same VMA, 4 KiB past the first range: already watched (the first
+	 * watch took the whole VMA), unless watches are exact
+	 * (exact_watches()): then a registration and a record of its own.
 	 */
 	cache(a + LEN + 4096, 4096, 2);
-	CHECK(stats_of(ctx).watch_regs == st.watch_regs + 1 && stats_of(ctx).watch_vmas == st.watch_vmas + exact &&
+	CHECK(stats_of(ctx).watch_regs == st.watch_regs + exact && stats_of(ctx).watch_vmas == st.watch_vmas + exact &&
 	      stats_of(ctx).entries == st0.entries + 2,
-	      "a second range in the VMA: watch_regs %lu -> %lu (want +1), watch_vmas %lu -> %lu (want +%d), "
-	      "entries %lu -> %lu", U(st.watch_regs), U(stats_of(ctx).watch_regs), U(st.watch_vmas),
+	      "a second range in the VMA: watch_regs %lu -> %lu (want +%d), watch_vmas %lu -> %lu (want +%d), "
+	      "entries %lu -> %lu", U(st.watch_regs), U(stats_of(ctx).watch_regs), exact, U(st.watch_vmas),
 	      U(stats_of(ctx).watch_vmas), exact, U(st0.entries), U(stats_of(ctx).entries));
 	st = stats_of(ctx);
 	cache(a + LEN, 4096, 2);	/* the bridge itself: watched, unless exact */
@@ -235,13 +235,17 @@ static void events(void)
 	wait_unpinned(&st, kb0, st0.dead_unpinned + 1, "MADV_DONTNEED");
 	CHECK(stats_of(ctx).watch_vmas == st0.watch_vmas, "MADV_DONTNEED unwatched the VMA");
 	reg_again(b, LEN, 5, "after MADV_DONTNEED");
-	/* beside the entry, not between two: not watched, no event at all */
+	/*
+	 * Beside the entry: exact watches do not watch it, no event at all;
+	 * else the whole VMA is watched, an event that kills nothing.
+	 */
 	st0 = stats_of(ctx);
 	CHECK(madvise(b + LEN, LEN, MADV_DONTNEED) == 0, "MADV_DONTNEED");
+	WAIT_FOR(stats_of(ctx).inval_remove == st0.inval_remove + !exact, WAIT_S);
 	st = stats_of(ctx);
-	CHECK(st.inval_remove == st0.inval_remove && st.inval_entries == st0.inval_entries,
-	      "MADV_DONTNEED of unwatched memory raised an event (remove %lu -> %lu)",
-	      U(st0.inval_remove), U(st.inval_remove));
+	CHECK(st.inval_remove == st0.inval_remove + !exact && st.inval_entries == st0.inval_entries,
+	      "MADV_DONTNEED beside the entry: remove %lu -> %lu (want +%d), inval_entries %lu -> %lu",
+	      U(st0.inval_remove), U(st.inval_remove), !exact, U(st0.inval_entries), U(st.inval_entries));
 	st = stats_of(ctx);
 	struct odpx_mr *mr = reg(b, LEN);
 	CHECK(stats_of(ctx).hits == st.hits + 1, "the entry beside the MADV_DONTNEED was lost");
@@ -427,8 +431,14 @@ static int budget_main(void)
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
 	st0 = stats_of(ctx);
 	CHECK(munmap(v + LEN, LEN) == 0, "munmap");
-	CHECK(mmap(v + LEN, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-		   -1, 0) == v + LEN, "mmap at the old address");
+	if (mmap(v + LEN, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0) != v + LEN) {
+		/* only a sanitizer's runtime maps behind our back between the two */
+		CHECK(SANITIZER_MALLOC, "mmap at the old address: %s", strerror(errno));
+		printf("budget, v2 mapped again: n/a, the sanitizer runtime took the hole\n");
+		CHECK_RC(odpx_close(ctx), 0);
+		return 0;
+	}
 	st0 = stats_of(ctx);
 	mr = reg(r, 4 * 4096);
 	st = stats_of(ctx);
@@ -443,9 +453,9 @@ static int budget_main(void)
 
 /*
  * ODPX_WATCH_MAX=2.  A pool of POOL_N 4 KiB buffers, one every three pages
- * of one mapping: each watch bridges the 8 KiB gap to its neighbour's, so
- * the pool is one watched VMA from its first buffer to its last, and every
- * buffer is cached within a budget of two.  (Exact watches, in missing mode
+ * of one mapping: the first watch takes the whole mapping, one VMA (with
+ * widening only, each watch would bridge the 8 KiB gap to its neighbour's),
+ * and every buffer is cached within a budget of two.  (Exact watches, in missing mode
  * and sanitizer builds: two buffers cached, the rest direct for the budget.)  A munmap of
  * a gap raises an event that kills nothing; one of a buffer kills it alone,
  * and its next odpx_reg moves the new pages' bytes.
@@ -473,11 +483,10 @@ static int pool_main(void)
 	CHECK(vma_query((uintptr_t)p, &v) == 0, "vma_query");
 	if (exact)
 		goto out;
-	/* one VMA from the first buffer to the last: only the tail after it is apart */
-	CHECK(st.watch_vmas == 1 && v.start == (uintptr_t)p &&
-	      v.end == (uintptr_t)p + len - POOL_STRIDE + 4096,
+	/* one VMA, the mapping's own, watched whole */
+	CHECK(st.watch_vmas == 1 && v.start == (uintptr_t)p && v.end == (uintptr_t)p + len,
 	      "pool: watch_vmas %lu (want 1), its VMA %#lx-%#lx (want %p+%#zx)", U(st.watch_vmas),
-	      U(v.start), U(v.end), (void *)p, len - POOL_STRIDE + 4096);
+	      U(v.start), U(v.end), (void *)p, len);
 	cache(p + 7 * POOL_STRIDE, 4096, 40);	/* a hit, and the bytes move */
 
 	st0 = stats_of(ctx);

@@ -73,9 +73,9 @@ void monitor_unlock(void);
 /*
  * Make sure [start, end) is watched; no lock held.  0; -EXDEV shared or
  * file-backed (no event for truncation); -EBUSY another userfaultfd owns
- * it; -EINVAL it cannot be watched; -ENOSPC the budget of watched ranges is
- * spent; -EFAULT unmapped or PROT_NONE; -EAGAIN it kept changing; -errno of
- * the VMA query.
+ * it; -EINVAL it cannot be watched; -ENOSPC the budget of watched ranges,
+ * or vm.max_map_count, is spent; -EFAULT unmapped or PROT_NONE; -EAGAIN it
+ * kept changing; -errno of the VMA query.
  */
 int monitor_watch(uintptr_t start, uintptr_t end);
 /* Invalidation lock held: [start, end) is watched now. */
@@ -127,12 +127,15 @@ void monitor_atfork_prepare(void);
 void monitor_atfork_parent(void);
 void monitor_atfork_child(void);
 
-/* vma.c: the VMA containing @addr: 0, -ENOENT (none), -errno. */
+/* vma.c */
 struct vma_info {
 	uintptr_t start, end;
 	bool readable, writable, shared, file;
 };
+/* The VMA containing @addr: 0, -ENOENT (none), -EMFILE/-ENFILE (no descriptor), -errno. */
 int vma_query(uintptr_t addr, struct vma_info *v);
+/* The last subscriber detached: close the query's descriptor, if still its own. */
+void vma_close(void);
 void vma_atfork_child(void);
 extern int vma_force_maps;	/* tests: parse /proc/self/maps, not PROCMAP_QUERY */
 

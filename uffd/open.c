@@ -321,6 +321,7 @@ void monitor_detach(struct monitor_sub *sub)
 	close(mon.stopfd);
 	close(mon.uffd);
 	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
+	vma_close();
 	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = NULL;
 	mon.stopfd = mon.uffd = -1;
@@ -336,6 +337,8 @@ out:
 
 void monitor_usage(struct monitor_usage *u)
 {
+	/* life_lock too: the start writes the mode, the stack and running under it alone */
+	pthread_mutex_lock(&life_lock);
 	pthread_mutex_lock(&mon.lock);
 	*u = (struct monitor_usage){
 		.watched = mon.nw, .budget = mon.budget, .users = mon.users,
@@ -345,6 +348,7 @@ void monitor_usage(struct monitor_usage *u)
 		.record_bytes = sizeof(struct watch),
 	};
 	pthread_mutex_unlock(&mon.lock);
+	pthread_mutex_unlock(&life_lock);
 }
 
 /*

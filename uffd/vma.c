@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "monitor_priv.h"
@@ -35,25 +36,51 @@ struct odpx_procmap_query {
 #define Q_SHARED 0x08
 
 int vma_force_maps;
-static int maps_fd = -1;	/* kept open: the ioctl needs it */
+/*
+ * The descriptor the ioctl needs, kept open from the first query to the
+ * last context's detach (vma_close()), with its device and inode: the
+ * application may close that number, and open something else there, at
+ * any time.  Each query checks the number still holds what was opened, and
+ * otherwise forgets it (never closes it: it is the application's) and opens
+ * another.  Under fd_lock; the ioctl itself runs outside it.
+ */
+static int maps_fd = -1;
+static dev_t maps_dev;
+static ino_t maps_ino;
 static int have_ioctl = 1;
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static bool maps_fd_ours(void)
+{
+	struct stat sb;
+
+	return maps_fd >= 0 && fstat(maps_fd, &sb) == 0 && sb.st_dev == maps_dev &&
+	       sb.st_ino == maps_ino;
+}
+
+/* maps_fd, valid; -EMFILE or -ENFILE when no descriptor is free */
 static int maps_open(void)
 {
-	int fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
+	struct stat sb;
+	int fd, r = 0;
 
-	if (fd >= 0)
-		return fd;
 	pthread_mutex_lock(&fd_lock);
-	if (maps_fd < 0) {
+	if (!maps_fd_ours()) {
+		maps_fd = -1;
 		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-		if (fd >= 0)
-			__atomic_store_n(&maps_fd, fd, __ATOMIC_RELEASE);
+		if (fd < 0 || fstat(fd, &sb) < 0) {
+			r = -errno;
+			if (fd >= 0)
+				close(fd);
+		} else {
+			maps_fd = fd;
+			maps_dev = sb.st_dev;
+			maps_ino = sb.st_ino;
+		}
 	}
 	fd = maps_fd;
 	pthread_mutex_unlock(&fd_lock);
-	return fd < 0 ? -errno : fd;
+	return fd < 0 ? r : fd;
 }
 
 static int query_ioctl(int fd, uintptr_t addr, struct vma_info *v)
@@ -131,11 +158,19 @@ int vma_query(uintptr_t addr, struct vma_info *v)
 	return query_maps(addr, v);
 }
 
+/* The last context detached: close the descriptor if it is still ours. */
+void vma_close(void)
+{
+	pthread_mutex_lock(&fd_lock);
+	if (maps_fd_ours())
+		close(maps_fd);
+	maps_fd = -1;
+	pthread_mutex_unlock(&fd_lock);
+}
+
 void vma_atfork_child(void)
 {
 	/* /proc/self of the parent: reopen in the child */
-	if (maps_fd >= 0)
-		close(maps_fd);
-	maps_fd = -1;
 	pthread_mutex_init(&fd_lock, NULL);
+	vma_close();
 }

@@ -3,20 +3,23 @@
  * watch.c - the ranges the userfaultfd watches: a table sorted by start,
  * a budget far below vm.max_map_count, and the bridging of small gaps.
  *
- * A miss watches the pages it pins (monitor_watch()), never the whole VMA:
- * a VMA can hold memory of other owners (anonymous mappings merge), whose
- * munmaps would all wait for the reader.  Each registration of a part of a
- * VMA splits it, so the table's records count the live registrations over
- * them, and an idle record is given back when the budget is spent.  The
+ * A miss watches the VMA of the pages it pins, up to a size (whole()), else
+ * the pages themselves: a VMA can hold memory of other owners (anonymous
+ * mappings merge), whose munmaps then wait for the reader.  Each
+ * registration of a part of a VMA splits it, so the table's records count
+ * the live registrations over them, and an idle record is given back when
+ * the budget is spent.  The
  * table and its counts are written under mon.lock; it is allocated once, at
  * the monitor's start (open.c), so nothing here allocates.
  */
 #include <errno.h>
 #include <linux/userfaultfd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 
 #include "monitor_priv.h"
 
@@ -245,15 +248,44 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 }
 
 /*
- * Watch the page range asked for, and the gaps widen() bridges, never the
- * whole VMA: a VMA can hold memory of other owners (anonymous mappings
- * merge), whose munmaps would all wait for the reader.  Registering a part
- * of a VMA splits it; the budget of watched ranges keeps that far below
- * vm.max_map_count.
+ * Watch the whole VMA where it holds no watched record and is at most
+ * WATCH_WHOLE_MAX: a registration of part of a VMA splits it, and the
+ * kernel's mremap() refuses a range over more than one VMA (EFAULT: a
+ * resize needs one VMA; a move of several, since 6.17, none armed by a
+ * userfaultfd), so a buffer of one mmap() partly watched could no longer
+ * be grown or moved whole.  Watched whole, it stays one VMA that mremap()
+ * moves with its registration (a REMAP event).  The price: munmaps and
+ * madvises of other memory in the VMA (anonymous mappings merge) raise
+ * events the reader serves, new mappings beside it no longer merge into
+ * it, and an application's own UFFDIO_REGISTER in it fails with EBUSY.
+ * Not in missing mode, where every first touch of the VMA would fault to
+ * the reader, nor in a sanitizer's build (widen() below says why), nor with
+ * widening turned off (exact ranges): there a partly cached buffer is still
+ * split, and mremap() of it whole fails.
+ */
+#define WATCH_WHOLE_MAX (1UL << 30)
+
+static void whole(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
+{
+	uintptr_t s2, e2;
+
+	if (mon.mode == UFFD_MODE_MISSING || SANITIZED || !mon.widen_max ||
+	    v->end - v->start > WATCH_WHOLE_MAX)
+		return;
+	if (first_gap(v->start, v->end, &s2, &e2) && s2 == v->start && e2 == v->end) {
+		*gs = v->start;
+		*ge = v->end;
+	}
+}
+
+/*
+ * Watch the page range asked for, and the gaps widen() bridges, or its
+ * whole VMA (whole()).  Where a part of a VMA is registered, it splits;
+ * the budget of watched ranges keeps that far below vm.max_map_count.
  */
 int monitor_watch(uintptr_t start, uintptr_t end)
 {
-	int einval = 0;
+	int einval = 0, enomem = 0;
 
 	for (int spins = 0;; spins++) {
 		struct vma_info v, v2;
@@ -292,6 +324,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			continue;
 		}
 		widen(&v, &gs, &ge);
+		whole(&v, &gs, &ge);
 		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
 			pthread_mutex_unlock(&mon.lock);
 			return -ENOSPC;
@@ -309,10 +342,14 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			 * the range was a hole at that moment (a munmap and mmap
 			 * of the same geometry in between look the same to a
 			 * re-query).  An EINVAL that persists is a VMA the
-			 * userfaultfd cannot watch.
+			 * userfaultfd cannot watch; an ENOMEM that persists is
+			 * vm.max_map_count reached: the split is refused, the
+			 * system's budget of VMAs is spent.
 			 */
-			if (r == -ENOMEM || (r == -EINVAL && ++einval < 4))
+			if ((r == -ENOMEM && ++enomem < 4) || (r == -EINVAL && ++einval < 4))
 				continue;
+			if (r == -ENOMEM)
+				return -ENOSPC;
 			return r == -EBUSY ? -EBUSY : -EINVAL;
 		}
 		mon.regs++;
@@ -337,16 +374,71 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 }
 
 /*
+ * Map the zero page over the pages of [s, e) that have none, as the reader
+ * does on a fault: 0, or -EFAULT where [s, e) is no longer mapped.  The
+ * pages mapped are found with mincore() and skipped (UFFDIO_ZEROPAGE fails
+ * with EEXIST at the first one), so a range already in costs one call per
+ * 256 pages.  One ioctl must stay in one VMA: where a run fails otherwise,
+ * the chunk's runs go a page at a time.  The ioctl and mincore() fail where the pages are gone; a
+ * load from the application's memory here would kill the process instead.
+ */
+#define PREFAULT_CHUNK 256	/* pages per mincore() */
+#define PREFAULT_BUSY 1000	/* EAGAIN with no progress: a VMA change being reported */
+
+static int zero_missing(uintptr_t s, uintptr_t e)
+{
+	unsigned char vec[PREFAULT_CHUNK];
+	bool one = false;	/* a page per ioctl */
+	int busy = 0;
+
+	while (s < e) {
+		size_t n = (e - s) / PAGE_SZ < PREFAULT_CHUNK ? (e - s) / PAGE_SZ : PREFAULT_CHUNK;
+		if (mincore((void *)s, n * PAGE_SZ, vec) < 0)
+			return -EFAULT;
+		for (size_t i = 0; i < n;) {
+			if (vec[i] & 1) {
+				i++;
+				continue;
+			}
+			size_t j = i + 1;
+			while (j < n && !(vec[j] & 1) && !one)
+				j++;
+			struct uffdio_zeropage z = {
+				.range = { s + i * PAGE_SZ, (j - i) * PAGE_SZ },
+			};
+			if (ioctl(mon.uffd, UFFDIO_ZEROPAGE, &z) == 0) {
+				i = j;
+			} else if (errno == EEXIST) {
+				i++;	/* mapped since the mincore(): the reader's, or a touch */
+			} else if (errno == EAGAIN && z.zeropage > 0) {
+				i += (size_t)z.zeropage / PAGE_SZ;
+			} else if (errno == EAGAIN && ++busy < PREFAULT_BUSY) {
+				sched_yield();
+			} else if (j > i + 1) {
+				one = true;	/* a record over two VMAs: one ioctl stays in one */
+			} else {
+				return -EFAULT;	/* unmapped, or no longer ours */
+			}
+		}
+		s += n * PAGE_SZ;
+		one = false;
+	}
+	return 0;
+}
+
+/*
  * MISSING mode only: a user-mode-only uffd is not told of a pin's own
- * (kernel) faults, which then fail with EFAULT.  Fault our watched pages of
- * [s, e) in from user space first, where the reader maps the zero page for
- * the missing ones; pages outside our ranges fault in the kernel as usual
- * (and may belong to an application's own userfaultfd: never touched).
+ * (kernel) faults, which then fail with EFAULT.  Map the missing pages of
+ * our watched ranges in [s, e) first, with UFFDIO_ZEROPAGE, as the reader
+ * would on a user fault; pages outside our ranges fault in the kernel as
+ * usual (and may belong to an application's own userfaultfd: never
+ * touched).  0, or -EFAULT where the range is gone.
  */
 int monitor_prefault(uintptr_t s, uintptr_t e)
 {
 	struct { uintptr_t s, e; } part[16];
 	unsigned n = 0;
+	int r = 0;
 
 	pthread_mutex_lock(&mon.lock);
 	for (unsigned i = mon.mode == UFFD_MODE_MISSING ? watch_lower(s) : mon.nw;
@@ -356,10 +448,9 @@ int monitor_prefault(uintptr_t s, uintptr_t e)
 		n++;
 	}
 	pthread_mutex_unlock(&mon.lock);
-	for (unsigned i = 0; i < n; i++)
-		for (uintptr_t a = part[i].s; a < part[i].e; a += PAGE_SZ)
-			(void)*(volatile const char *)a;
-	return 0;
+	for (unsigned i = 0; i < n && r == 0; i++)
+		r = zero_missing(part[i].s, part[i].e);
+	return r;
 }
 
 /* A watched range splits at most two VMAs off its own: stay far below max_map_count. */
