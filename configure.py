@@ -195,6 +195,8 @@ n.var('libs', ' '.join(uring + (verbs or []) + (mnl or []) + ['-lpthread']))
 n.rule('cc', '$cc -MMD -MF $out.d $cflags $extra -c $in -o $out', depfile='$out.d', deps='gcc',
        description='CC $out')
 n.rule('ar', 'rm -f $out && ar crs $out $in', description='AR $out')
+n.rule('relocate', '$cc -r -nostdlib -o $out.tmp $in && objcopy --localize-hidden $out.tmp $out && rm -f $out.tmp',
+       description='LD -r $out')
 n.rule('so', f'$cc -shared -Wl,--version-script=lib/odpx.map -Wl,-soname,{SONAME} $ldflags '
        '-o $out $in $libs', description='SO $out')
 n.rule('symlink', 'ln -sf $target $out', description='LN $out')
@@ -205,13 +207,26 @@ n.rule('configure', f'env {envflags} {sys.executable} configure.py {" ".join(shl
        generator='1', description='CONFIGURE')
 n.rule('run', '$cmd', pool='console', description='$desc')
 
-lib_srcs = srcs('lib') + srcs('uffd') + (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else [])
+# The library: lib/, uffd/, and the pure logic of sysfs-stats/ it runs (the segment
+# files' protocol, the device counter sources, the thrash detector).  odpstat's own
+# code (odpstat.c, netlink.c, main-*) is the tool's alone.
+stats_in_lib = ['sysfs-stats/shm.c', 'sysfs-stats/sources.c', 'sysfs-stats/thrash.c']
+lib_srcs = srcs('lib') + srcs('uffd') + stats_in_lib
 lib_srcs = [s for s in lib_srcs if not os.path.basename(s).startswith('main-')]
 if verbs is None:
     lib_srcs = [s for s in lib_srcs if 'verbs' not in os.path.basename(s)]
 objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0] for s in lib_srcs]
+tool_objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0]
+             for s in srcs('sysfs-stats') if s not in stats_in_lib and not os.path.basename(s).startswith('main-')]
 n.build(f'{B}/config.h', 'phony')
-n.build(f'{B}/libodpx.a', 'ar', objs)
+# libodpx.a is one relocatable object whose hidden symbols (everything but ODPX_EXPORT)
+# are made local: a static link sees the odpx_ API and nothing else.  Tests and
+# benchmarks that reach inside link the raw objects (libodpx-internal.a, never installed).
+n.build(f'{B}/obj/libodpx.o', 'relocate', objs)
+n.build(f'{B}/libodpx.a', 'ar', f'{B}/obj/libodpx.o')
+n.build(f'{B}/libodpx-internal.a', 'ar', objs)
+n.build(f'{B}/libodpstat-internal.a', 'ar', tool_objs)
+internal = [f'{B}/libodpstat-internal.a', f'{B}/libodpx-internal.a']
 n.build(f'{B}/libodpx.so.{VERSION}', 'so', objs, implicit=['lib/odpx.map'])
 n.build(f'{B}/{SONAME}', 'symlink', f'{B}/libodpx.so.{VERSION}', target=f'libodpx.so.{VERSION}')
 n.build(f'{B}/libodpx.so', 'symlink', f'{B}/{SONAME}', target=SONAME)
@@ -243,7 +258,7 @@ for s in srcs('tests'):
     if name.startswith(('preload-', 'dev-preload-')) and not preload:
         continue
     o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
-    t = n.build(f'{B}/tests/{name}', 'link', o + [f'{B}/libodpx.a'])[0]
+    t = n.build(f'{B}/tests/{name}', 'link', o + internal)[0]
     (dev_tests if name.startswith('dev-') else tests).append(t)
 scripts = sorted(f'tests/{f}' for f in os.listdir('tests') if f.endswith('.sh') and f != 'run-tests.sh')
 for s in srcs('bench'):
@@ -254,13 +269,14 @@ for s in srcs('bench'):
             continue
         extra = dict(extralibs=' '.join(ucx))
     o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
-    benches.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'], **extra)[0])
+    benches.append(n.build(f'{B}/{name}', 'link', o + internal, **extra)[0])
 tools = []
 for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
     if os.path.basename(s).startswith('main-'):
         name = os.path.basename(s)[5:-2]
         o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
-        tools.append(n.build(f'{B}/{name}', 'link', o + [f'{B}/libodpx.a'])[0])
+        tools.append(n.build(f'{B}/{name}', 'link', o + tool_objs + [f'{B}/obj/{s[:-2]}.o' for s in stats_in_lib]
+                             + [f'{B}/libodpx.a'])[0])
 
 # odpx.pc: a static link needs every library the archive calls into, and a program
 # linked with a sanitizer build of odpx needs the sanitizer's runtime

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "odpx.h"
+#include "segment.h"
 #include "../uffd/monitor.h"
 
 #define ODPX_EXPORT __attribute__((visibility("default")))
@@ -145,40 +146,12 @@ struct backend_ops {
 	unsigned (*reap_idle)(struct odpx_ctx *ctx, uint32_t stamp);
 };
 
-/* Counters bumped on the hit path: one line per thread (see stats.c). */
-#define STAT_SHARDS 32
-struct stat_shard {
-	uint64_t hits, hits_slow, deregs, prefetch_queued;
-	/*
-	 * Bytes of cached entries this thread left unused (its release of the
-	 * last reference), and those it took back (a hit on an unused entry,
-	 * or its eviction or invalidation): summed over the shards, the
-	 * difference is the unused bytes, with no walk and no shared line.
-	 * Both only grow, so a thread's shard never holds a negative count.
-	 */
-	uint64_t released, taken;
-} ALIGNED_LINE;
+/* The counters live in the stats segment (segment.h: struct stat_shard, struct cold_stats). */
 
 /* The evicted-range records of a context (reserve.c): 32 KiB. */
 #define EVICTED_SETS 256
 #define EVICTED_WAYS 4
 
-/* Counters bumped elsewhere: relaxed atomics, rarely written. */
-struct cold_stats {
-	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
-		enomem_retries, merges, superseded, miss_retries, repins,
-		inval_unmap, inval_remove, inval_remap, inval_api, inval_entries,
-		inval_bytes, dead_unpinned, direct_regs, direct_shared,
-		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
-		prefetch_merged, prefetch_dropped, prefetch_issued,
-		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
-		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
-		engine_lingers, direct_no_engine,
-		try_again, idle_released, prereg_repins,	/* appended */
-		repin_fresh,
-		preload_passthrough;	/* preload/: odpx_stats_passthrough() */
-	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
-};
 #define STAT_INC(ctx, f) atomic_fetch_add_explicit(&(ctx)->cs->f, 1, memory_order_relaxed)
 #define STAT_ADD(ctx, f, n) atomic_fetch_add_explicit(&(ctx)->cs->f, (n), memory_order_relaxed)
 
@@ -455,8 +428,7 @@ extern const struct backend_ops null_ops;
 int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
 		      struct odpx_ctx **ctx);
 
-/* sysfs-stats */
-/* the stats region is a published segment (sysfs-stats/publish.c) */
+/* publish.c: the stats region is a published segment (layout in segment.h) */
 int stats_seg_open(struct odpx_ctx *ctx);
 void stats_seg_close(struct odpx_ctx *ctx);
 void stats_seg_gauges(struct odpx_ctx *ctx);	/* ctx->lock held */
@@ -466,11 +438,6 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
 void stats_atfork_prepare(void);
 void stats_atfork_parent(void);
 void stats_atfork_child(void);	/* closes the child's copies of the segments' descriptors */
-/* sum a region's shards and cold counters (no gauges); hits include hits_slow */
-void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
-		      struct odpx_stats *st);
-/* a region's unused bytes (released minus taken), clamped to [0, @pinned] */
-uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned);
 /*
  * ctx.c, right after stats_region_open() succeeded: the thrash callback of
  * the open attributes (@attr may be NULL).  Until it is called, contexts

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "odpx.h"
+#include "segment.h"	/* the layout of a segment, ODPX_SHM_* */
 
 enum ctr_source {
 	SRC_UVERBS = 0,		/* legacy MLNX_OFED infiniband_verbs/uverbs* files */
@@ -206,11 +207,6 @@ void nl_result_free(struct nl_result *res);
 int nl_collect(const char *dev, struct nl_result *res, const char *record, const char *replay);
 
 /* ---- shm.c: the segment each context publishes ---- */
-
-#define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 8	/* 8: no reader-process gauges */
-#define ODPX_SHM_PREFIX "odpx."
-#define ODPX_SHM_DIR "/dev/shm"
 
 /* One context found by odpstat, its counters summed. */
 struct odpx_seg_info {

@@ -27,7 +27,6 @@
 
 #include "config.h"	/* ODPX_HAVE_VERBS */
 #include "counters.h"
-#include "internal.h"
 
 #ifdef ODPX_HAVE_VERBS
 #include <infiniband/verbs.h>

@@ -10,7 +10,7 @@
 #include "test.h"
 #include "internal.h"
 #include "../sysfs-stats/counters.h"
-#include "../sysfs-stats/segment.h"
+#include "segment.h"
 
 static inline void forge_path(char *path, size_t len, pid_t pid, unsigned n)
 {
@@ -40,11 +40,12 @@ static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t 
 
 	CHECK(p, "calloc");
 	forge_path(path, sizeof(path), pid, n);
-	seg_header_init(h, bytes, pid, n, NULL);
+	seg_header_init(h, bytes, pid, n);
 	h->shards_off = shards_off;
 	h->cold_off = cold_off;
 	/* maybe misaligned */
 	memcpy(p + shards_off + offsetof(struct stat_shard, hits), &hits, sizeof(hits));
+	seg_header_publish(h);
 	snprintf(tmp, sizeof(tmp), "%s.new", path);	/* not a segment name */
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	CHECK(fd >= 0 && write(fd, p, bytes) == (ssize_t)bytes, "write %s: %s", tmp,

@@ -7,7 +7,7 @@
  * file of /dev/shm (O_TMPFILE, close-on-exec), mode 0600.  Its writer takes
  * an OFD read lock on it, fills it, and only then names it
  * /dev/shm/odpx.<pid>.<n> (linkat): a named segment is always whole and
- * locked.  The lock is what says the writer is alive (shm.c): it goes with
+ * locked.  The lock is what says the writer is alive (sysfs-stats/shm.c): it goes with
  * the last descriptor of the open file description, so at exit and at
  * exec(), whatever the PID does next.  A file already at that name (left by
  * an earlier process with the same PID, or by this one before an exec) is
@@ -46,8 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "counters.h"
+#include "internal.h"
 #include "segment.h"
+#include "../sysfs-stats/counters.h"	/* the detector, the device sources */
 
 struct seg_priv {
 	struct thrash t;
@@ -106,37 +107,6 @@ static struct seg_priv *priv_of(struct odpx_ctx *ctx)
 	return ctx->stats_priv;
 }
 
-/* Field 22 of /proc/self/stat: start time in clock ticks since boot. */
-uint64_t proc_start_time(pid_t pid);
-uint64_t proc_start_time(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long v = 0;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	if (!(p = strrchr(buf, ')')))
-		return 0;
-	/* after ") " come fields 3.. : state is 3, starttime 22 */
-	p += 2;
-	for (int f = 3; f < 22 && p; f++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	if (p)
-		v = strtoull(p, NULL, 10);
-	return v;
-}
-
 static void clean_stale(void)
 {
 	odpx_seg_clean_stale();
@@ -149,8 +119,7 @@ static bool seg_size(int fd, size_t bytes)
 	       posix_fallocate(fd, 0, (off_t)bytes) == 0;
 }
 
-void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
-		     const struct odpx_ctx *ctx)
+void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n)
 {
 	h->version = ODPX_SHM_VERSION;
 	h->hdr_bytes = SEG_HDR_BYTES;
@@ -166,19 +135,29 @@ void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
 	h->start_time = proc_start_time(pid);
 	h->pidns = odpx_pidns();
 	h->born_ns = mono_ns();
-	if (ctx) {
-		h->mode = ctx->mode;
-		h->backend = ctx->be ? ctx->be->id : 0;
-		h->flags = ctx->flags;
-		h->tick_ms = ctx->tick_ms;
-		h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
-		h->max_entries = ctx->lim.max_entries;
-		h->max_unused_bytes = ctx->lim.max_unused_bytes;
-		h->max_entry_bytes = ctx->lim.max_entry_bytes;
-		h->lim_source = ctx->lim_source;
-		h->idle_ms = ctx->idle_ms;
-	}
-	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
+}
+
+static struct seg_hdr *seg_hdr_of(struct odpx_ctx *ctx)
+{
+	return ctx->stats_region;
+}
+
+/* The header of @ctx's segment, published whole: magic last */
+static void seg_header_of_ctx(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
+			      const struct odpx_ctx *ctx)
+{
+	seg_header_init(h, bytes, pid, n);
+	h->mode = ctx->mode;
+	h->backend = ctx->be ? ctx->be->id : 0;
+	h->flags = ctx->flags;
+	h->tick_ms = ctx->tick_ms;
+	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
+	h->max_entries = ctx->lim.max_entries;
+	h->max_unused_bytes = ctx->lim.max_unused_bytes;
+	h->max_entry_bytes = ctx->lim.max_entry_bytes;
+	h->lim_source = ctx->lim_source;
+	h->idle_ms = ctx->idle_ms;
+	seg_header_publish(h);
 }
 
 /* @fd's file, sized and filled, mapped shared; NULL if it cannot be */
@@ -191,7 +170,7 @@ static void *seg_fill(struct odpx_ctx *ctx, int fd, size_t bytes, pid_t pid, uns
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	seg_header_init(p, bytes, pid, n, ctx);
+	seg_header_of_ctx(p, bytes, pid, n, ctx);
 	return p;
 }
 
@@ -267,7 +246,7 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	seg_header_init(p, bytes, pid, n, ctx);
+	seg_header_of_ctx(p, bytes, pid, n, ctx);
 	return p;
 }
 

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * segment.h - layout of the stats segment a context publishes.
+ * segment.h - layout of the stats segment a context publishes: the one
+ * description both sides share, the library's writer (lib/publish.c) and
+ * odpstat's reader (sysfs-stats/shm.c).  Plain types only, no library
+ * internals: the file is shared memory of another process, and a change
+ * of anything below is a new ODPX_SHM_VERSION.
  *
  *   /dev/shm/odpx.<pid>.<n>   mode 0600, owner only; <n> counts the contexts
  *                             the process opened.  Unlinked at odpx_close().
@@ -19,7 +23,7 @@
  * Liveness: the writer holds an OFD read lock on the whole /dev/shm file,
  * taken before the file is named and dropped with the open file description
  * (the descriptor, close-on-exec, and the mapping) at close, exit or
- * exec(); a fork child lets go of its share at once (publish.c).  A named segment of this
+ * exec(); a fork child lets go of its share at once (lib/publish.c).  A named segment of this
  * version whose lock no one holds is dead, whatever its PID (which another
  * process may have by now): readers test it with F_OFD_GETLK, and a remover
  * unlinks a name only while holding the write lock of the file it names
@@ -41,13 +45,55 @@
  * and 0 until the first text.  A reader copies the text between two loads
  * of an equal, even, non-zero count (acquire, then a fence) or retries.
  */
-#ifndef ODPX_SYSFS_STATS_SEGMENT_H
-#define ODPX_SYSFS_STATS_SEGMENT_H
+#ifndef ODPX_SEGMENT_H
+#define ODPX_SEGMENT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#include "internal.h"
+#include "odpx.h"
+
+#define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
+#define ODPX_SHM_VERSION 8	/* 8: no reader-process gauges */
+#define ODPX_SHM_PREFIX "odpx."
+#define ODPX_SHM_DIR "/dev/shm"
+
+/*
+ * Counters bumped on the hit path: one line per thread (lib/stats.c), the
+ * first STAT_SHARDS threads each their own, later ones the last (atomic
+ * adds).  Plain words, read with relaxed atomic loads.
+ */
+#define STAT_SHARDS 32
+struct stat_shard {
+	uint64_t hits, hits_slow, deregs, prefetch_queued;
+	/*
+	 * Bytes of cached entries this thread left unused (its release of the
+	 * last reference), and those it took back (a hit on an unused entry,
+	 * or its eviction or invalidation): summed over the shards, the
+	 * difference is the unused bytes, with no walk and no shared line.
+	 * Both only grow, so a thread's shard never holds a negative count.
+	 */
+	uint64_t released, taken;
+} __attribute__((aligned(64)));
+
+/* Counters bumped elsewhere: relaxed atomics, rarely written. */
+struct cold_stats {
+	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
+		enomem_retries, merges, superseded, miss_retries, repins,
+		inval_unmap, inval_remove, inval_remap, inval_api, inval_entries,
+		inval_bytes, dead_unpinned, direct_regs, direct_shared,
+		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
+		prefetch_merged, prefetch_dropped, prefetch_issued,
+		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
+		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
+		engine_lingers, direct_no_engine,
+		try_again, idle_released, prereg_repins,	/* appended */
+		repin_fresh,
+		preload_passthrough;	/* preload/: odpx_stats_passthrough() */
+	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
+};
 
 #define SEG_HDR_BYTES 4096
 /* a writer's layout: the header, the shards, the cold counters, in pages */
@@ -96,15 +142,25 @@ struct seg_hdr {
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");
 
 /*
- * A writer's header for segment @n of @pid, @bytes long, of @ctx (NULL: a
- * test's forgery), magic stored last (publish.c).
+ * A writer's header for segment @n of @pid, @bytes long: the layout and the
+ * identity (lib/publish.c).  The writer fills in what its context says,
+ * then publishes the header whole: @magic, stored last.  Tests forge
+ * segments with the two.
  */
-void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
-		     const struct odpx_ctx *ctx);
-
-static inline struct seg_hdr *seg_hdr_of(struct odpx_ctx *ctx)
+void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n);
+static inline void seg_header_publish(struct seg_hdr *h)
 {
-	return ctx->stats_region;
+	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
 }
+
+/* ---- the reading of a segment, the writer's own included (sysfs-stats/shm.c) ---- */
+
+/* sum a region's shards and cold counters (no gauges); hits include hits_slow */
+void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
+		      struct odpx_stats *st);
+/* a region's unused bytes (released minus taken), clamped to [0, @pinned] */
+uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned);
+/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot (0: none). */
+uint64_t proc_start_time(pid_t pid);
 
 #endif
