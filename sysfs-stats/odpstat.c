@@ -7,8 +7,8 @@
  * Every interval: sample every source (counters.h), turn increases into
  * rates, run the thrash detector over the interval, print one vmstat-like
  * line (the header again every screenful) or one JSON object (NDJSON).
- * The tool lives in the library (odpstat_main) so that the device tests
- * can run it inside the guest without a separate binary.
+ * The tool's code is odpstat_main, not part of libodpx: the device tests
+ * link it (build/libodpstat-internal.a) to run it inside the guest.
  */
 #include <errno.h>
 #include <getopt.h>
