@@ -316,7 +316,7 @@ n.build('all', 'phony', everything)
 n.build('bench', 'phony', benches)
 paging = [b for b in benches if b.endswith('/odpx-paging')]	# tests/paging-quick.sh runs it
 n.build('test', 'run', tests + dev_tests + scripts + tools + paging + preload + lib,
-        cmd='tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts), desc='TEST host suite')
+        cmd=f'TEST_BUILDDIR={os.path.abspath(B)} tests/run-tests.sh ' + ' '.join(tests + dev_tests + scripts), desc='TEST host suite')
 n.build('test-vm', 'run', dev_tests + tests + tools + paging + preload,
         cmd=(f'ODPX_VM_PAGING={paging[0]} ODPX_VM_OUT={B}/vm-out ' if paging else '') +
             'tests/vm/odpx-vm test ' + ''.join(f'--with {p} ' for p in preload + (tools if preload else [])) +
