@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "odpx.h"
+#include "odpx-private.h"	/* what tests and benchmarks may use */
 #include "segment.h"
 #include "../uffd/monitor.h"
 
@@ -97,8 +98,6 @@ enum { ST_FREE = 0, ST_ALIVE = 1, ST_DEAD = 2 };
 #define SPAN_START(s) (((s) >> SPAN_PAGES_BITS) << PAGE_SHIFT)
 #define SPAN_BYTES(s) (((s) & ((1UL << SPAN_PAGES_BITS) - 1)) << PAGE_SHIFT)
 #define SPAN_MAX_BYTES (((1UL << SPAN_PAGES_BITS) - 1) << PAGE_SHIFT)
-
-struct pf_range { uint64_t start, end; uint32_t flags; };
 
 /* Backend operations: pin and unpin one entry; neither is called under a lock. */
 struct backend_ops {
@@ -399,34 +398,21 @@ unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
 
 /* engine.c */
 int engine_start(struct odpx_ctx *ctx);	/* idempotent */
-void engine_stop(struct odpx_ctx *ctx);
 void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
-bool engine_running(struct odpx_ctx *ctx);
-bool engine_asleep(struct odpx_ctx *ctx);
 void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 void engine_atfork_prepare(void);
 void engine_atfork_parent(void);
 void engine_atfork_child(void);
 void engine_child_fds(struct odpx_ctx *ctx);
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
-
-/*
- * prefetch coalescing, pure (engine.c): sort and merge overlapping and
- * adjacent ranges, no union beyond @max_bytes; return the count.  @first,
- * if not NULL: per output range, the index of its first input once sorted.
- */
-size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint32_t *first);
+/* engine_stop, engine_running, engine_asleep, prefetch_coalesce: odpx-private.h */
 
 /* backend_uring.c */
-extern const struct backend_ops uring_ops;
 int uring_backend_open(struct odpx_ctx *ctx);
 ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 		       void *addr, size_t len, int dir);
 
-/* backend_null.c: pins nothing; for benchmarks of the cache alone */
-extern const struct backend_ops null_ops;
-int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
-		      struct odpx_ctx **ctx);
+/* backend_null.c (null_ops), odpx_open_backend: odpx-private.h */
 
 /* publish.c: the stats region is a published segment (layout in segment.h) */
 int stats_seg_open(struct odpx_ctx *ctx);
@@ -445,9 +431,7 @@ void stats_atfork_child(void);	/* closes the child's copies of the segments' des
  */
 void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr);
 
-/* backend_verbs.c, mode.c */
+/* backend_verbs.c, mode.c (mode_prefetch_sync, mode_verbs_err: odpx-private.h) */
 #include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */
-int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
-int mode_verbs_err(int rc, int err);
 
 #endif

@@ -21,9 +21,11 @@
  * it works, the child opens its own device and context and ends with
  * exit() with that context open: exit() is clean.
  */
+#include <stdatomic.h>
 #include <sys/wait.h>
 
 #include "dev-verbs-util.h"
+#include "internal.h"	/* ctx->max_entries: the entries the device allows */
 
 #define CHUNK (2UL << 20)
 #define SLOTS 8		/* asked; the context may round it up (ctx->max_entries) */

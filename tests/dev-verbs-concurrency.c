@@ -14,6 +14,8 @@
  * each chunk's lkey is verified.  chunk_bytes outside 2 MiB..2 GiB or not a
  * power of 2 is -EINVAL.
  */
+#include <stdatomic.h>
+
 #include "dev-verbs-util.h"
 
 #define WORKERS 3

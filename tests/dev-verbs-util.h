@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include "dev-util.h"
 #include "odpx.h"
-#include "internal.h"	/* mode_prefetch_sync: see below */
+#include "odpx-private.h"	/* mode_prefetch_sync: see below */
 
 #define ACC_LW ODPX_ACCESS_LOCAL_WRITE
 #define ACC_REMOTE (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ)

@@ -20,7 +20,7 @@
 #include <liburing.h>
 
 #include "test.h"
-#include "internal.h"	/* engine_stop, engine_asleep */
+#include "odpx-private.h"	/* engine_stop, engine_asleep */
 
 #define PG 4096UL
 #define U(x) ((unsigned long)(x))

@@ -18,7 +18,7 @@
 #include <sys/resource.h>
 
 #include "test.h"
-#include "internal.h"
+#include "odpx-private.h"	/* engine_running */
 
 #define LEN (64 * 1024)
 #define U(x) ((unsigned long)(x))

@@ -25,7 +25,7 @@
 #include <liburing.h>
 
 #include "test.h"
-#include "internal.h"	/* engine_asleep */
+#include "odpx-private.h"	/* engine_asleep */
 
 #define PG 4096UL
 #define U(x) ((unsigned long)(x))

@@ -33,7 +33,6 @@
 #include <sys/wait.h>
 
 #include "test.h"
-#include "internal.h"
 #include "../sysfs-stats/counters.h"
 
 /* Our segments named in /dev/shm */

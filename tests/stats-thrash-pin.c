@@ -15,7 +15,6 @@
 #include <sys/wait.h>
 
 #include "test.h"
-#include "../lib/internal.h"
 
 #define PG 4096UL
 #define LIMIT_PAGES 16

@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 
 #include "test.h"
-#include "../lib/internal.h"
 
 #define PG 4096UL
 #define LIMIT_PAGES 16

@@ -5,8 +5,7 @@
  * input without touching a device.  Needs no device.
  */
 #include "test.h"
-#include "internal.h"
-#include "mode.h"
+#include "odpx-private.h"	/* mode_verbs_err */
 
 int main(void)
 {
