@@ -258,7 +258,9 @@ for s in srcs('tests'):
     if name.startswith(('preload-', 'dev-preload-')) and not preload:
         continue
     o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
-    t = n.build(f'{B}/tests/{name}', 'link', o + internal)[0]
+    # a test of the public API alone links the archive applications link
+    public = not re.search(r'#include "(?!(test|dev-util|odpx)\.h")', open(s).read())
+    t = n.build(f'{B}/tests/{name}', 'link', o + ([f'{B}/libodpx.a'] if public else internal))[0]
     (dev_tests if name.startswith('dev-') else tests).append(t)
 scripts = sorted(f'tests/{f}' for f in os.listdir('tests') if f.endswith('.sh') and f != 'run-tests.sh')
 for s in srcs('bench'):
