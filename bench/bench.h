@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "odpx.h"
-#include "internal.h"	/* odpx_open_backend(), null_ops, struct entry */
+#include "odpx-private.h"	/* odpx_open_backend(), null_ops, the monitor's usage */
 
 #define KiB (1UL << 10)
 #define MiB (1UL << 20)
@@ -368,9 +368,9 @@ static inline void reg_dereg(struct odpx_ctx *ctx, void *a, size_t len)
 	struct odpx_mr *mr;
 	int r = odpx_reg(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, &mr);
 
-	if (unlikely(r))
+	if (__builtin_expect(r != 0, 0))
 		DIE("odpx_reg %p+%zu: %s (%s)", a, len, strerror(-r), odpx_last_reason());
-	if (unlikely(odpx_dereg(ctx, mr)))
+	if (__builtin_expect(odpx_dereg(ctx, mr) != 0, 0))
 		DIE("odpx_dereg: %s", odpx_last_reason());
 }
 

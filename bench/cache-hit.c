@@ -46,6 +46,7 @@
 #include <sched.h>
 
 #include "bench.h"
+#include "internal.h"	/* struct entry, URING_SLOTS, odpx_is_prime */
 
 #define ORDER (1U << 20)	/* length of the random index sequence */
 #define W1_BYTES (64 * KiB)

@@ -38,6 +38,7 @@
 #include <sys/uio.h>
 
 #include "bench.h"
+#include "internal.h"	/* struct entry, URING_SLOTS */
 
 static uint64_t monitor_regs(void)
 {

@@ -40,6 +40,7 @@
  *           clock's own cost.
  */
 #include "bench.h"
+#include "internal.h"	/* the prefetch queue of a context */
 
 #define RANGES 16
 #define RANGE_BYTES (64 * KiB)

@@ -90,7 +90,7 @@ static inline void get_put(ucs_rcache_t *rc, void *a, size_t len)
 	ucs_rcache_region_t *r;
 	ucs_status_t st = ucs_rcache_get(rc, a, len, PROT_READ | PROT_WRITE, NULL, &r);
 
-	if (unlikely(st != UCS_OK))
+	if (__builtin_expect(st != UCS_OK, 0))
 		DIE("ucs_rcache_get %p+%zu: %s", a, len, ucs_status_string(st));
 	ucs_rcache_region_put(rc, r);
 }

@@ -159,7 +159,7 @@ struct prefetch_cell {
 	uint64_t addr, len;
 	uint32_t flags;
 };
-#define PREFETCH_QLEN 1024
+/* PREFETCH_QLEN: odpx-private.h */
 
 struct engine;
 struct prereg_set;

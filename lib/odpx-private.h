@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "odpx.h"
+#include "../uffd/monitor.h"	/* the monitor, as the caches see it */
 
 /*
  * A context over one of the library's backends: uring_ops is
@@ -37,6 +38,7 @@ bool engine_asleep(struct odpx_ctx *ctx);
  * if not NULL: per output range, the index of its first input once sorted.
  */
 struct pf_range { uint64_t start, end; uint32_t flags; };
+#define PREFETCH_QLEN 1024	/* the hints a context queues for its engine (a power of 2) */
 size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint32_t *first);
 
 /* mode.c: a synchronous prefetch of the ODP modes, and the one conversion of ibverbs' errors */

@@ -34,8 +34,7 @@
 #include <sys/syscall.h>
 
 #include "test.h"
-#include "internal.h"	/* prefetch_coalesce, PREFETCH_QLEN */
-#include "../uffd/monitor.h"	/* close_while_queued: the monitor's list */
+#include "odpx-private.h"	/* prefetch_coalesce, PREFETCH_QLEN, engine_asleep, monitor_usage */
 
 #define PG 4096UL
 #define U(x) ((unsigned long)(x))
