@@ -8,7 +8,6 @@
 #define ODPX_TEST_STATS_FORGE_H
 
 #include "test.h"
-#include "internal.h"
 #include "../sysfs-stats/counters.h"
 #include "segment.h"
 
