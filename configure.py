@@ -217,9 +217,15 @@ lib_srcs = srcs('lib') + srcs('uffd') + stats_in_lib
 lib_srcs = [s for s in lib_srcs if not os.path.basename(s).startswith('main-')]
 if verbs is None:
     lib_srcs = [s for s in lib_srcs if 'verbs' not in os.path.basename(s)]
-objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0] for s in lib_srcs]
-tool_objs = [n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])[0]
-             for s in srcs('sysfs-stats') if s not in stats_in_lib and not os.path.basename(s).startswith('main-')]
+# sysfs-stats/ sees the library through odpx.h and segment.h only: internal.h refuses it
+def cc(s):
+    extra = {'extra': '-DODPX_STATS_TOOL'} if s.startswith('sysfs-stats/') else {}
+    return n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'], **extra)
+
+
+objs = [cc(s)[0] for s in lib_srcs]
+tool_objs = [cc(s)[0] for s in srcs('sysfs-stats')
+             if s not in stats_in_lib and not os.path.basename(s).startswith('main-')]
 n.build(f'{B}/config.h', 'phony')
 # libodpx.a is one relocatable object whose hidden symbols (everything but ODPX_EXPORT)
 # are made local: a static link sees the odpx_ API and nothing else.  Tests and
@@ -278,7 +284,7 @@ tools = []
 for s in (srcs('sysfs-stats') if os.path.isdir('sysfs-stats') else []):
     if os.path.basename(s).startswith('main-'):
         name = os.path.basename(s)[5:-2]
-        o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
+        o = cc(s)
         tools.append(n.build(f'{B}/{name}', 'link', o + tool_objs + [f'{B}/obj/{s[:-2]}.o' for s in stats_in_lib]
                              + [f'{B}/libodpx.a'])[0])
 

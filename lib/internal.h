@@ -9,6 +9,10 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#ifdef ODPX_STATS_TOOL
+#error "sysfs-stats/ sees the library through odpx.h and segment.h only"
+#endif
+
 #include "odpx.h"
 #include "odpx-private.h"	/* what tests and benchmarks may use */
 #include "segment.h"
