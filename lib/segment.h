@@ -23,14 +23,15 @@
  * Liveness: the writer holds an OFD read lock on the whole /dev/shm file,
  * taken before the file is named and dropped with the open file description
  * (the descriptor, close-on-exec, and the mapping) at close, exit or
- * exec(); a fork child lets go of its share at once (lib/publish.c).  A named segment of this
- * version whose lock no one holds is dead, whatever its PID (which another
- * process may have by now): readers test it with F_OFD_GETLK, and a remover
- * unlinks a name only while holding the write lock of the file it names
- * (odpx_seg_unlink_dead), so a live segment named meanwhile is never the
- * one removed.  The PID and start time remain a second test (a raw clone()
- * child may hold its parent's lock) and the only one for memfds, which
- * hold no lock: a memfd is found in its writer's own descriptor table.
+ * exec(); a fork child lets go of its share at once (lib/publish.c).  A
+ * named segment of this version whose lock no one holds is dead, whatever
+ * its PID (which another process may have by now): readers test it with
+ * F_OFD_GETLK, and a remover unlinks a name only while holding the write
+ * lock of the file it names (odpx_seg_unlink_dead), so a live segment
+ * named meanwhile is never the one removed.  The PID and start time
+ * remain a second test (a raw clone() child may hold its parent's lock)
+ * and the only one for memfds, which hold no lock: a memfd is found in its
+ * writer's own descriptor table.
  *
  * Writers never lock for a reader: shards and cold counters are the live
  * counters themselves (relaxed stores and atomic adds, see lib/stats.c);

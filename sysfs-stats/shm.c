@@ -2,6 +2,8 @@
 /*
  * shm.c - the reader side of the stats segments (layout in segment.h):
  * find a process's segments, read a copy of each, sum their counters.
+ * The library links it too: its writer follows the same removal protocol
+ * (odpx_seg_unlink_dead) and sums its own counters the same way.
  *
  * A segment is live when its magic is set, its header matches this
  * build's layout, some process holds its OFD lock (a /dev/shm file; a
