@@ -435,7 +435,7 @@ void stats_atfork_child(void);	/* closes the child's copies of the segments' des
  */
 void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr);
 
-/* backend_verbs.c, mode.c (mode_prefetch_sync, mode_verbs_err: odpx-private.h) */
+/* backend_verbs.c, mode.c (mode_prefetch_sync: odpx-private.h; mode_verbs_err: mode.h) */
 #include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */
 
 #endif

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "odpx-private.h"	/* struct pf_range */
 
 /* enum ibv_odp_general_caps */
 #define MODE_ODP_SUPPORT		(1u << 0)

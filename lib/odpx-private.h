@@ -41,8 +41,10 @@ struct pf_range { uint64_t start, end; uint32_t flags; };
 #define PREFETCH_QLEN 1024	/* the hints a context queues for its engine (a power of 2) */
 size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint32_t *first);
 
-/* mode.c: a synchronous prefetch of the ODP modes, and the one conversion of ibverbs' errors */
+/* mode.c: a synchronous prefetch of the ODP modes */
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
-int mode_verbs_err(int rc, int err);
+
+/* The mode decision and the verbs backend's pure helpers, mode_verbs_err among them */
+#include "mode.h"
 
 #endif

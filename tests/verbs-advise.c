@@ -6,8 +6,7 @@
  * and batches them ADV_MAX_SGE at a time, one call per batch (adv_batches).
  */
 #include "test.h"
-#include "internal.h"
-#include "mode.h"
+#include "odpx-private.h"	/* mode.h: the advice's splitting; prefetch_coalesce */
 
 #define MB (1UL << 20)
 #define BASE 0x7f0000000000UL

@@ -5,7 +5,7 @@
  * input without touching a device.  Needs no device.
  */
 #include "test.h"
-#include "odpx-private.h"	/* mode_verbs_err */
+#include "odpx-private.h"	/* mode.h: mode_verbs_err */
 
 int main(void)
 {

@@ -5,8 +5,7 @@
  * the reason.  Needs no device.
  */
 #include "test.h"
-#include "internal.h"
-#include "mode.h"
+#include "odpx-private.h"	/* mode.h: the decision */
 
 #define RC_ALL (MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE | MODE_ODP_READ | MODE_ODP_ATOMIC)
 #define RXE_RC (RC_ALL | MODE_ODP_SRQ_RECV)
