@@ -19,7 +19,7 @@
 #define LEN (64 * 1024)
 #define MAXP 4096
 
-static char cg[256], cg_home[512];	/* our own cgroup v2, and the one we came from */
+static char cg[300], cg_home[544];	/* our own cgroup v2, and the one we came from */
 
 /* At exit, a failure's too: back home, and the cgroup removed once it is empty. */
 static void cgroup_leave(void)
@@ -102,7 +102,7 @@ static unsigned snapshot(pid_t *out, unsigned cap)
 	}
 	closedir(dir);
 	if (cg[0]) {
-		char path[300];
+		char path[320];
 		int pid;
 		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 		FILE *f = fopen(path, "r");
