@@ -37,9 +37,9 @@
  * the one every window of the run supports: the best class of a run
  * upwards, the worst of a run downwards.  So in THRASH, windows of OK and
  * WARMING in turn leave it for WARMING; in OK, windows of WARMING and
- * THRASH in turn enter WARMING, not THRASH.  (A run used to count windows
- * of one class only: two classes in turn reset each other's runs, and the
- * state never changed.)  The metric and value reported are those of the
+ * THRASH in turn enter WARMING, not THRASH.  (Counted per class, two
+ * classes in turn would reset each other's runs and the state would never
+ * change.)  The metric and value reported are those of the
  * run's last window of the new state's class.
  *
  * In pin mode only an eviction followed by a miss on the same range is the

@@ -454,8 +454,7 @@ static void prepin_capped(void)
 /*
  * Hints into shared memory, whose registrations are served direct: a union
  * served direct is one failure for its hints, and a repeat soon after is
- * skipped.  Taking it for an error pinned and unpinned each hint again,
- * each round (review: 650 direct registrations for 10 rounds of 64 hints).
+ * skipped, rather than each hint pinned and unpinned again each round.
  */
 static void prepin_shared(void)
 {
