@@ -48,16 +48,5 @@ static int one_mode(void *arg)
 
 int main(void)
 {
-	static const char *const modes[] = { "auto", "wp", "missing" };
-	int bad = 0;
-
-	for (unsigned i = 0; i < 3; i++) {
-		int r = run_forked(modes[i], one_mode, NULL);
-		if (r) {
-			printf("FAIL %s: %s %d\n", modes[i], r > 128 ? "signal" : "exit",
-			       r > 128 ? r - 128 : r);
-			bad = 1;
-		}
-	}
-	return bad;
+	return run_each_uffd_mode(one_mode, NULL);
 }

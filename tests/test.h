@@ -72,6 +72,23 @@ static inline int run_forked(const char *mode, int (*fn)(void *), void *arg)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* @fn(@arg) in a forked child in each userfaultfd mode: 0 if every run passed. */
+static inline int run_each_uffd_mode(int (*fn)(void *), void *arg)
+{
+	static const char *const modes[] = { "auto", "wp", "missing" };
+	int bad = 0;
+
+	for (unsigned i = 0; i < 3; i++) {
+		int r = run_forked(modes[i], fn, arg);
+		if (r) {
+			printf("FAIL %s: %s %d\n", modes[i], r > 128 ? "signal" : "exit",
+			       r > 128 ? r - 128 : r);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
 /*
  * In a child of its own: a /dev/shm of this test alone (a tmpfs mounted with
  * @flags and @opts in a private mount namespace), so that no other odpx
