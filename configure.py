@@ -248,11 +248,14 @@ if verbs is not None and not (args.asan or args.tsan):
     n.rule('preload_so', '$cc -shared -Wl,--version-script=preload/preload.map '
            '-Wl,-soname,libodpx-preload.so $ldflags -o $out $in $libs -ldl',
            description='SO $out')
-    n.rule('copy', 'cp $in $out', description='CP $out')
+    # odpx-run looks for the drop-in beside itself, then where ninja install puts it
+    n.rule('subst_libdir', 'sed -e s,@LIBDIR@,$libdir, $in > $out && chmod 755 $out',
+           description='GEN $out')
     po = n.build(f'{B}/obj/preload/preload.o', 'cc', 'preload/preload.c', order=[f'{B}/config.h'])
     preload += n.build(f'{B}/libodpx-preload.so', 'preload_so', po + objs,
                        implicit=['preload/preload.map'])
-    preload += n.build(f'{B}/odpx-run', 'copy', 'preload/odpx-run')
+    preload += n.build(f'{B}/odpx-run', 'subst_libdir', 'preload/odpx-run', implicit=['configure.py'],
+                       libdir=libdir)
     # plain verbs programs (they know nothing of odpx) that the drop-in is tested with
     for s in sorted(f for f in os.listdir('preload') if f.startswith('prog-') and f.endswith('.c')):
         o = n.build(f'{B}/obj/preload/{s[:-2]}.o', 'cc', f'preload/{s}', order=[f'{B}/config.h'])
@@ -303,6 +306,8 @@ mans = sorted(os.path.join('docs/man', f) for f in os.listdir('docs/man') if re.
 files = [('644', 'lib/odpx.h', includedir), ('644', f'{B}/libodpx.a', libdir),
          ('755', f'{B}/libodpx.so.{VERSION}', libdir), ('644', f'{B}/odpx.pc', libdir + '/pkgconfig')]
 files += [('755', t, bindir) for t in tools]
+files += [('755', p, libdir if p.endswith('.so') else bindir) for p in preload
+          if p.endswith(('/libodpx-preload.so', '/odpx-run'))]
 files += [('644', m, f'{mandir}/man{m[-1]}') for m in mans]
 links = [(f'libodpx.so.{VERSION}', f'{libdir}/{SONAME}'), (SONAME, f'{libdir}/libodpx.so')]
 q = shlex.quote
@@ -333,7 +338,7 @@ n.build('test-vm', 'run', dev_tests + tests + tools + paging + preload,
             ' '.join(dev_tests) +
             (' && tests/vm/odpx-vm pair ' + ''.join(f'--with {p} ' for p in preload) + 'tests/vm/pair-preload.sh'
              if preload else ''), desc='TEST device tier (Soft-RoCE guest)')
-n.build('install', 'run', lib + tools + mans, cmd=f'sh {B}/install.sh',
+n.build('install', 'run', lib + tools + mans + preload, cmd=f'sh {B}/install.sh',
         desc='INSTALL ' + args.prefix)
 n.build('uninstall', 'run', cmd=f'sh {B}/uninstall.sh', desc='UNINSTALL ' + args.prefix)
 n.build(args.ninja_file, 'configure', implicit=['configure.py', 'lib/odpx.h', 'lib/odpx.pc.in', 'docs/man'])

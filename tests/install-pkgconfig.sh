@@ -23,6 +23,11 @@ for f in libodpx.a libodpx.so.0.1.0 libodpx.so.0 libodpx.so; do
 done
 readelf -d "$libdir/libodpx.so.0.1.0" | grep -q 'SONAME.*\[libodpx\.so\.0\]' ||
 	fail "soname is not libodpx.so.0"
+if [ -e "$B/libodpx-preload.so" ]; then	# the drop-in, built where libibverbs is
+	run=$(find "$tmp/root" -name odpx-run)
+	[ -e "$libdir/libodpx-preload.so" ] && [ -n "$run" ] || fail "the drop-in is not staged"
+	grep -q "\"${libdir#"$tmp/root"}\"" "$run" || fail "odpx-run does not look in ${libdir#"$tmp/root"}"
+fi
 export PKG_CONFIG_PATH="$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$tmp/root"
 pkg-config --exists odpx || fail "pkg-config finds no odpx in $libdir/pkgconfig"
 echo "odpx.pc: $(pkg-config --modversion odpx); static: $(pkg-config --static --libs odpx)"
