@@ -551,16 +551,6 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 }
 #endif
 
-static inline int check_ctx(struct odpx_ctx *ctx)
-{
-	if (unlikely(!ctx))
-		return odpx_fail(-EINVAL, "NULL context");
-	if (unlikely(ctx->magic != CTX_MAGIC))
-		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
-	if (unlikely(ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed)))
-		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
-	return 0;
-}
 
 ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 {
@@ -645,7 +635,7 @@ ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t 
 	struct entry *e;
 	int r;
 
-	if (unlikely((r = check_ctx(ctx)) < 0))
+	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
 	/* one test for all the arguments; reg_bad_args() tells which */
 	if (unlikely(!mr | !a | !len | __builtin_add_overflow(a, len, &end) |
@@ -677,7 +667,7 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 	struct entry *e;
 	int r;
 
-	if (unlikely((r = check_ctx(ctx)) < 0))
+	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
 	if (unlikely(!(e = handle_entry(ctx, mr))))
 		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
@@ -720,7 +710,7 @@ ODPX_EXPORT ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int 
 	struct entry *e;
 	int r;
 
-	if ((r = check_ctx(ctx)) < 0)
+	if ((r = ctx_check(ctx)) < 0)
 		return r;
 	if (!(e = handle_entry(ctx, mr)) || !W_REF(atomic_load(&e->word)))
 		return odpx_fail(-EINVAL, "handle %p is not a held registration of this context",
@@ -741,7 +731,7 @@ ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint
 {
 	int r;
 
-	if (unlikely((r = check_ctx(ctx)) < 0))
+	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
 	if (unlikely(!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr ||
 		     (uintptr_t)addr + len > UINTPTR_MAX - PAGE_SIZE))
@@ -759,7 +749,7 @@ ODPX_EXPORT int odpx_invalidate(struct odpx_ctx *ctx, void *addr, size_t len)
 	unsigned n;
 	int r;
 
-	if ((r = check_ctx(ctx)) < 0)
+	if ((r = ctx_check(ctx)) < 0)
 		return r;
 	if (!addr || !len || a + len < a || a + len > UINTPTR_MAX - PAGE_SIZE)
 		return odpx_fail(-EINVAL, "bad invalidate range");
@@ -771,7 +761,7 @@ ODPX_EXPORT int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode, const 
 {
 	int r;
 
-	if ((r = check_ctx(ctx)) < 0)
+	if ((r = ctx_check(ctx)) < 0)
 		return r;
 	if (mode)
 		*mode = ctx->mode;

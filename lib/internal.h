@@ -3,6 +3,7 @@
 #ifndef ODPX_INTERNAL_H
 #define ODPX_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -299,6 +300,18 @@ void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 int odpx_env_check(void);
 uint64_t odpx_env(const char *name, uint64_t dflt);
 extern _Atomic uint32_t odpx_fork_gen;
+
+/* Every call on a context: 0, or -EINVAL (NULL, closed), -ESTALE (a fork's copy). */
+static inline int ctx_check(struct odpx_ctx *ctx)
+{
+	if (unlikely(!ctx))
+		return odpx_fail(-EINVAL, "NULL context");
+	if (unlikely(ctx->magic != CTX_MAGIC))
+		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
+	if (unlikely(ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed)))
+		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
+	return 0;
+}
 uint64_t odpx_now_ns(void);	/* CLOCK_MONOTONIC (ctx.c) */
 
 /* cache.c */

@@ -193,13 +193,10 @@ void prereg_tick(struct odpx_ctx *ctx)
 static int check(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access)
 {
 	uintptr_t a = (uintptr_t)addr, end;
+	int r = ctx_check(ctx);
 
-	if (!ctx)
-		return odpx_fail(-EINVAL, "NULL context");
-	if (ctx->magic != CTX_MAGIC)
-		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
-	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, RLX))
-		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
+	if (r < 0)
+		return r;
 	if (!a)
 		return odpx_fail(-EFAULT, "NULL address");
 	if (!len || __builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE)

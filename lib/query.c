@@ -14,13 +14,12 @@
 ODPX_EXPORT int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps)
 {
 	uint64_t want;
+	int r = ctx_check(ctx);
 
-	if (!ctx || !caps)
-		return odpx_fail(-EINVAL, "NULL %s", ctx ? "caps" : "context");
-	if (ctx->magic != CTX_MAGIC)
-		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
-	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, RLX))
-		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
+	if (r < 0)
+		return r;
+	if (!caps)
+		return odpx_fail(-EINVAL, "NULL caps");
 	want = caps->comp_mask;
 	if (want & ~(uint64_t)(ODPX_QUERY_RESERVED - 1))
 		return odpx_fail(-EINVAL, "unknown query bits %#llx",

@@ -124,12 +124,8 @@ ODPX_EXPORT int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32
 		return odpx_fail(-EINVAL, "unknown odpx_reg_ex flags %#x", flags);
 	if (!flags)
 		return odpx_reg(ctx, addr, len, access, mr);
-	if (!ctx)
-		return odpx_fail(-EINVAL, "NULL context");
-	if (ctx->magic != CTX_MAGIC)
-		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
-	if (ctx->fork_gen != atomic_load_explicit(&odpx_fork_gen, RLX))
-		return odpx_fail(-ESTALE, "context inherited across fork(): open a new one");
+	if ((r = ctx_check(ctx)) < 0)
+		return r;
 	if (!mr)
 		return odpx_fail(-EINVAL, "NULL mr pointer");
 	if (!a)
