@@ -23,7 +23,8 @@ for f in libodpx.a libodpx.so.0.1.0 libodpx.so.0 libodpx.so; do
 done
 readelf -d "$libdir/libodpx.so.0.1.0" | grep -q 'SONAME.*\[libodpx\.so\.0\]' ||
 	fail "soname is not libodpx.so.0"
-if [ -e "$B/libodpx-preload.so" ]; then	# the drop-in, built where libibverbs is
+# the drop-in, where this configuration builds it (libibverbs, no sanitizer)
+if grep -q "^build ${BUILD:-build}/libodpx-preload.so:" build.ninja 2>/dev/null; then
 	run=$(find "$tmp/root" -name odpx-run)
 	[ -e "$libdir/libodpx-preload.so" ] && [ -n "$run" ] || fail "the drop-in is not staged"
 	grep -q "\"${libdir#"$tmp/root"}\"" "$run" || fail "odpx-run does not look in ${libdir#"$tmp/root"}"
