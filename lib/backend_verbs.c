@@ -438,6 +438,36 @@ void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, memory_order_release);
 }
 
+/*
+ * Which MR serves @access: 1, an implicit one, taken into *out; 0, a chunk
+ * of class *cls; 2, a range MR of exactly the request (remote access beyond
+ * the global class); -errno for bad access bits.
+ */
+static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsigned *cls,
+		     struct entry **out)
+{
+	int r;
+
+	if (!(access & REMOTE_ACCESS)) {
+		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
+			take(ctx, b->implicit_idx, out, 0);
+			return 1;
+		}
+		*cls = access ? CLS_WRITE : CLS_READ;
+		return 0;
+	}
+	if (unlikely((r = check_access(access)) < 0))
+		return r;
+	if (!b->common.global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
+		return 2;
+	if (b->implicit_global_idx != NIL) {
+		take(ctx, b->implicit_global_idx, out, 0);
+		return 1;
+	}
+	*cls = CLS_GLOBAL;
+	return 0;
+}
+
 static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		   struct entry **out)
 {
@@ -445,27 +475,14 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
-	unsigned cls;
-	int r;
+	unsigned cls = CLS_READ;
+	int r = odp_class(ctx, b, access, &cls, out);
 
-	if (!(access & REMOTE_ACCESS)) {
-		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
-			take(ctx, b->implicit_idx, out, 0);
-			return 0;
-		}
-		cls = access ? CLS_WRITE : CLS_READ;
-	} else {
-		if (unlikely((r = check_access(access)) < 0))
-			return r;
-		if (!b->common.global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
-			goto range;
-		if (b->implicit_global_idx != NIL) {
-			take(ctx, b->implicit_global_idx, out, 0);
-			return 0;
-		}
-		cls = CLS_GLOBAL;
-	}
-	if (likely(c0 == c1 && c0 < b->nchunks)) {
+	if (r < 0)
+		return r;
+	if (r == 1)
+		return 0;
+	if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
 		int slow = 0;
 		uint32_t idx = chunk_get(ctx, cls, c0, &r, &slow);
 		if (likely(idx != NIL)) {
@@ -476,7 +493,6 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 		/* e.g. a chunk beyond what the device can map: the range alone */
 		STAT_INC(ctx, odp_fallbacks);
 	}
-range:
 	if (end - s > b->max_reg_bytes)
 		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
 				 len, (unsigned long long)b->max_reg_bytes);
@@ -498,28 +514,14 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
-	bool chunks = true;
 	unsigned cls = CLS_READ;
-	int r;
+	int r = odp_class(ctx, b, access, &cls, out);
 
-	if (!(access & REMOTE_ACCESS)) {
-		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
-			take(ctx, b->implicit_idx, out, 0);
-			return 0;
-		}
-		cls = access ? CLS_WRITE : CLS_READ;
-	} else {
-		if ((r = check_access(access)) < 0)
-			return r;
-		if (!b->common.global_rkey || (access & ~b->cls_access[CLS_GLOBAL])) {
-			chunks = false;
-		} else if (b->implicit_global_idx != NIL) {
-			take(ctx, b->implicit_global_idx, out, 0);
-			return 0;
-		} else {
-			cls = CLS_GLOBAL;
-		}
-	}
+	if (r < 0)
+		return r;
+	if (r == 1)
+		return 0;
+	bool chunks = r == 0;
 	if (!chunks || c0 != c1) {
 		uint32_t idx = NIL;
 
@@ -550,7 +552,7 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 }
 
 /*
- * A remote-access range whose count went to 0: deregistered now, not kept.
+ * A remote-access range whose count went to 0 is deregistered at once.
  * Nothing invalidates the ODP modes' MRs (they follow the page tables), so
  * a kept one would give a peer that still has its rkey whatever the
  * application maps there later.  Whoever takes the count to 0 calls this,
