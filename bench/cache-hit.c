@@ -17,6 +17,10 @@
  *     odpx_dereg (a TRY hit), and odpx_reg_ex(ODPX_REG_TRY) of a buffer
  *     never registered (a TRY miss: -EAGAIN, nothing to release).
  *
+ * W1P  W1 with the check of protection that pin-mode hits make by default
+ *      (odpx_reg(3): one PROCMAP_QUERY ioctl); every other workload opens
+ *      its contexts ODPX_OPEN_NO_PROT_CHECK, to measure the lookup alone.
+ *
  * W1 and W2 share one loop: the buffer of each iteration comes from an index
  * array (all zeros for W1), so the ratio compares lookups, not loop shapes.
  *
@@ -47,6 +51,8 @@
 
 #include "bench.h"
 #include "internal.h"	/* struct entry, URING_SLOTS, odpx_is_prime */
+
+#define HIT_FLAGS ODPX_OPEN_NO_PROT_CHECK	/* the lookup alone; W1P adds the check */
 
 #define ORDER (1U << 20)	/* length of the random index sequence */
 #define W1_BYTES (64 * KiB)
@@ -170,7 +176,7 @@ static struct summary w2_set(const char *backend, size_t n, size_t bytes, size_t
 			     uint64_t k, unsigned reps, uint64_t *entries, uint64_t *misses,
 			     double *share)
 {
-	struct odpx_ctx *ctx = open_ctx(backend, n + 64, ctx_budget(backend));
+	struct odpx_ctx *ctx = open_ctx_flags(backend, n + 64, ctx_budget(backend), HIT_FLAGS);
 	struct hitset h = { ctx, map_anon(n * stride, !strcmp(backend, "uring")), n, bytes, stride,
 			    random_order, 0 };
 	struct summary s;
@@ -341,7 +347,7 @@ static double hits(const char *backend)
 	};
 	uint64_t k1 = o.quick ? 50000 : 100000, k2 = o.quick ? 100000 : 1000000;
 	unsigned r1 = o.quick ? 30 : 100, r2 = o.quick ? 20 : 30;
-	struct odpx_ctx *ctx = open_ctx(backend, 64, ctx_budget(backend));
+	struct odpx_ctx *ctx = open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
 	struct hitset h = { ctx, map_anon(W1_BYTES, true), 1, W1_BYTES, W1_BYTES, zeros, 0 };
 	const char *mode = mode_of(ctx);
 	uint64_t misses;
@@ -356,6 +362,15 @@ static double hits(const char *backend)
 	if (selected(&o, "WT"))
 		try_costs(&h, k1, r1, s1.median, backend, mode);
 	odpx_close(ctx);
+	if (selected(&o, "W1P")) {
+		h.ctx = open_ctx(backend, 64, ctx_budget(backend));
+		warm(&h, k1);
+		struct summary sp = measure(&h, k1, r1, &misses, &share);
+		kv_time("W1P", "hit-64KiB-protcheck", backend, mode, 1, W1_BYTES, &sp,
+			"misses=%lu cpu_share=%.2f ratio_to_W1=%.1f", (unsigned long)misses, share,
+			sp.median / s1.median);
+		odpx_close(h.ctx);
+	}
 	munmap(h.base, W1_BYTES);
 	if (!selected(&o, "W2"))
 		return s1.median;
@@ -399,7 +414,7 @@ static void evicted(const char *mode)
 	enum { N = 64, STRIDE = 64 * KiB };
 	uint64_t k = o.quick ? 100000 : 1000000, misses;
 	unsigned reps = o.quick ? 20 : 30;
-	struct odpx_ctx *ctx = open_ctx("uring", N, o.pin_budget);
+	struct odpx_ctx *ctx = open_ctx_flags("uring", N, o.pin_budget, HIT_FLAGS);
 	struct hitset old = { ctx, map_anon(N * STRIDE, true), N, 4 * KiB, STRIDE, random_order, 0 };
 	struct hitset fresh = { ctx, map_anon(N * STRIDE, true), N, 4 * KiB, STRIDE, random_order, 0 };
 	double share;
@@ -440,8 +455,8 @@ static void two_threads(const char *backend, bool shared, double w1_ns)
 	char *buf = map_anon(4 * W1_BYTES, true);
 	const char *cas = shared ? "shared-ctx" : "own-ctx";
 
-	ctx[0] = open_ctx(backend, 64, ctx_budget(backend));
-	ctx[1] = shared ? ctx[0] : open_ctx(backend, 64, ctx_budget(backend));
+	ctx[0] = open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
+	ctx[1] = shared ? ctx[0] : open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
 	for (int i = 0; i < 2; i++) {
 		/* buffers 128 KiB apart: distinct entries, no merging */
 		h[i] = (struct hitset){ ctx[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, W1_BYTES, zeros, 0 };
@@ -467,7 +482,7 @@ int main(int argc, char **argv)
 {
 	static const char *const backends[] = { "null", "uring" };
 
-	bench_init(argc, argv, &o, "W1, W2, W5, WT (W1 always runs: the others are its ratios)");
+	bench_init(argc, argv, &o, "W1, W1P, W2, W5, WT (W1 always runs: the others are its ratios)");
 	zeros = calloc(ORDER, sizeof(*zeros));
 	random_order = malloc(ORDER * sizeof(*random_order));
 	if (!zeros || !random_order)

@@ -199,6 +199,7 @@ struct odpx_ctx {
 	uint32_t flags;
 	bool cache_enabled;		/* pin mode */
 	bool hits_inline;		/* odpx_reg() tries cache.h:hit_home() first */
+	bool check_prot;		/* hits ask the pages' protection (cache.c) */
 	uint32_t acc_mask;		/* access bits that split the index */
 
 	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, the invalidation lock */
@@ -319,6 +320,8 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
+/* 1: the pages of [s, end) allow @acc now; 0: they do not; -errno (cache.c) */
+int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
 int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		 bool prereg, struct entry **out);
 /* prereg.c */

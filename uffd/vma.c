@@ -66,16 +66,16 @@ static int maps_open(void)
 
 	pthread_mutex_lock(&fd_lock);
 	if (!maps_fd_ours()) {
-		maps_fd = -1;
+		__atomic_store_n(&maps_fd, -1, __ATOMIC_RELAXED);
 		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 		if (fd < 0 || fstat(fd, &sb) < 0) {
 			r = -errno;
 			if (fd >= 0)
 				close(fd);
 		} else {
-			maps_fd = fd;
 			maps_dev = sb.st_dev;
 			maps_ino = sb.st_ino;
+			__atomic_store_n(&maps_fd, fd, __ATOMIC_RELAXED);
 		}
 	}
 	fd = maps_fd;
@@ -147,6 +147,18 @@ int vma_query(uintptr_t addr, struct vma_info *v)
 	int fd, r;
 
 	if (have_ioctl && !vma_force_maps) {
+		/*
+		 * First the ioctl alone on the number last opened (a hit's check
+		 * of protection, cache.c, pays this only): any other file there
+		 * fails it, since the command encodes its size, and so does an
+		 * unmapped address; then the number is checked, reopened if it is
+		 * no longer ours, and asked again.  Only another process's maps
+		 * file put at that number by the application would answer for
+		 * the wrong process.
+		 */
+		fd = __atomic_load_n(&maps_fd, __ATOMIC_RELAXED);
+		if (fd >= 0 && query_ioctl(fd, addr, v) == 0)
+			return 0;
 		fd = maps_open();
 		if (fd < 0)
 			return fd;
@@ -164,7 +176,7 @@ void vma_close(void)
 	pthread_mutex_lock(&fd_lock);
 	if (maps_fd_ours())
 		close(maps_fd);
-	maps_fd = -1;
+	__atomic_store_n(&maps_fd, -1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fd_lock);
 }
 
