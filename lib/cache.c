@@ -106,7 +106,9 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
  * the kernel about the request's pages, as a pin would (one PROCMAP_QUERY
  * per VMA): readable, and writable for a write request or on the io_uring
  * backend, whose pins are always writable.  1 allowed, 0 not, or -errno
- * when the kernel could not be asked.  ODPX_OPEN_NO_PROT_CHECK skips it.
+ * when the kernel could not be asked.  ODPX_OPEN_NO_PROT_CHECK skips it;
+ * so does a kernel without PROCMAP_QUERY (before 6.11), where the only
+ * other way, a parse of /proc/self/maps, costs more than a pin.
  */
 #define ACC_WRITE (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_ATOMIC)
 
@@ -117,8 +119,8 @@ int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	int r;
 
 	for (s &= ~(PAGE_SIZE - 1); s < end; s = v.end) {
-		if ((r = vma_query(s, &v)) < 0)
-			return r == -ENOENT ? 0 : r;
+		if ((r = vma_query_ioctl(s, &v)) < 0)
+			return r == -ENOENT ? 0 : r == -ENOTTY ? 1 : r;
 		if (v.start > s || !v.readable || (write && !v.writable))
 			return 0;
 	}

@@ -299,9 +299,10 @@ int odpx_close(struct odpx_ctx *ctx);
  * which returns -EFAULT for read-only (or PROT_NONE) pages.  A request is
  * never merged with a cached entry over pages that no longer allow its
  * access: the merged pin fails, and the request is pinned alone.  With
- * ODPX_OPEN_NO_PROT_CHECK (or ODPX_CHECK_PROT=0) a hit makes no system call
- * and a range cached before an mprotect() that took access away still hits
- * until odpx_invalidate() is called on it.
+ * ODPX_OPEN_NO_PROT_CHECK (or ODPX_CHECK_PROT=0), and on kernels without
+ * PROCMAP_QUERY (before 6.11), a hit makes no system call and a range
+ * cached before an mprotect() that took access away still hits until
+ * odpx_invalidate() is called on it.
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
