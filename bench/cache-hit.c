@@ -50,7 +50,6 @@
 #include <sched.h>
 
 #include "bench.h"
-#include "internal.h"	/* struct entry, URING_SLOTS, odpx_is_prime */
 
 #define HIT_FLAGS ODPX_OPEN_NO_PROT_CHECK	/* the lookup alone; W1P adds the check */
 
@@ -89,9 +88,9 @@ static double try_batch(struct odpx_ctx *ctx, char *a, size_t len, bool hit, uin
 
 	for (uint64_t i = 0; i < k; i++) {
 		int r = odpx_reg_ex(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, ODPX_REG_TRY, &mr);
-		if (unlikely(r != (hit ? 0 : -EAGAIN)))
+		if (__builtin_expect(r != (hit ? 0 : -EAGAIN), 0))
 			DIE("TRY %s: %s", hit ? "hit" : "miss", strerror(-r));
-		if (hit && unlikely(odpx_dereg(ctx, mr)))
+		if (hit && __builtin_expect(odpx_dereg(ctx, mr) != 0, 0))
 			DIE("odpx_dereg: %s", odpx_last_reason());
 	}
 	return (double)(now_ns() - t0) / (double)k;
@@ -145,16 +144,16 @@ static struct summary measure(struct hitset *h, uint64_t k, unsigned reps, uint6
 	return s;
 }
 
-/* How many buffers of @bytes a uring context may keep pinned. */
-static size_t fit(const char *backend, size_t n, size_t bytes)
+/* How many buffers of @bytes a context of @slots fixed-buffer slots (0: not uring) may keep pinned. */
+static size_t fit(size_t slots, size_t n, size_t bytes)
 {
 	size_t cap;
 
-	if (strcmp(backend, "uring"))
+	if (!slots)
 		return n;
 	cap = o.pin_budget / 2 / bytes;	/* half: room for what is dying */
-	if (cap > URING_SLOTS - 64)
-		cap = URING_SLOTS - 64;
+	if (cap > slots - 64)
+		cap = slots - 64;
 	return n < cap ? n : cap;
 }
 
@@ -219,7 +218,7 @@ static __attribute__((noinline)) struct model_rec *model_get(struct model *m, ch
 	struct model_rec *r = &m->rec[model_slot(m, a)];
 	uint64_t v = atomic_load_explicit(&r->ref, memory_order_acquire);
 
-	if (unlikely(r->key != (uintptr_t)a))
+	if (__builtin_expect(r->key != (uintptr_t)a, 0))
 		DIE("model: lost %p", (void *)a);
 	if (m->plain_get)
 		atomic_store_explicit(&r->ref, v + 1, memory_order_relaxed);
@@ -320,6 +319,11 @@ static uint64_t l2_bytes(void)
 static void footprint(const char *mode, double w1)
 {
 	static const size_t ns[] = { 2500, 5000, 10000, 15000, 25000, 50000, 100000 };
+	struct odpx_ctx *ctx = open_ctx("null", 64, ctx_budget("null"));
+	struct odpx_priv_state ps;
+
+	odpx_priv_state(ctx, &ps);	/* the size of an entry's slot */
+	odpx_close(ctx);
 	uint64_t l2 = l2_bytes(), entries, misses;
 	double share;
 	char cas[64];
@@ -331,7 +335,7 @@ static void footprint(const char *mode, double w1)
 		kv_time("W2F", cas, "null", mode, ns[i], 4 * KiB, &s,
 			"entries=%lu misses=%lu cpu_share=%.2f entry_footprint_bytes=%zu"
 			" l2_bytes=%lu over_w1=%.3f", (unsigned long)entries,
-			(unsigned long)misses, share, ns[i] * sizeof(struct entry),
+			(unsigned long)misses, share, ns[i] * ps.entry_bytes,
 			(unsigned long)l2, s.median / w1);
 	}
 }
@@ -350,6 +354,8 @@ static double hits(const char *backend)
 	struct odpx_ctx *ctx = open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
 	struct hitset h = { ctx, map_anon(W1_BYTES, true), 1, W1_BYTES, W1_BYTES, zeros, 0 };
 	const char *mode = mode_of(ctx);
+	struct odpx_caps caps = { .comp_mask = ODPX_QUERY_URING };
+	size_t slots;
 	uint64_t misses;
 	double share;
 	char sz[32], cas[96];
@@ -361,6 +367,8 @@ static double hits(const char *backend)
 		met(s1.median, '<', 20));
 	if (selected(&o, "WT"))
 		try_costs(&h, k1, r1, s1.median, backend, mode);
+	CHECK_ODPX(odpx_query(ctx, &caps));
+	slots = caps.comp_mask & ODPX_QUERY_URING ? caps.uring_slots : 0;
 	odpx_close(ctx);
 	if (selected(&o, "W1P")) {
 		h.ctx = open_ctx(backend, 64, ctx_budget(backend));
@@ -376,7 +384,7 @@ static double hits(const char *backend)
 		return s1.median;
 
 	for (size_t i = 0; i < sizeof(w2) / sizeof(w2[0]); i++) {
-		size_t n = fit(backend, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
+		size_t n = fit(slots, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
 		bool gaps = w2[i].stride != bytes;
 		uint64_t entries;
 		char st[32];

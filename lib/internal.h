@@ -279,9 +279,6 @@ struct odpx_ctx {
 	char reason_open[192];		/* the open's, while a failed attach has its own (reason_lock) */
 };
 
-/* ctx.c: trial division, for the slab's prime size (index.h) */
-bool odpx_is_prime(uint32_t n);
-
 /* thread-local reason text (ctx.c) */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -49,8 +49,7 @@
 #include <sys/syscall.h>
 
 #include "test.h"
-#include "internal.h"	/* the slab, for lru-model */
-#include "cache.h"		/* put_dead(), for dead_coming */
+#include "odpx-private.h"	/* the slab, for lru-model; put_dead(), for dead_coming */
 
 #define PG 4096UL
 
@@ -91,6 +90,32 @@ static void check_limits(struct odpx_ctx *ctx, struct lim l, const char *when)
 }
 
 static void *R(unsigned i) { return arena + (size_t)i * 4 * PG; }	/* 3 free pages after each */
+
+/* White box (odpx-private.h): the slot of a handle, and the state of its entry */
+static uint32_t slot_of(struct odpx_ctx *ctx, struct odpx_mr *mr)
+{
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return odpx_priv_slot_of(&st, mr);
+}
+
+static uint32_t state_of(struct odpx_ctx *ctx, uint32_t slot)
+{
+	struct odpx_priv_entry e;
+
+	CHECK_RC(odpx_priv_entry(ctx, slot, &e), 0);
+	return e.state;
+}
+
+/* The context's entries on their way to the free list */
+static uint32_t releasing(struct odpx_ctx *ctx)
+{
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return st.releasing;
+}
 
 /* odpx_reg that must be a hit (want_hit) or a miss; returns the handle. */
 static struct odpx_mr *reg(struct odpx_ctx *ctx, struct lim l, void *p, size_t len, int want_hit,
@@ -212,9 +237,13 @@ static uint64_t lru_rnd(uint64_t *x)
 /* White box: is there an alive entry that starts at @p? */
 static bool slab_has(struct odpx_ctx *ctx, const void *p)
 {
-	for (uint32_t i = 0; i < ctx->max_entries; i++) {
-		uint64_t w = atomic_load(&ctx->ent[i].word);
-		if (W_STATE(w) == ST_ALIVE && SPAN_START(atomic_load(&ctx->ent[i].span)) == (uintptr_t)p)
+	struct odpx_priv_state st;
+	struct odpx_priv_entry e;
+
+	odpx_priv_state(ctx, &st);
+	for (uint32_t i = 0; i < st.slots; i++) {
+		CHECK_RC(odpx_priv_entry(ctx, i, &e), 0);
+		if (e.state == ODPX_PRIV_ALIVE && e.start == (uintptr_t)p)
 			return true;
 	}
 	return false;
@@ -251,11 +280,12 @@ static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, un
 	uint64_t x = seed, nomem = 0, hits = 0, evictions = 0;
 	char what[128];
 
-	atomic_store(&ctx->clock, clock0);
-	ctx->lru_min_key = (15ULL << 32) + clock0;	/* nothing is linked yet */
+	/* a new context: no miss yet, nothing linked */
+	CHECK(odpx_priv_clock_add(ctx, clock0, (15ULL << 32) + clock0) == 0,
+	      "lru-model: the clock of a new context is not 0");
 	for (unsigned step = 0; step < steps; step++) {
 		if (step && step == jump_at) {
-			atomic_store(&ctx->clock, atomic_load(&ctx->clock) + (1U << 31) + 4096);
+			odpx_priv_clock_add(ctx, (1U << 31) + 4096, 0);
 			m->clock += (1U << 31) + 4096;
 			for (unsigned i = 0; i < bufs; i++)
 				if (m->stamp[i])
@@ -888,8 +918,8 @@ static void victims_charged(void)
 
 /*
  * A miss's victims stop counting once they are unpinned, not once its own
- * pin returns.  Backend "slow" (no pin_replaces, like verbs, whose pin of a
- * large range takes that long) holds one thread's pin.  16-page limit; V
+ * pin returns.  Backend "slow" (null_ops with hooks: no pin_replaces, like
+ * verbs, whose pin of a large range takes that long) holds one thread's pin.  16-page limit; V
  * (8 pages) cached, unused.  A registers 12 pages: it evicts V, unpins it
  * and is held in its pin.  B's 4 pages fit (12 + 4): the old code still
  * charged V's 8 until A's pin returned, and refused B with -ENOMEM after
@@ -899,10 +929,9 @@ static sem_t pin_held, pin_go;
 static uint64_t slow_slot[64];
 static _Atomic uint64_t slow_pinned, slow_peak;
 
-static int slow_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
-		    uint32_t acc, uint32_t *lkey, uint32_t *rkey)
+static void slow_pin(uint32_t idx, uintptr_t start, size_t len)
 {
-	(void)ctx, (void)start, (void)acc;
+	(void)start;
 	if (hold_pin) {
 		hold_pin = false;
 		sem_post(&pin_held);
@@ -912,23 +941,15 @@ static int slow_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t 
 	uint64_t now = atomic_fetch_add(&slow_pinned, len) + len, peak = atomic_load(&slow_peak);
 	while (now > peak && !atomic_compare_exchange_weak(&slow_peak, &peak, now))
 		;
-	*lkey = *rkey = idx;
-	return 0;
 }
 
-static void slow_unpin(struct odpx_ctx *ctx, uint32_t idx)
+static void slow_unpin(uint32_t idx)
 {
-	(void)ctx;
 	atomic_fetch_sub(&slow_pinned, slow_slot[idx]);
 	slow_slot[idx] = 0;
 }
 
-static void slow_close(struct odpx_ctx *ctx) { (void)ctx; }
-
-static const struct backend_ops slow_ops = {
-	.name = "slow", .id = ODPX_BACKEND_RESERVED, .pin = slow_pin, .unpin = slow_unpin,
-	.close = slow_close,
-};
+static const struct odpx_priv_hooks slow_hooks = { .pin = slow_pin, .unpin = slow_unpin };
 
 static void victims_freed_before_pin(void)
 {
@@ -945,7 +966,7 @@ static void victims_freed_before_pin(void)
 
 	memset(b, 4, 64 * PG);
 	CHECK(sem_init(&pin_held, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
-	CHECK_RC(odpx_open_backend(&slow_ops, &at, &ctx), 0);
+	CHECK_RC(odpx_open_backend(odpx_priv_hooked(&null_ops, &slow_hooks), &at, &ctx), 0);
 	a = (struct stall_arg){ ctx, b + 20 * PG, -1, 12 * PG, true };
 	CHECK_RC(odpx_reg(ctx, b, 8 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);	/* V */
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
@@ -1059,8 +1080,7 @@ static void lru_recheck(void)
 	CHECK_RC(odpx_dereg(ctx, g), 0);	/* 3 unused pages of 2: the next tick trims */
 	/* the trim holds ctx->lock while it waits for the invalidation lock */
 	for (double end = now_s() + 5; locked < 50 && now_s() < end;) {
-		if (pthread_mutex_trylock(&ctx->lock) == 0) {
-			pthread_mutex_unlock(&ctx->lock);
+		if (odpx_priv_lock_owner(ctx) == 0) {
 			locked = 0;
 		} else {
 			locked++;
@@ -1122,7 +1142,7 @@ static void entries_in_flight(void)
 	CHECK(r == 0, "entries in flight: a miss during the trim: %d (%s)", r, strerror(-r));
 	CHECK(most <= 4, "entries in flight: %d ranges registered at once, max_entries 4", most);
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
-	CHECK(WAIT_FOR(atomic_load(&ctx->releasing) == 0, 5), "entries in flight: the trim did not end");
+	CHECK(WAIT_FOR(releasing(ctx) == 0, 5), "entries in flight: the trim did not end");
 	check_limits(ctx, l, "entries in flight");
 	track_slots = false;
 	CHECK_RC(odpx_close(ctx), 0);
@@ -1186,10 +1206,13 @@ static void room_wait_run(void)
  * a thread pushes 2 ms later, not fail at once with -ENOMEM "every entry is
  * in use", as the old code did (ctx->releasing was 0).
  */
+static uint32_t dead_slot;
+
 static void *late_put_dead(void *arg)
 {
+	(void)arg;
 	nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
-	put_dead(exact_ctx, arg);
+	odpx_priv_put_dead(exact_ctx, dead_slot);
 	return NULL;
 }
 
@@ -1198,7 +1221,7 @@ static void dead_coming(void)
 	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 16 * PG, 64 * PG, 0);
 	unsigned char *p = map_anon(NULL, PG), *q = map_anon(NULL, PG);
 	struct odpx_mr *held, *mr;
-	struct entry *e;
+	uint32_t e;
 	pthread_t t;
 	double t0;
 	int r;
@@ -1206,13 +1229,14 @@ static void dead_coming(void)
 	memset(p, 1, PG);
 	memset(q, 2, PG);
 	CHECK_RC(odpx_reg(ctx, p, PG, ODPX_ACCESS_LOCAL_WRITE, &held), 0);
-	e = (struct entry *)held;
+	e = slot_of(ctx, held);
 	CHECK(munmap(p, PG) == 0, "munmap");
-	CHECK(WAIT_FOR(W_STATE(atomic_load(&e->word)) == ST_DEAD, 5), "dead coming: P did not die");
+	CHECK(WAIT_FOR(state_of(ctx, e) == ODPX_PRIV_DEAD, 5), "dead coming: P did not die");
 	/* put_ref() up to put_dead(): the last reference is gone */
-	CHECK(W_REF(atomic_fetch_sub(&e->word, 1)) == 1, "dead coming: P held twice");
+	CHECK(odpx_priv_unref(ctx, e) == 1, "dead coming: P held twice");
 	exact_ctx = ctx;
-	CHECK(pthread_create(&t, NULL, late_put_dead, e) == 0, "pthread_create");
+	dead_slot = e;
+	CHECK(pthread_create(&t, NULL, late_put_dead, NULL) == 0, "pthread_create");
 	t0 = now_s();
 	r = odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
 	CHECK(r == 0, "dead coming: a miss with nothing held, P on its way back: %d (%s) after %.1f ms;"
@@ -1236,7 +1260,7 @@ static void dead_coming(void)
  *   both fit once P1 and P2 are back.  The old code: the first scan took
  *   both out of the LRU, and the second miss was refused at once.
  */
-struct late_arg { struct odpx_ctx *ctx; struct entry *e[2]; unsigned n; long delay_ns; };
+struct late_arg { struct odpx_ctx *ctx; uint32_t e[2]; unsigned n; long delay_ns; };
 struct hold_arg { struct odpx_ctx *ctx; void *p; int r; struct odpx_mr *mr; };
 
 static void *reg_hold(void *arg)
@@ -1253,23 +1277,23 @@ static void *late_put_deads(void *arg)
 
 	nanosleep(&(struct timespec){ 0, a->delay_ns }, NULL);
 	for (unsigned i = 0; i < a->n; i++)
-		put_dead(a->ctx, a->e[i]);
+		odpx_priv_put_dead(a->ctx, a->e[i]);
 	return NULL;
 }
 
 /* a held entry of @p dies, and its holder's release stops short of put_dead() */
-static struct entry *die_unpushed(struct odpx_ctx *ctx, unsigned char *p, bool release,
-				  const char *what)
+static uint32_t die_unpushed(struct odpx_ctx *ctx, unsigned char *p, bool release,
+			     const char *what)
 {
 	struct odpx_mr *held;
-	struct entry *e;
+	uint32_t e;
 
 	CHECK_RC(odpx_reg(ctx, p, PG, ODPX_ACCESS_LOCAL_WRITE, &held), 0);
-	e = (struct entry *)held;
+	e = slot_of(ctx, held);
 	CHECK(munmap(p, PG) == 0, "munmap");
-	CHECK(WAIT_FOR(W_STATE(atomic_load(&e->word)) == ST_DEAD, 5), "%s: did not die", what);
+	CHECK(WAIT_FOR(state_of(ctx, e) == ODPX_PRIV_DEAD, 5), "%s: did not die", what);
 	if (release)
-		CHECK(W_REF(atomic_fetch_sub(&e->word, 1)) == 1, "%s: held twice", what);
+		CHECK(odpx_priv_unref(ctx, e) == 1, "%s: held twice", what);
 	return e;
 }
 
@@ -1277,7 +1301,7 @@ static void dead_met_before(void)
 {
 	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 16 * PG, 64 * PG, 0);
 	unsigned char *q = map_anon(NULL, 2 * PG);
-	struct late_arg la = { ctx, { NULL, NULL }, 1, 2000000 };
+	struct late_arg la = { ctx, { 0, 0 }, 1, 2000000 };
 	struct hold_arg a;
 	struct odpx_mr *mr, *mr2;
 	pthread_t t, ta;
@@ -1287,7 +1311,7 @@ static void dead_met_before(void)
 	memset(q, 2, 2 * PG);
 	la.e[0] = die_unpushed(ctx, map_anon(NULL, PG), false, "dead met: P");
 	CHECK_RC(odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr), -ENOMEM);	/* P is held */
-	CHECK(W_REF(atomic_fetch_sub(&la.e[0]->word, 1)) == 1, "dead met: P held twice");
+	CHECK(odpx_priv_unref(ctx, la.e[0]) == 1, "dead met: P held twice");
 	CHECK(pthread_create(&t, NULL, late_put_deads, &la) == 0, "pthread_create");
 	t0 = now_s();
 	r = odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
@@ -1300,7 +1324,7 @@ static void dead_met_before(void)
 
 	/* two misses, two entries on their way back */
 	ctx = open_limits(2, 64 * PG, 16 * PG, 64 * PG, 0);
-	la = (struct late_arg){ ctx, { NULL, NULL }, 2, 20000000 };
+	la = (struct late_arg){ ctx, { 0, 0 }, 2, 20000000 };
 	for (unsigned i = 0; i < 2; i++)
 		la.e[i] = die_unpushed(ctx, map_anon(NULL, PG), true, "dead met: P1, P2");
 	a = (struct hold_arg){ ctx, q, -1, NULL };
