@@ -394,8 +394,8 @@ static void pinned_cap(void)
  * A merged range that does not fit evicts no more than the request alone
  * needs.  16 pages: H (8) held, V1 V2 V3 (2 each) released in turn.  A
  * 4-page request overlapping H by 2 pages fits alone once V1 is evicted;
- * merged with H (10 pages) it never fits.  The old code reserved the
- * merged range first, evicted V1, V2 and V3 for it, and then reserved the
+ * merged with H (10 pages) it never fits.  A miss that reserved the
+ * merged range first would evict V1, V2 and V3 for it before reserving the
  * request alone.
  */
 static void merge_evicts_for_request(void)
@@ -753,8 +753,8 @@ static void direct_counts(void)
  * range is cached, released and munmapped (its entry dies, and the engine
  * reaps it), then another range is registered.  The dead entry was still
  * counted while the engine unpinned it, and the miss found nothing to evict:
- * "every entry is in use" with nothing held (the old code: 1 to 13 times in
- * 50,000 rounds).  Now the miss waits for what is on its way back.
+ * "every entry is in use" with nothing held, a few times in 50,000 rounds,
+ * unless the miss waits for what is on its way back, as it must.
  */
 static void no_false_enomem(void)
 {
@@ -784,9 +784,9 @@ static void no_false_enomem(void)
  * 16 pages for one page and is stopped in its first slot update (the
  * wrapper below), the unpin of a victim (one of 16 pages, or the first of
  * two of 8).  Until that update has run, the victims are still pinned, so
- * another thread's 15 pages do not fit a 16-page limit: the old code took
- * them out of the count at eviction and pinned 31 pages (VmPin over the
- * limit).  Now that miss waits, and is refused if the update does not
+ * another thread's 15 pages do not fit a 16-page limit: a cache that took
+ * them out of the count at eviction would pin 31 pages (VmPin over the
+ * limit).  That miss must wait, and be refused if the update does not
  * come; once it has come, it fits.  The replace case: a cache of two
  * entries evicts by entries, and the miss replaces an 8-page victim's slot
  * in place (both fit); the victim stays charged until the replace returns,
@@ -894,7 +894,7 @@ static void victims_charged_run(unsigned nvictims, bool replace)
 	      stalled_base, a.p);
 	check_limits(ctx, l, what);
 	r = odpx_reg(ctx, b + 44 * PG, more, ODPX_ACCESS_LOCAL_WRITE, &mr);
-	check_limits(ctx, l, what);	/* the old code: VmPin 31 pages */
+	check_limits(ctx, l, what);	/* the victims counted at eviction: VmPin 31 pages */
 	CHECK(r == -ENOMEM, "%s: %zu pages more = %d (%s), want -ENOMEM", what, more / PG, r,
 	      strerror(-r));
 	sem_post(&go_on);
@@ -921,8 +921,8 @@ static void victims_charged(void)
  * pin returns.  Backend "slow" (null_ops with hooks: no pin_replaces, like
  * verbs, whose pin of a large range takes that long) holds one thread's pin.  16-page limit; V
  * (8 pages) cached, unused.  A registers 12 pages: it evicts V, unpins it
- * and is held in its pin.  B's 4 pages fit (12 + 4): the old code still
- * charged V's 8 until A's pin returned, and refused B with -ENOMEM after
+ * and is held in its pin.  B's 4 pages fit (12 + 4): a cache that still
+ * charged V's 8 until A's pin returned would refuse B with -ENOMEM after
  * waiting twice, with nothing held but A's reservation.
  */
 static sem_t pin_held, pin_go;
@@ -995,11 +995,11 @@ static void victims_freed_before_pin(void)
  * only when both fit max_pinned_bytes (the wrapper reads VmPin before each
  * update and adds the range it pins).  Four misses in a row; those that
  * evict:
- * - 4 pages, entries of 4 pages (room for one): the old code replaced,
- *   VmPin 8 pages in the update; now the victim is unpinned first (two
- *   updates);
+ * - 4 pages, entries of 4 pages (room for one): the victim is unpinned
+ *   first (two updates), never replaced in place, which would show VmPin
+ *   8 pages in the update;
  * - 2 entries (a slab of 2, no free slot), 4 pages, entries of 2: the
- *   victim's slot is reused all the same, unpinned first (the old code: 6);
+ *   victim's slot is reused all the same, unpinned first (else VmPin 6);
  * - 2 entries, 16 pages, entries of 1 page: the replace fits, and is taken
  *   (one update).
  */
@@ -1050,8 +1050,8 @@ static void replace_fits(void)
  * released, G is released with the invalidation lock held: the unused bytes exceed
  * max_unused_bytes by one entry, and the trim picks E (released at 1).
  * E is hit and released (now at 3) before the lock is dropped: the trim
- * must evict F (2), as the old code, which checked E's references again but
- * not its stamp, did not.
+ * must evict F (2); a trim that checked E's references again but not its
+ * stamp would evict E.
  */
 static void *hit_release(void *arg)
 {
@@ -1111,8 +1111,8 @@ static void lru_recheck(void)
  * slab has spare slots (max_entries 4: 5 slots), and the engine's trim
  * evicts 3 of 4 unused entries and is stopped in its first unpin.  A miss
  * meanwhile must evict the fourth and reuse its slot, not take a spare one:
- * the old code had 5 ranges registered at once (the wrapper counts the
- * slots that hold one).
+ * taking one would leave 5 ranges registered at once (the wrapper counts
+ * the slots that hold one).
  */
 static void entries_in_flight(void)
 {
@@ -1157,9 +1157,9 @@ static void entries_in_flight(void)
  * before it waits.  16 pages: H (4) held, V (8) then W (2) released.  A
  * misses 4 pages, evicts V and is stopped in V's unpin.  B misses 6: it
  * evicts W and still does not fit while V is pinned, so it waits twice for
- * V, which does not come, and is refused.  The old code slept 2000 times
- * 20 µs (about 210 ms here), and counted W among what was coming: its first
- * wait ended at once.
+ * V, which does not come, and is refused, within the bounded waits: not
+ * 2000 naps of 20 µs, and W (evicted by B itself) not counted among what
+ * is coming, which would end its first wait at once.
  */
 static void room_wait_run(void)
 {
@@ -1204,7 +1204,7 @@ static void room_wait_run(void)
  * reference dropped, put_dead() not yet called: a preemption there), and
  * another page misses.  Nothing is held: the miss must wait for P, which
  * a thread pushes 2 ms later, not fail at once with -ENOMEM "every entry is
- * in use", as the old code did (ctx->releasing was 0).
+ * in use" because ctx->releasing is 0.
  */
 static uint32_t dead_slot;
 
@@ -1257,8 +1257,8 @@ static void dead_coming(void)
  *   nothing there and nothing counted: -ENOMEM at once, nothing held.
  * - Two misses: max_entries 2, P1 and P2 die held and are released up to
  *   put_dead(), pushed 20 ms later.  A misses from a thread, B 5 ms after:
- *   both fit once P1 and P2 are back.  The old code: the first scan took
- *   both out of the LRU, and the second miss was refused at once.
+ *   both fit once P1 and P2 are back, even though the first miss's scan
+ *   takes both out of the LRU: the second must not be refused at once.
  */
 struct late_arg { struct odpx_ctx *ctx; uint32_t e[2]; unsigned n; long delay_ns; };
 struct hold_arg { struct odpx_ctx *ctx; void *p; int r; struct odpx_mr *mr; };
