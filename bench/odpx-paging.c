@@ -24,6 +24,7 @@
 #include <sys/utsname.h>
 
 #include "bench.h"
+#include "config.h"	/* ODPX_HAVE_VERBS */
 
 struct report {
 	char dir[PATH_MAX];
