@@ -59,7 +59,7 @@ static const struct var {
 	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },
 	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug", "root of the debugfs counter sources" },
 	{ "ODPX_PROCFS_ROOT", "/proc", "root of the procfs counter sources" },
-	{ "ODPX_NO_NETLINK", "unset", "set: odpstat reads no RDMA netlink counters" },
+	{ "ODPX_NO_NETLINK", "unset", "set: neither odpstat nor the detector reads RDMA netlink" },
 	{ "ODPX_LOG", "warn", "stderr lines for fallbacks: none, warn, info, debug" },
 };
 
