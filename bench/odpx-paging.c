@@ -617,6 +617,195 @@ static void exp_workingset(void)
 	munmap(ws_shared, sizeof(*ws_shared));
 	ran("workingset");
 }
+/*
+ * ---- memtrace: a memory cgroup's counters recorded while an ODP working set pages ----
+ *
+ * Only when named in --only.  A child in a fresh cgroup of memory.max M writes a region of
+ * 2M with the CPU (pages over M go to swap) and registers it (explicit ODP, with the thrash
+ * callback), then sweeps the first M/4 once (warmup: the device faults in what is in swap),
+ * M/4 again (steady), the whole 2M (over) and M/4 again (recovery), the last three for a
+ * fixed time each, checking every transfer (dev-paging-ws.h).  The parent, outside the cgroup, reads the cgroup's
+ * memory.stat and /proc/vmstat every MT_WINDOW_MS and writes memcg.trace: per window its
+ * length in seconds, the child's phase at its end and the cumulative counters named in the file's
+ * "# columns:" line, the ones the thrash detector reads from these two files
+ * (tests/stats-thrash-recorded.c replays it).  Sampling stops when the recovery ends.
+ */
+#define MT_WINDOW_MS	250
+enum mt_phase { MT_START, MT_WRITE, MT_WARMUP, MT_STEADY, MT_OVER, MT_RECOVERY, MT_END };
+static const char *const mt_names[] = { "start", "write", "warmup", "steady", "over", "recovery",
+					"end" };
+static const char *const mt_memcg[] = { "workingset_refault_anon", "workingset_refault_file",
+					"pgfault", "pgmajfault", "pgscan", "pgsteal" };
+static const char *const mt_vmstat[] = { "workingset_refault_anon", "workingset_refault_file",
+					 "pgfault", "pgmajfault", "pgscan_kswapd", "pgscan_direct" };
+
+struct mt_shared {
+	_Atomic int phase;
+	int nev;
+	struct { int state; double t; } ev[32];	/* the thrash callback's reports */
+};
+
+static uint64_t mt_t0;
+
+static void mt_on_thrash(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev, void *arg)
+{
+	struct mt_shared *m = arg;
+
+	if (m->nev < 32) {
+		m->ev[m->nev].state = (int)ev->state;
+		m->ev[m->nev++].t = (double)(now_ns() - mt_t0) / 1e9;
+	}
+}
+
+static int mt_child(const struct ws_cg *cg, struct mt_shared *m, double phase_s)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_THRASH_CB,
+			       .mode = ODPX_MODE_EXPLICIT, .thrash_cb = mt_on_thrash, .thrash_arg = m };
+	size_t sizes[] = { R.memory_max / 4, 2 * R.memory_max, R.memory_max / 4 }, pos = 0;
+	size_t fit = R.memory_max / 4 / WS_CHUNK;
+	struct odpx_ctx *ctx;
+	struct dev d;
+	struct ws w;
+	int r;
+
+	if ((r = ws_cg_enter(cg)))
+		DIE("cannot enter %s: %s", cg->dir, strerror(-r));
+	dev_open(&d);
+	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
+	dev_connect_self(&d);
+	CHECK_ODPX(odpx_open_verbs(d.pd, &a, &ctx));
+	atomic_store(&m->phase, MT_WRITE);
+	if (ws_setup(&w, &d, ctx, 2 * R.memory_max) || (r = ws_register(&w)) < 0)
+		DIE("memtrace: setting up the region failed");
+	atomic_store(&m->phase, MT_WARMUP);
+	for (size_t i = 0; i < fit; i++)
+		if ((r = ws_step(&w, i)))
+			DIE("memtrace: the warmup sweep failed (%s)", strerror(-r));
+	for (int ph = MT_STEADY; ph <= MT_RECOVERY; ph++) {
+		atomic_store(&m->phase, ph);
+		pos = 0;
+		if ((r = ws_sweep(&w, sizes[ph - MT_STEADY] / WS_CHUNK, &pos,
+				  now_ns() + (uint64_t)(phase_s * 1e9), NULL, NULL)))
+			DIE("memtrace: the %s sweep failed (%s)", mt_names[ph], strerror(-r));
+	}
+	atomic_store(&m->phase, MT_END);
+	if (ws_check_region(&w))
+		DIE("memtrace: the region differs from what the transfers wrote");
+	printf("# memtrace: %" PRIu64 " transfers checked\n", w.transfers);
+	ws_teardown(&w);
+	CHECK_ODPX(odpx_close(ctx));
+	dev_close(&d);
+	return 0;
+}
+
+/* The values of @keys in the "name value" file @path, all of them or DIE. */
+static void mt_read(const char *path, const char *const *keys, size_t n, uint64_t *v)
+{
+	char line[256];
+	size_t got = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		DIE("%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = 0;
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(line, keys[i])) {
+				v[i] = strtoull(sp + 1, NULL, 10);
+				got++;
+			}
+	}
+	fclose(f);
+	if (got != n)
+		DIE("%s: %zu of the %zu counters memtrace records", path, got, n);
+}
+
+static void exp_memtrace(void)
+{
+	const size_t nm = sizeof(mt_memcg) / sizeof(mt_memcg[0]);
+	const size_t nv = sizeof(mt_vmstat) / sizeof(mt_vmstat[0]);
+	double phase_s = R.quick ? 5 : 20;
+	char why[PATH_MAX + 160], name[64], path[PATH_MAX + 32];
+	uint64_t v[16], tp;
+	struct mt_shared *m;
+	struct utsname u;
+	struct ws_cg cg;
+	unsigned lines = 0;
+	int st = 0;
+	pid_t pid;
+
+	if (ws_unavailable(why, sizeof(why))) {
+		skip("memtrace", why);
+		return;
+	}
+	snprintf(name, sizeof(name), "odpx-memtrace.%d", (int)getpid());
+	if (ws_cg_create(&cg, R.cgroup, name, R.memory_max, why, sizeof(why)))
+		DIE("memtrace: %s", why);
+	m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		DIE("mmap: %s", strerror(errno));
+	FILE *f = open_in("memcg.trace");
+	uname(&u);
+	fprintf(f, "# memcg.trace: odpx-paging%s on %s, kernel %s, memory.max %.0f MiB, "
+		"a region of %.0f MiB; working sets: warmup one pass over %.0f MiB, steady %.0f MiB, "
+		"over %.0f MiB, recovery %.0f MiB, %.0f s each; ODPX_THRASH %s\n", R.args + strlen(": odpx-paging"), u.nodename, u.release, (double)R.memory_max / MiB,
+		2.0 * R.memory_max / MiB, R.memory_max / 4.0 / MiB, R.memory_max / 4.0 / MiB,
+		2.0 * R.memory_max / MiB,
+		R.memory_max / 4.0 / MiB, phase_s, getenv("ODPX_THRASH") ? getenv("ODPX_THRASH") : "");
+	fprintf(f, "# columns: secs phase");
+	for (size_t i = 0; i < nm; i++)
+		fprintf(f, " memcg.%s", mt_memcg[i]);
+	for (size_t i = 0; i < nv; i++)
+		fprintf(f, " vmstat.%s", mt_vmstat[i]);
+	fprintf(f, "\n");
+	fflush(NULL);
+	mt_t0 = tp = now_ns();
+	if ((pid = fork()) == 0)
+		_exit(mt_child(&cg, m, phase_s));
+	if (pid < 0)
+		DIE("fork: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/memory.stat", cg.dir);
+	while (atomic_load(&m->phase) < MT_END && waitpid(pid, &st, WNOHANG) == 0) {
+		struct timespec ts = { 0, MT_WINDOW_MS * 1000000L };
+		nanosleep(&ts, NULL);
+		int ph = atomic_load(&m->phase);
+		uint64_t t = now_ns();
+		if (ph == MT_END)	/* the CPU's check of the region is no phase of the trace */
+			break;
+		mt_read(path, mt_memcg, nm, v);
+		mt_read("/proc/vmstat", mt_vmstat, nv, v + nm);
+		fprintf(f, "%.3f %s", (double)(t - tp) / 1e9, mt_names[ph]);
+		for (size_t i = 0; i < nm + nv; i++)
+			fprintf(f, " %" PRIu64, v[i]);
+		fprintf(f, "\n");
+		fprintf(R.nd, "{\"exp\":\"memtrace\",\"t\":%.3f,\"phase\":\"%s\",\"refault_anon\":%" PRIu64
+			",\"pgmajfault\":%" PRIu64 ",\"pgscan\":%" PRIu64 "}\n", (double)(t - mt_t0) / 1e9,
+			mt_names[ph], v[0], v[3], v[4]);
+		tp = t;
+		lines++;
+	}
+	if (waitpid(pid, &st, 0) != pid && errno != ECHILD)
+		DIE("waitpid: %s", strerror(errno));
+	ws_cg_remove(&cg);
+	fprintf(f, "# the library's thrash callback in this run:");
+	for (int i = 0; i < m->nev; i++)
+		fprintf(f, " %s at %.2f s", state_name((uint64_t)m->ev[i].state), m->ev[i].t);
+	fprintf(f, "\n");
+	fclose(f);
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		skip("memtrace", WIFEXITED(st) && WEXITSTATUS(st) == 77 ?
+		     "no usable RDMA device (loopback GID or ODP missing: see above)" :
+		     "the child failed (see the output above)");
+		munmap(m, sizeof(*m));
+		return;
+	}
+	printf("# memtrace: %u windows of %d ms in memcg.trace\n", lines, MT_WINDOW_MS);
+	munmap(m, sizeof(*m));
+	ran("memtrace");
+}
 #endif
 
 /* warmup and prefetch: in a child, the report's files shared; a failure is recorded */
@@ -664,16 +853,19 @@ static void run_device_experiments(const struct bench_opts *sel, bool rdma)
 			skip(exps[i], why);
 }
 
-static void run_workingset(bool rdma)
+/* workingset or memtrace: a device and a memory cgroup */
+static void run_workingset(bool rdma, const char *name)
 {
 #ifdef ODPX_HAVE_VERBS
-	if (rdma)
-		exp_workingset();
+	if (!rdma)
+		skip(name, "no RDMA device (/sys/class/infiniband is empty)");
+	else if (!strcmp(name, "memtrace"))
+		exp_memtrace();
 	else
-		skip("workingset", "no RDMA device (/sys/class/infiniband is empty)");
+		exp_workingset();
 #else
 	(void)rdma;
-	skip("workingset", "built without libibverbs");
+	skip(name, "built without libibverbs");
 #endif
 }
 
@@ -774,7 +966,7 @@ static void usage(FILE *f, const char *prog)
 {
 	fprintf(f, "usage: %s [--quick] [--out DIR] [--only EXP[,EXP]] [--seed N] [--no-plots]\n"
 		"       [--cgroup DIR] [--memory-max SIZE] [--region SIZE] [--thrash SPEC]\n"
-		"  EXP: pincache, timeline, warmup, prefetch, workingset\n", prog);
+		"  EXP: pincache, timeline, warmup, prefetch, workingset; memtrace (only by name)\n", prog);
 }
 
 int main(int argc, char **argv)
@@ -844,7 +1036,9 @@ int main(int argc, char **argv)
 		exp_timeline();
 	run_device_experiments(&sel, rdma);
 	if (selected(&sel, "workingset"))
-		run_workingset(rdma);
+		run_workingset(rdma, "workingset");
+	if (sel.only && selected(&sel, "memtrace"))	/* a recording, never in the default set */
+		run_workingset(rdma, "memtrace");
 	fclose(R.nd);
 	if (plots)
 		plot(src);
