@@ -99,6 +99,7 @@ struct shadow {
 	uint32_t next_free;
 };
 
+#define SHADOW_HANDLE UINT32_MAX	/* a shadow's ibv_mr.handle: no kernel object has it */
 #define SHADOWS_MAX (1u << 18)	/* live shadow MRs at once; the mapping is reserved lazily */
 #define PDS_MAX 256
 
@@ -333,7 +334,7 @@ static struct ibv_mr *serve(struct ibv_pd *pd, void *addr, size_t len, unsigned 
 	}
 	s->mr = (struct ibv_mr){
 		.context = pd->context, .pd = pd, .addr = addr, .length = len,
-		.handle = UINT32_MAX,	/* no kernel object: ibv_import_mr() of it fails */
+		.handle = SHADOW_HANDLE,	/* ibv_import_mr() refuses it */
 		.lkey = odpx_mr_lkey(h), .rkey = odpx_mr_rkey(h),
 	};
 	s->mr_type = 0;
@@ -386,7 +387,7 @@ EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len
 	if (iova == (uintptr_t)addr)
 		mr = serve(pd, addr, length, access, &r);
 	if (!mr)
-		mr = passed(r, R_REG_MR_IOVA2(pd, addr, length, iova, access));
+		mr = passed(r ? r : (pd ? row_get(pd) : NULL), R_REG_MR_IOVA2(pd, addr, length, iova, access));
 	depth--;
 	return mr;
 }
@@ -418,7 +419,7 @@ EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t leng
 	if (iova == (uintptr_t)addr)
 		mr = serve(pd, addr, length, (unsigned)access, &r);
 	if (!mr)
-		mr = passed(r, R_REG_MR_IOVA(pd, addr, length, iova, access));
+		mr = passed(r ? r : (pd ? row_get(pd) : NULL), R_REG_MR_IOVA(pd, addr, length, iova, access));
 	depth--;
 	return mr;
 }
@@ -542,10 +543,15 @@ out:
 	return ret;
 }
 
+/* A shadow's handle is refused here, whether or not the provider can import MRs. */
 EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 {
 	import_mr_fn f = R_IMPORT_MR;
 
+	if (mr_handle == SHADOW_HANDLE) {
+		errno = EINVAL;
+		return NULL;
+	}
 	return f ? f(pd, mr_handle) : missing();
 }
 

@@ -21,7 +21,8 @@ root=$out/rootfs
 
 # The guest's packages.  No compiler: test programs are built on the host and run unchanged.
 pkgs="linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils libibverbs-dev perftest
-      iproute2 kmod liburing-dev busybox-static procps rdmacm-utils libfabric-bin openmpi-bin"
+      iproute2 kmod liburing-dev busybox-static procps rdmacm-utils libfabric-bin openmpi-bin
+      openssh-server"
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -82,6 +83,9 @@ if [ "$suite" = trixie ]; then
 	kpkg=linux-image-amd64/trixie-backports
 	pkgs=$(echo "$pkgs" | sed "s|linux-image-amd64|$kpkg|")
 fi
+# no service is started in the build root (openssh-server's postinst would try)
+printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
+chmod 0755 "$root/usr/sbin/policy-rc.d"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --bind /dev "$root/dev"
@@ -94,6 +98,22 @@ rc=0
 chroot "$root" apt-get clean
 unmount_all
 [ $rc = 0 ] || die "apt-get install in the $suite root failed: $(why "$out/apt.log")"
+rm -f "$root/usr/sbin/policy-rc.d"
+# ssh between the two guests of `odpx-vm pair` (mpirun starts the remote rank over it): both
+# boot this image, so one key made here, authorized for root, lets each log into the other.
+# The guests live on a private network of the host only: no host-key checks.
+mkdir -p -m 0700 "$root/root/.ssh"
+chroot "$root" ssh-keygen -q -t ed25519 -N '' -C odpx-pair -f /root/.ssh/id_ed25519 ||
+	die "ssh-keygen in the $suite root failed"
+cp "$root/root/.ssh/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+cat > "$root/root/.ssh/config" <<EOF
+Host *
+	StrictHostKeyChecking no
+	UserKnownHostsFile /dev/null
+	LogLevel ERROR
+	BatchMode yes
+	ConnectTimeout 60
+EOF
 # the distribution's initrd (if any) is not used; the package lists are not needed
 rm -rf "$root"/boot/initrd.img-* "$root"/var/lib/apt/lists/*
 echo "build-image: packages (kernel from $kernel_from): $(since "$t1") s"
