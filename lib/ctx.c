@@ -489,7 +489,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		r = -ENOMEM;
 		goto out_free;
 	}
-	if ((r = stats_region_open(ctx)) < 0)
+	if ((r = stats_seg_open(ctx)) < 0)
 		goto out_free;
 	stats_open_attr(ctx, attr);	/* the thrash callback, if any */
 	for (uint64_t i = 0; i < PREFETCH_QLEN; i++)
@@ -528,7 +528,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 out_cache:
 	cache_fini(ctx);
 out_free:
-	stats_region_close(ctx);
+	stats_seg_close(ctx);
 	free(ctx->pq);
 	free(ctx);
 	return said ? r : odpx_fail(r, "odpx_open: %s", strerror(-r));
@@ -583,7 +583,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	ctx->be->close(ctx);
 out_free:
 	prereg_free(ctx);
-	stats_region_close(ctx);
+	stats_seg_close(ctx);
 	free(ctx->pq);
 	ctx->magic = 0;	/* its engine, which reads it, stopped */
 	pthread_mutex_lock(&ctx_list_lock);

@@ -494,7 +494,7 @@ static void *engine_main(void *arg)
 			cache_trim(ctx);
 			idle_tick(ctx, &e->idle, odpx_now_ns());
 			prereg_tick(ctx);
-			stats_tick(ctx);
+			stats_seg_tick(ctx);
 		}
 		if (e->unarmed || io_uring_sq_ready(&e->ring)) {
 			arm(e);

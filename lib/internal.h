@@ -339,12 +339,6 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 	return (uint32_t)(e - ctx->ent);
 }
 
-/* stats.c: the region that holds the counters, so it can be published */
-int stats_region_open(struct odpx_ctx *ctx);
-void stats_region_close(struct odpx_ctx *ctx);
-void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
-void stats_tick(struct odpx_ctx *ctx);	/* engine thread, each tick */
-
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */
 extern _Atomic uint32_t odpx_next_shard;
 extern __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));	/* index+1 */
@@ -393,7 +387,6 @@ static inline void stats_dereg(struct odpx_ctx *ctx, uint64_t released)
 		shard_add(&sh->released, own, released);
 }
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken);
-uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned);
 void stats_prefetch(struct odpx_ctx *ctx);
 /* the drop-in (preload/) left one registration on @ctx's PD to libibverbs */
 void odpx_stats_passthrough(struct odpx_ctx *ctx);
@@ -434,7 +427,7 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 /* publish.c: the stats region is a published segment (layout in segment.h) */
 int stats_seg_open(struct odpx_ctx *ctx);
 void stats_seg_close(struct odpx_ctx *ctx);
-void stats_seg_gauges(struct odpx_ctx *ctx);	/* ctx->lock held */
+void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
 void stats_seg_reason(struct odpx_ctx *ctx);	/* after a change of ctx->reason */
 void stats_seg_tick(struct odpx_ctx *ctx);	/* engine thread */
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
@@ -442,7 +435,7 @@ void stats_atfork_prepare(void);
 void stats_atfork_parent(void);
 void stats_atfork_child(void);	/* closes the child's copies of the segments' descriptors */
 /*
- * ctx.c, right after stats_region_open() succeeded: the thrash callback of
+ * ctx.c, right after stats_seg_open() succeeded: the thrash callback of
  * the open attributes (@attr may be NULL).  Until it is called, contexts
  * run the detector without a callback.
  */

@@ -3,7 +3,7 @@
  * publish.c - the writer side of the stats segment (layout in segment.h)
  * and the library's thrash detector, run on the engine's tick.
  *
- * The segment is created at odpx_open (stats_region_open) as an unnamed
+ * The segment is created at odpx_open (stats_seg_open) as an unnamed
  * file of /dev/shm (O_TMPFILE, close-on-exec), mode 0600.  Its writer takes
  * an OFD read lock on it, fills it, and only then names it
  * /dev/shm/odpx.<pid>.<n> (linkat): a named segment is always whole and
@@ -85,26 +85,9 @@ static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg_priv *seg_list;
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static size_t align64(size_t n)
 {
 	return (n + 63) & ~(size_t)63;
-}
-
-/*
- * Private: the callback, heap pointers and locks live in our heap, not in
- * the file, which any process of our uid may open and write.
- */
-static struct seg_priv *priv_of(struct odpx_ctx *ctx)
-{
-	return ctx->stats_priv;
 }
 
 static void clean_stale(void)
@@ -134,12 +117,7 @@ void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n)
 	h->n = n;
 	h->start_time = proc_start_time(pid);
 	h->pidns = odpx_pidns();
-	h->born_ns = mono_ns();
-}
-
-static struct seg_hdr *seg_hdr_of(struct odpx_ctx *ctx)
-{
-	return ctx->stats_region;
+	h->born_ns = odpx_now_ns();
 }
 
 /* The header of @ctx's segment, published whole: magic last */
@@ -304,9 +282,11 @@ int stats_seg_open(struct odpx_ctx *ctx)
 
 void stats_seg_close(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
-	struct seg_priv *pv = priv_of(ctx), **pp;
+	struct seg_hdr *h = ctx->stats_region;
+	struct seg_priv *pv = ctx->stats_priv, **pp;
 
+	if (!pv)
+		return;	/* an open that failed before the segment */
 	/* a child after fork holds the parent's mapping: never unlink its name */
 	if (h->pid == getpid()) {
 		atomic_store_explicit(&h->magic, 0, memory_order_release);
@@ -326,7 +306,7 @@ void stats_seg_close(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&seg_list_lock);
 	munmap(ctx->stats_region, ctx->stats_region_bytes);
 	free(pv);
-	ctx->stats_priv = NULL;
+	ctx->stats_priv = ctx->stats_region = NULL;
 }
 
 void stats_atfork_prepare(void)
@@ -361,7 +341,7 @@ void stats_atfork_child(void)
 
 void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 {
-	struct seg_priv *pv = priv_of(ctx);
+	struct seg_priv *pv = ctx->stats_priv;
 
 	if (attr && (attr->comp_mask & ODPX_ATTR_THRASH_CB)) {
 		pv->cb = attr->thrash_cb;
@@ -376,7 +356,7 @@ void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)
  */
 static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
 {
-	struct seg_priv *pv = priv_of(ctx);
+	struct seg_priv *pv = ctx->stats_priv;
 	char text[sizeof(h->reason)];
 	uint32_t gen, seq;
 
@@ -398,14 +378,14 @@ static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
 
 void stats_seg_reason(struct odpx_ctx *ctx)
 {
-	publish_reason(ctx, seg_hdr_of(ctx));
+	publish_reason(ctx, ctx->stats_region);
 }
 
 #define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)
 
-void stats_seg_gauges(struct odpx_ctx *ctx)
+void stats_gauges_publish(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
 
 	/* on the miss path: two plain stores; the timestamp is the tick's */
 	PUT(entries, ctx->nentries);
@@ -415,13 +395,13 @@ void stats_seg_gauges(struct odpx_ctx *ctx)
 
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
 
 	PUT(entries, st->entries);
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
-	PUT(gauges_ns, mono_ns());
+	PUT(gauges_ns, odpx_now_ns());
 	publish_reason(ctx, h);
 	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);
 	st->thrash_metric = atomic_load_explicit(&h->thrash_metric, memory_order_relaxed);
@@ -450,12 +430,12 @@ static void sample_device(struct seg_priv *pv)
 
 void stats_seg_tick(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
-	struct seg_priv *pv = priv_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
+	struct seg_priv *pv = ctx->stats_priv;
 	struct odpx_stats st;
 	struct thrash_in in = { 0 };
 	enum odpx_thrash_state was;
-	uint64_t now = mono_ns();
+	uint64_t now = odpx_now_ns();
 
 	/*
 	 * Read the counters once per window, not on every engine tick: the

@@ -646,7 +646,7 @@ void cache_trim(struct odpx_ctx *ctx)
 		pthread_mutex_unlock(&ctx->lock);
 		return;
 	}
-	unused = stats_unused_bytes(ctx, ctx->pinned_bytes);
+	unused = stats_region_unused(ctx->shards, ctx->pinned_bytes);
 	if (unused > ctx->lim.max_unused_bytes) {
 		over = unused - ctx->lim.max_unused_bytes;
 		/* others' victims stay charged: evict @over bytes of our own */
