@@ -79,21 +79,26 @@ struct stat_shard {
 	uint64_t released, taken;
 } __attribute__((aligned(64)));
 
-/* Counters bumped elsewhere: relaxed atomics, rarely written. */
+/*
+ * Counters bumped elsewhere: relaxed atomics, rarely written, in this
+ * order; each is the field of struct odpx_stats of the same name.  The last
+ * two are gauges of the verbs backend.
+ */
+#define COLD_STATS(X) \
+	X(misses) X(pins) X(unpins) X(pin_failures) X(evictions) X(enomem_retries) \
+	X(merges) X(superseded) X(miss_retries) X(repins) X(inval_unmap) X(inval_remove) \
+	X(inval_remap) X(inval_api) X(inval_entries) X(inval_bytes) X(dead_unpinned) \
+	X(direct_regs) X(direct_shared) X(direct_unwatchable) X(direct_budget) \
+	X(direct_no_monitor) X(direct_racing) X(prefetch_merged) X(prefetch_dropped) \
+	X(prefetch_issued) X(prefetch_failed) X(engine_wakeups) X(engine_ticks) \
+	X(evict_remiss) X(odp_mrs) X(odp_fallbacks) X(prefetch_sges) X(engine_lingers) \
+	X(direct_no_engine) X(try_again) X(idle_released) X(prereg_repins) X(repin_fresh) \
+	X(preload_passthrough) X(prefetch_errno) X(global_rkey)
+
 struct cold_stats {
-	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
-		enomem_retries, merges, superseded, miss_retries, repins,
-		inval_unmap, inval_remove, inval_remap, inval_api, inval_entries,
-		inval_bytes, dead_unpinned, direct_regs, direct_shared,
-		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
-		prefetch_merged, prefetch_dropped, prefetch_issued,
-		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
-		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
-		engine_lingers, direct_no_engine,
-		try_again, idle_released, prereg_repins,	/* appended */
-		repin_fresh,
-		preload_passthrough;	/* preload/: odpx_stats_passthrough() */
-	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
+#define X(f) _Atomic uint64_t f;
+	COLD_STATS(X)
+#undef X
 };
 
 #define SEG_HDR_BYTES 4096

@@ -420,17 +420,6 @@ int odpx_seg_clean_stale(void)
 }
 
 /*
- * Sums of counters saturate: a segment odpstat reads may come from another
- * user, and every number in it is taken as hostile.
- */
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	uint64_t s;
-
-	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
-}
-
-/*
  * The unused bytes: exact when no reference changes meanwhile, and within
  * [0, pinned bytes] always (a sum may see one thread's take before another's
  * release, so a shard's own difference may be negative: the releases and
@@ -442,8 +431,8 @@ uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 	uint64_t released = 0, taken = 0;
 
 	for (int i = 0; i <= STAT_SHARDS; i++) {
-		released = sat_add(released, __atomic_load_n(&shards[i].released, __ATOMIC_RELAXED));
-		taken = sat_add(taken, __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
+		released = ctr_sat_add(released, __atomic_load_n(&shards[i].released, __ATOMIC_RELAXED));
+		taken = ctr_sat_add(taken, __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
 	}
 	if (released <= taken)
 		return 0;
@@ -453,58 +442,16 @@ uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
 		      struct odpx_stats *st)
 {
-#define CS(f) atomic_load_explicit(&cs->f, memory_order_relaxed)
+#define SH(f) st->f = ctr_sat_add(st->f, __atomic_load_n(&shards[i].f, __ATOMIC_RELAXED))
 	for (int i = 0; i <= STAT_SHARDS; i++) {
-		st->hits = sat_add(st->hits, __atomic_load_n(&shards[i].hits, __ATOMIC_RELAXED));
-		st->hits_slow = sat_add(st->hits_slow,
-					__atomic_load_n(&shards[i].hits_slow, __ATOMIC_RELAXED));
-		st->deregs = sat_add(st->deregs, __atomic_load_n(&shards[i].deregs, __ATOMIC_RELAXED));
-		st->prefetch_queued = sat_add(st->prefetch_queued,
-					      __atomic_load_n(&shards[i].prefetch_queued,
-							      __ATOMIC_RELAXED));
+		SH(hits);
+		SH(hits_slow);
+		SH(deregs);
+		SH(prefetch_queued);
 	}
-	st->hits = sat_add(st->hits, st->hits_slow);
-	st->misses = CS(misses);
-	st->pins = CS(pins);
-	st->unpins = CS(unpins);
-	st->pin_failures = CS(pin_failures);
-	st->evictions = CS(evictions);
-	st->enomem_retries = CS(enomem_retries);
-	st->merges = CS(merges);
-	st->superseded = CS(superseded);
-	st->miss_retries = CS(miss_retries);
-	st->repins = CS(repins);
-	st->inval_unmap = CS(inval_unmap);
-	st->inval_remove = CS(inval_remove);
-	st->inval_remap = CS(inval_remap);
-	st->inval_api = CS(inval_api);
-	st->inval_entries = CS(inval_entries);
-	st->inval_bytes = CS(inval_bytes);
-	st->dead_unpinned = CS(dead_unpinned);
-	st->direct_regs = CS(direct_regs);
-	st->direct_shared = CS(direct_shared);
-	st->direct_unwatchable = CS(direct_unwatchable);
-	st->direct_budget = CS(direct_budget);
-	st->direct_no_monitor = CS(direct_no_monitor);
-	st->direct_racing = CS(direct_racing);
-	st->prefetch_merged = CS(prefetch_merged);
-	st->prefetch_dropped = CS(prefetch_dropped);
-	st->prefetch_issued = CS(prefetch_issued);
-	st->prefetch_failed = CS(prefetch_failed);
-	st->engine_wakeups = CS(engine_wakeups);
-	st->engine_ticks = CS(engine_ticks);
-	st->engine_lingers = CS(engine_lingers);
-	st->direct_no_engine = CS(direct_no_engine);
-	st->try_again = CS(try_again);
-	st->idle_released = CS(idle_released);
-	st->prereg_repins = CS(prereg_repins);
-	st->preload_passthrough = CS(preload_passthrough);
-	st->evict_remiss = CS(evict_remiss);
-	st->repin_fresh = CS(repin_fresh);
-	st->odp_mrs = CS(odp_mrs);
-	st->odp_fallbacks = CS(odp_fallbacks);
-	st->prefetch_sges = CS(prefetch_sges);
-	st->prefetch_errno = CS(prefetch_errno);
-	st->global_rkey = CS(global_rkey);
-#undef CS
+#undef SH
+	st->hits = ctr_sat_add(st->hits, st->hits_slow);
+#define X(f) st->f = atomic_load_explicit(&cs->f, memory_order_relaxed);
+	COLD_STATS(X)
+#undef X
 }
