@@ -760,24 +760,18 @@ static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_
 static int verbs_request(const struct odpx_attr *attr, struct odpx_attr *a,
 			 struct mode_request *rq)
 {
-	if (attr)
-		*a = *attr;
-	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
-				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
-	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
-		a->flags = 0;
+	int r = attr_copy(attr, a);
+
+	if (r < 0)
+		return r;
 	rq->transports = a->comp_mask & ODPX_ATTR_TRANSPORTS ? a->transports : ODPX_TRANSPORT_RC;
 	if ((a->comp_mask & ODPX_ATTR_MODE) && a->mode != ODPX_MODE_AUTO) {
 		rq->forced = a->mode;
 		rq->forced_by = "attributes";
 		return 0;
 	}
-	if (mode_parse(getenv("ODPX_MODE"), &rq->forced) < 0)
-		return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, "
-				 "pin, direct", getenv("ODPX_MODE"));
 	rq->forced_by = "ODPX_MODE";
-	return 0;
+	return mode_env(&rq->forced);
 }
 
 /* The chunk size asked for, checked, and halved to fit max_mr_size. */

@@ -18,6 +18,7 @@
 #include "cache.h"
 #include "../sysfs-stats/counters.h"
 #include "log.h"
+#include "mode.h"
 
 _Atomic uint32_t odpx_fork_gen;
 static __thread char last_reason[512];	/* a cause and its remedy */
@@ -350,19 +351,16 @@ int odpx_env_check(void)
 	return thrash_env(NULL);
 }
 
-static int parse_mode_env(enum odpx_mode *m)
+int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a)
 {
-	const char *s = getenv("ODPX_MODE");
-
-	if (!s || !*s || !strcmp(s, "auto"))
-		return 0;
-	for (int i = ODPX_MODE_IMPLICIT; i < ODPX_MODE_RESERVED; i++) {
-		if (!strcmp(s, odpx_mode_str(i))) {
-			*m = i;
-			return 0;
-		}
-	}
-	return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, direct", s);
+	if (attr)
+		*a = *attr;
+	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
+				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
+		a->flags = 0;
+	return 0;
 }
 
 /*
@@ -374,15 +372,10 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 {
 	int r;
 
-	if (attr)
-		*a = *attr;
-	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
-				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if ((r = attr_copy(attr, a)) < 0)
+		return r;
 	if (!(a->comp_mask & ODPX_ATTR_MODE))
 		a->mode = ODPX_MODE_AUTO;
-	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
-		a->flags = 0;
 	if (!(a->comp_mask & ODPX_ATTR_LIMITS))
 		memset(&a->limits, 0, sizeof(a->limits));
 	if (!(a->comp_mask & ODPX_ATTR_TICK) || !a->tick_ms)
@@ -391,7 +384,7 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 		return odpx_fail(-EINVAL, "mode %d out of range", a->mode);
 	if (a->flags & ~(uint32_t)(ODPX_OPEN_RESERVED - 1))
 		return odpx_fail(-EINVAL, "unknown open flags %#x", a->flags);
-	if (a->mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a->mode)) < 0)
+	if (a->mode == ODPX_MODE_AUTO && (r = mode_env(&a->mode)) < 0)
 		return r;
 	if ((r = odpx_env_check()) < 0)
 		return r;
