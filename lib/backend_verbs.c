@@ -199,6 +199,28 @@ static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
 	return mr;
 }
 
+/*
+ * Free entry @i if it is a range (or, unless @range_only, a chunk) with no
+ * reference, released before *@before unless NULL: ALIVE/0 -> FREE (gen + 1),
+ * a CAS that meets a chunk hit's on the word, one wins.  b->lock held;
+ * returns its MR for deregistration after unlocking.
+ */
+static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, bool range_only,
+				const uint32_t *before)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct entry *e = &ctx->ent[i];
+	uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+
+	if ((b->meta[i].kind != EK_RANGE && (range_only || b->meta[i].kind != EK_CHUNK)) ||
+	    W_STATE(w) != ST_ALIVE || W_REF(w) ||
+	    (before && (int32_t)(atomic_load_explicit(&e->last_use, memory_order_relaxed) -
+				 *before) >= 0) ||
+	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
+		return NULL;
+	return ent_unlink(ctx, i);
+}
+
 /* A free entry (b->lock held); may evict an unused range or chunk, whose MR goes to *victim. */
 static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 {
@@ -213,19 +235,12 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 		 */
 		for (uint32_t k = 0; k < ctx->max_entries; k++) {
 			uint32_t i = b->hand;
-			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
-			struct entry *e = &ctx->ent[i];
-			uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
 
-			if ((b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK) ||
-			    W_STATE(w) != ST_ALIVE || W_REF(w))
-				continue;
-			if (!atomic_compare_exchange_strong(&e->word, &w,
-							    W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
-				continue;
-			*victim = ent_unlink(ctx, i);
-			STAT_INC(ctx, evictions);
-			return i;
+			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
+			if ((*victim = ent_evict(ctx, i, false, NULL))) {
+				STAT_INC(ctx, evictions);
+				return i;
+			}
 		}
 		return NIL;
 	}
@@ -562,18 +577,11 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 static void range_drop(struct odpx_ctx *ctx, uint32_t i)
 {
 	struct vbe *b = vbe_of(ctx);
-	struct entry *e = &ctx->ent[i];
 	struct ibv_mr *mr = NULL;
-	uint64_t w;
 
 	pthread_mutex_lock(&b->lock);
-	w = atomic_load_explicit(&e->word, memory_order_acquire);
-	if (b->meta[i].kind == EK_RANGE && (e->access & REMOTE_ACCESS) &&
-	    W_STATE(w) == ST_ALIVE && !W_REF(w) &&
-	    atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0))) {
-		mr = ent_unlink(ctx, i);
+	if ((ctx->ent[i].access & REMOTE_ACCESS) && (mr = ent_evict(ctx, i, true, NULL)))
 		b->free_stack[b->nfree++] = i;
-	}
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
@@ -608,8 +616,7 @@ static int odp_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t l
 /*
  * Idle release (engine tick): chunk and range entries with no reference
  * whose last release (or registration) is stamped before @stamp go as an
- * eviction does (ent_alloc(): the CAS from ALIVE/0 meets a chunk hit's CAS
- * on the word, one wins).  The implicit MRs stay.
+ * eviction does (ent_evict()).  The implicit MRs stay.
  */
 static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
@@ -617,21 +624,13 @@ static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 	unsigned n = 0;
 
 	for (uint32_t i = 0; i < ctx->max_entries; i++) {
-		struct entry *e = &ctx->ent[i];
 		struct ibv_mr *mr = NULL;
-		uint64_t w;
 
 		if (b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK)
 			continue;	/* unlocked peek; checked again under the lock */
 		pthread_mutex_lock(&b->lock);
-		w = atomic_load_explicit(&e->word, memory_order_acquire);
-		if ((b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK) &&
-		    W_STATE(w) == ST_ALIVE && !W_REF(w) &&
-		    (int32_t)(atomic_load_explicit(&e->last_use, memory_order_relaxed) - stamp) < 0 &&
-		    atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0))) {
-			mr = ent_unlink(ctx, i);
+		if ((mr = ent_evict(ctx, i, false, &stamp)))
 			b->free_stack[b->nfree++] = i;
-		}
 		pthread_mutex_unlock(&b->lock);
 		if (mr) {
 			ibv_dereg_mr(mr);
