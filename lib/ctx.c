@@ -141,7 +141,7 @@ static void atfork_parent(void)
 {
 	stats_atfork_parent();
 	monitor_atfork_parent();
-	engine_atfork_parent();
+	engine_atfork_done();
 	pthread_mutex_unlock(&ctx_list_lock);
 }
 
@@ -155,7 +155,7 @@ static void atfork_child(void)
 {
 	atomic_fetch_add(&odpx_fork_gen, 1);
 	monitor_atfork_child();
-	engine_atfork_child();
+	engine_atfork_done();
 	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
 		engine_child_fds(c);
 		if (c->be->child_fds)
@@ -335,7 +335,7 @@ static int thrash_env(struct thrash_cfg *c)
 	return 0;
 }
 
-int odpx_env_check(void)
+static int env_check(void)
 {
 	const char *m = getenv("ODPX_UFFD_MODE");
 	uint64_t v;
@@ -386,7 +386,7 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 		return odpx_fail(-EINVAL, "unknown open flags %#x", a->flags);
 	if (a->mode == ODPX_MODE_AUTO && (r = mode_env(&a->mode)) < 0)
 		return r;
-	if ((r = odpx_env_check()) < 0)
+	if ((r = env_check()) < 0)
 		return r;
 	odpx_log_unknown_env(env_known);
 	if (!(a->comp_mask & ODPX_ATTR_LINGER))
@@ -482,9 +482,8 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		r = -ENOMEM;
 		goto out_free;
 	}
-	if ((r = stats_seg_open(ctx)) < 0)
+	if ((r = stats_seg_open(ctx, attr)) < 0)
 		goto out_free;
-	stats_open_attr(ctx, attr);	/* the thrash callback, if any */
 	for (uint64_t i = 0; i < PREFETCH_QLEN; i++)
 		atomic_init(&ctx->pq[i].seq, i);
 	if ((r = cache_init(ctx)) < 0)
@@ -586,19 +585,25 @@ out_free:
 	return 0;
 }
 
+/* NULL, empty, or wrapping (or ending in the top page, which no mapping holds) */
+static bool bad_range(uintptr_t a, size_t len)
+{
+	uintptr_t end;
+
+	return !a || !len || __builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE;
+}
+
 /* The errno of odpx_reg()'s arguments, once one was found bad (cold). */
 static int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len,
 							uint32_t access, struct odpx_mr **mr)
 {
-	uintptr_t end;
-
 	if (!mr)
 		return odpx_fail(-EINVAL, "NULL mr pointer");
 	if (!addr)
 		return odpx_fail(-EFAULT, "NULL address");
 	if (!len)
 		return odpx_fail(-EINVAL, "zero length");
-	if (__builtin_add_overflow((uintptr_t)addr, len, &end) || end > UINTPTR_MAX - PAGE_SIZE)
+	if (bad_range((uintptr_t)addr, len))
 		return odpx_fail(-EINVAL, "address + length wraps");
 	return odpx_fail(-EINVAL, "unknown access bits %#x", access);
 }
@@ -726,8 +731,7 @@ ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
-	if (unlikely(!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr ||
-		     (uintptr_t)addr + len > UINTPTR_MAX - PAGE_SIZE))
+	if (unlikely(bad_range((uintptr_t)addr, len)))
 		return odpx_fail(-EINVAL, "bad prefetch range");
 	if (unlikely(flags & ~(uint32_t)(ODPX_PREFETCH_RESERVED - 1)))
 		return odpx_fail(-EINVAL, "unknown prefetch flags %#x", flags);
@@ -744,7 +748,7 @@ ODPX_EXPORT int odpx_invalidate(struct odpx_ctx *ctx, void *addr, size_t len)
 
 	if ((r = ctx_check(ctx)) < 0)
 		return r;
-	if (!addr || !len || a + len < a || a + len > UINTPTR_MAX - PAGE_SIZE)
+	if (bad_range(a, len))
 		return odpx_fail(-EINVAL, "bad invalidate range");
 	n = monitor_invalidate(a & ~(PAGE_SIZE - 1), (a + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
 	return n > INT_MAX ? INT_MAX : (int)n;

@@ -546,14 +546,10 @@ void engine_atfork_prepare(void)
 	pthread_mutex_lock(&start_lock);
 }
 
-void engine_atfork_parent(void)
+/* parent and child: the child's one thread is the one that took it */
+void engine_atfork_done(void)
 {
 	pthread_mutex_unlock(&start_lock);
-}
-
-void engine_atfork_child(void)
-{
-	pthread_mutex_unlock(&start_lock);	/* taken by this thread in prepare */
 }
 
 int engine_start(struct odpx_ctx *ctx)

@@ -293,13 +293,9 @@ uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
 /*
- * ctx.c: the environment's knobs (odpx(7), ENVIRONMENT), their
- * bounds in one table.  odpx_env_check: every knob, at each open, so that
- * a bad one is refused there, by name (-EINVAL), rather than ignored where
- * it is read.  odpx_env: the value of @name, or @dflt when it is unset,
- * empty or (changed since the open) out of bounds.
+ * ctx.c: a knob of the environment (odpx(7), ENVIRONMENT), or @dflt when it
+ * is unset, empty or out of bounds (each open refuses a bad one by name).
  */
-int odpx_env_check(void);
 uint64_t odpx_env(const char *name, uint64_t dflt);
 extern _Atomic uint32_t odpx_fork_gen;
 
@@ -413,8 +409,7 @@ int engine_start(struct odpx_ctx *ctx);	/* idempotent */
 void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
 void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 void engine_atfork_prepare(void);
-void engine_atfork_parent(void);
-void engine_atfork_child(void);
+void engine_atfork_done(void);
 void engine_child_fds(struct odpx_ctx *ctx);
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 /* engine_stop, engine_running, engine_asleep, prefetch_coalesce: odpx-private.h */
@@ -427,7 +422,7 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 /* backend_null.c (null_ops), odpx_open_backend: odpx-private.h */
 
 /* publish.c: the stats region is a published segment (layout in segment.h) */
-int stats_seg_open(struct odpx_ctx *ctx);
+int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);	/* its thrash_cb */
 void stats_seg_close(struct odpx_ctx *ctx);
 void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
 void stats_seg_reason(struct odpx_ctx *ctx);	/* after a change of ctx->reason */
@@ -436,12 +431,6 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
 void stats_atfork_prepare(void);
 void stats_atfork_parent(void);
 void stats_atfork_child(void);	/* closes the child's copies of the segments' descriptors */
-/*
- * ctx.c, right after stats_seg_open() succeeded: the thrash callback of
- * the open attributes (@attr may be NULL).  Until it is called, contexts
- * run the detector without a callback.
- */
-void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr);
 
 /* backend_verbs.c, mode.c (mode_prefetch_sync: odpx-private.h; mode_verbs_err: mode.h) */
 #include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */

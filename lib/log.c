@@ -20,7 +20,8 @@
 
 extern char **environ;
 
-int odpx_log_level(void)
+/* The level of ODPX_LOG (warn when unset), read at each call: fallbacks are rare. */
+static int log_level(void)
 {
 	static atomic_bool told;
 	const char *s = getenv("ODPX_LOG");
@@ -51,7 +52,7 @@ void odpx_log(int level, const char *fmt, ...)
 	va_list ap;
 	int n, m;
 
-	if (level <= LOG_NONE || level > odpx_log_level())
+	if (level <= LOG_NONE || level > log_level())
 		return;
 	n = snprintf(line, sizeof(line), "odpx[%d]: %s: ", (int)getpid(), tag[level]);
 	va_start(ap, fmt);

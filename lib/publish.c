@@ -228,7 +228,7 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 	return p;
 }
 
-int stats_seg_open(struct odpx_ctx *ctx)
+int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 {
 	size_t bytes = SEG_BYTES;
 	size_t priv_bytes = align64(sizeof(struct seg_priv)) + sizeof(struct stats_roots) + 64 +
@@ -254,6 +254,10 @@ int stats_seg_open(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&seg_list_lock);
 
 	ctx->stats_priv = pv;
+	if (attr && (attr->comp_mask & ODPX_ATTR_THRASH_CB)) {
+		pv->cb = attr->thrash_cb;
+		pv->cb_arg = attr->thrash_arg;
+	}
 	pthread_mutex_init(&pv->reason_lock, NULL);
 	pv->roots = (struct stats_roots *)((char *)pv + align64(sizeof(*pv)));
 	/* stats_roots is three paths and a bool: realign what follows it */
@@ -339,23 +343,14 @@ void stats_atfork_child(void)
 	pthread_mutex_unlock(&seg_list_lock);	/* ours: the one thread here took it */
 }
 
-void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)
-{
-	struct seg_priv *pv = ctx->stats_priv;
-
-	if (attr && (attr->comp_mask & ODPX_ATTR_THRASH_CB)) {
-		pv->cb = attr->thrash_cb;
-		pv->cb_arg = attr->thrash_arg;
-	}
-}
-
 /*
  * The reason changes after the open (the verbs backend's choice, a failed
  * attach): copy it again whenever its generation moved.  The segment's
  * reason_seq is odd while the text is being written (segment.h).
  */
-static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
+void stats_seg_reason(struct odpx_ctx *ctx)
 {
+	struct seg_hdr *h = ctx->stats_region;
 	struct seg_priv *pv = ctx->stats_priv;
 	char text[sizeof(h->reason)];
 	uint32_t gen, seq;
@@ -376,11 +371,6 @@ static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
 	pthread_mutex_unlock(&pv->reason_lock);
 }
 
-void stats_seg_reason(struct odpx_ctx *ctx)
-{
-	publish_reason(ctx, ctx->stats_region);
-}
-
 #define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)
 
 void stats_gauges_publish(struct odpx_ctx *ctx)
@@ -390,7 +380,7 @@ void stats_gauges_publish(struct odpx_ctx *ctx)
 	/* on the miss path: two plain stores; the timestamp is the tick's */
 	PUT(entries, ctx->nentries);
 	PUT(pinned_bytes, ctx->pinned_bytes);
-	publish_reason(ctx, h);
+	stats_seg_reason(ctx);
 }
 
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
@@ -402,7 +392,7 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
 	PUT(gauges_ns, odpx_now_ns());
-	publish_reason(ctx, h);
+	stats_seg_reason(ctx);
 	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);
 	st->thrash_metric = atomic_load_explicit(&h->thrash_metric, memory_order_relaxed);
 	st->thrash_value_milli = atomic_load_explicit(&h->thrash_value_milli, memory_order_relaxed);

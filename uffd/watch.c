@@ -71,7 +71,7 @@ static void recount(struct watch *w)
  * exact if it was, and a split gives both parts the whole count, never
  * short, marked approx.  No counting here: a record bridged over a pool of
  * buffers may hold 100,000 entries, and a munmap of one of them must not
- * walk them all under mon.lock (4.7 ms when it did).
+ * walk them all under mon.lock.
  */
 void watch_cut(uintptr_t s, uintptr_t e)
 {
