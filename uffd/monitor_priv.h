@@ -73,13 +73,9 @@ extern struct monitor mon;
 
 /* reader.c */
 void *reader_main(void *arg);
-uint64_t monitor_ns(void);
 
 /* watch.c, under mon.lock */
 void watch_cut(uintptr_t start, uintptr_t end);
 unsigned monitor_budget_default(void);
-
-/* open.c */
-const char *uffd_mode_str(enum uffd_mode m);
 
 #endif

@@ -107,7 +107,7 @@ void monitor_unlock(void)
 	pthread_mutex_unlock(&mon.lock);
 }
 
-uint64_t monitor_ns(void)
+static uint64_t monitor_ns(void)
 {
 	struct timespec ts;
 
