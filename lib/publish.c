@@ -1,40 +1,32 @@
 // SPDX-License-Identifier: MIT
 /*
- * publish.c - the writer side of the stats segment (layout in segment.h)
- * and the library's thrash detector, run on the engine's tick.
+ * publish.c - the writer side of the stats segment (segment.h: the layout,
+ * the liveness lock, the removers' protocol) and the library's thrash
+ * detector, run on the engine's tick.
  *
- * The segment is created at odpx_open (stats_seg_open) as an unnamed
- * file of /dev/shm (O_TMPFILE, close-on-exec), mode 0600.  Its writer takes
- * an OFD read lock on it, fills it, and only then names it
- * /dev/shm/odpx.<pid>.<n> (linkat): a named segment is always whole and
- * locked.  The lock is what says the writer is alive (sysfs-stats/shm.c): it goes with
- * the last descriptor of the open file description, so at exit and at
- * exec(), whatever the PID does next.  A file already at that name (left by
- * an earlier process with the same PID, or by this one before an exec) is
- * replaced when no one holds its lock (odpx_seg_unlink_dead).  Where
- * /dev/shm cannot be used (read-only, full, no O_TMPFILE, no OFD locks, or
- * the name held by a live segment of another PID namespace) the segment is
- * a memfd of the same name, found by odpstat through /proc/<pid>/fd; where
- * even that fails, private memory, counted as a fallback: the context works,
- * odpstat cannot see it.  Stale segments of this uid are unlinked once per
- * process.
+ * stats_seg_open() creates the segment as an unnamed /dev/shm file
+ * (O_TMPFILE, close-on-exec, 0600), takes its OFD read lock, fills it, and
+ * only then names it (linkat): a named segment is always whole and locked.
+ * A file already at the name (an earlier process's with the same PID, or
+ * this one's before an exec) is replaced when no one holds its lock.  Where
+ * /dev/shm cannot be used (read-only, full, no O_TMPFILE or OFD locks, the
+ * name held by a live segment of another PID namespace) the segment is a
+ * memfd of the same name, which odpstat finds through /proc/<pid>/fd; else
+ * private memory, counted as a fallback: odpstat cannot see it.  Stale
+ * segments of this uid are unlinked once per process.
  *
- * fork(): a child inherits each segment's descriptor and shared mapping,
- * and with them the open file description, whose lock would then live as
- * long as the child (one that never calls odpx, say).  The atfork child
- * handler (stats_atfork_child) closes the child's copy of the descriptor
- * and puts private zeroes in place of its mapping, at the same address for
- * the inherited context's close: the lock stays the parent's alone.  A
- * child of a raw clone() without the handlers keeps the parent's segments
- * locked until it exits or execs: readers still skip them once the
- * parent's PID is gone (shm.c), but cannot remove them meanwhile.
+ * fork(): a child would share each segment's open file description, and so
+ * keep its lock as long as it lives.  stats_atfork_child() closes the
+ * child's descriptor and puts private zeroes in place of its mapping, at
+ * the same address for the inherited context's close.  A raw clone() child
+ * keeps the lock until it exits or execs: readers skip such a segment once
+ * the parent's PID is gone (shm.c), but cannot remove it meanwhile.
  *
- * Detector (owner-only state after the cold counters, engine thread only):
- * every tick adds to a window; when the window is at least cfg.window_ms
- * old, the increases of misses, evictions, repins and invalidated entries
- * (and, in the ODP modes, of the device's legacy fault/invalidation files)
- * go through thrash_step(); a state change is published in the header and
- * reported to the callback of the open attributes.
+ * Detector (owner-only state, engine thread only): once per cfg.window_ms
+ * the increases of misses, evictions, repins and invalidated entries (and,
+ * in the ODP modes, of the device's fault/invalidation files) go through
+ * thrash_step(); a change of state is published in the header and given to
+ * the callback of the open attributes.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -95,11 +95,6 @@ static inline double ctr_now_s(void)
 uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enum ctr_source src,
 		      const char *name, bool *found);
 
-/*
- * Increase of a counter between two samples.  A counter that went down
- * wrapped if it was in the top half of the range (2^64 wrap), else it was
- * reset (device re-created): the increase is then its new value.
- */
 /* Sums of counters saturate: a foreign segment's numbers are hostile. */
 static inline uint64_t ctr_sat_add(uint64_t a, uint64_t b)
 {
@@ -108,6 +103,11 @@ static inline uint64_t ctr_sat_add(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
 }
 
+/*
+ * Increase of a counter between two samples.  A counter that went down
+ * wrapped if it was in the top half of the range (2^64 wrap), else it was
+ * reset (device re-created): the increase is then its new value.
+ */
 static inline uint64_t ctr_delta(uint64_t prev, uint64_t cur)
 {
 	if (cur >= prev)

@@ -1,20 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * shm.c - the reader side of the stats segments (layout in segment.h):
- * find a process's segments, read a copy of each, sum their counters.
- * The library links it too: its writer follows the same removal protocol
- * (odpx_seg_unlink_dead) and sums its own counters the same way.
- *
- * A segment is live when its magic is set, its header matches this
- * build's layout, some process holds its OFD lock (a /dev/shm file; a
- * memfd holds none), and the process named in it still runs with the start
- * time recorded in it.  The lock is the test that counts: a process that
- * exec()ed keeps its PID and start time, and a PID may be another
- * process's by now.  A segment written in another PID namespace (one that
- * shares /dev/shm) is not read: its PID is not ours; it is removed only
- * when no one holds its lock.  Anything else under the odpx.<pid>.<n> names
- * is stale: skipped, and unlinked when it belongs to the caller and no one
- * holds its lock (odpx_seg_unlink_dead).
+ * shm.c - the reader side of the stats segments (segment.h: the layout and
+ * what makes a segment live): find a process's segments, read a copy of
+ * each, sum their counters.  The library links it too: its writer follows
+ * the same removal protocol (odpx_seg_unlink_dead) and sums its own
+ * counters the same way.  A segment of another PID namespace (one that
+ * shares /dev/shm) is not read, its PID not being ours, and is removed only
+ * when no one holds its lock; anything else under the odpx.<pid>.<n> names
+ * that is not live is skipped, and unlinked when it is the caller's.
  */
 #include <dirent.h>
 #include <errno.h>
