@@ -157,18 +157,16 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 		     uintptr_t start, uint64_t bytes, uint32_t ref)
 {
 	struct entry *e = &ctx->ent[idx];
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+	uint64_t w = LD(e->word);
 
 	vbe_of(ctx)->mr[idx] = mr;
 	e->lkey = mr->lkey;
 	e->rkey = acc & REMOTE_ACCESS ? mr->rkey : 0;
 	e->access = (uint8_t)acc;
 	e->kind = KIND_CACHED;
-	atomic_store_explicit(&e->last_use, atomic_load_explicit(&ctx->clock, memory_order_relaxed),
-			      memory_order_relaxed);
-	atomic_store_explicit(&e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0,
-			      memory_order_relaxed);
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), memory_order_release);
+	ST(e->last_use, LD(ctx->clock));
+	ST(e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0);
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), REL);
 }
 
 static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
@@ -181,12 +179,12 @@ static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
-	uint64_t span = atomic_load_explicit(&e->span, memory_order_relaxed);
+	uint64_t span = LD(e->span);
 	struct ibv_mr *mr = b->mr[i];
 
 	if (b->meta[i].kind == EK_CHUNK) {
 		atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >> b->chunk_shift], 0,
-				      memory_order_release);
+				      REL);
 	} else {
 		uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span), e->access)];
 		while (*pp != NIL && *pp != i)
@@ -210,12 +208,11 @@ static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, bool range_onl
 {
 	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+	uint64_t w = atomic_load_explicit(&e->word, ACQ);
 
 	if ((b->meta[i].kind != EK_RANGE && (range_only || b->meta[i].kind != EK_CHUNK)) ||
 	    W_STATE(w) != ST_ALIVE || W_REF(w) ||
-	    (before && (int32_t)(atomic_load_explicit(&e->last_use, memory_order_relaxed) -
-				 *before) >= 0) ||
+	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
 	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
 		return NULL;
 	return ent_unlink(ctx, i);
@@ -249,7 +246,7 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 
 static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
 {
-	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, memory_order_acquire);
+	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
 	stats_hit(ctx, slow, 0);
 	*out = &ctx->ent[idx];
 }
@@ -294,7 +291,7 @@ static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_
 	struct vbe *b = vbe_of(ctx);
 
 	for (uint32_t i = b->rbucket[rhash(b, s, bytes, acc)]; i != NIL; i = b->meta[i].rnext) {
-		uint64_t span = atomic_load_explicit(&ctx->ent[i].span, memory_order_relaxed);
+		uint64_t span = LD(ctx->ent[i].span);
 		if (SPAN_START(span) == s && SPAN_BYTES(span) == bytes && ctx->ent[i].access == acc)
 			return i;
 	}
@@ -364,7 +361,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *mr, *victim = NULL;
-	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
 
 	if (idx)
 		return idx - 1;
@@ -373,7 +370,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 	if (!mr)
 		return NIL;
 	pthread_mutex_lock(&b->lock);
-	idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_relaxed);
+	idx = LD(b->ctab[cls][c]);
 	if (idx) {	/* another thread registered it meanwhile */
 		pthread_mutex_unlock(&b->lock);
 		ibv_dereg_mr(mr);
@@ -390,7 +387,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 	b->meta[idx].cls = (uint8_t)cls;
 	ent_fill(ctx, idx, mr, b->cls_access[cls], (uintptr_t)c << b->chunk_shift,
 		 1ULL << b->chunk_shift, 0);
-	atomic_store_explicit(&b->ctab[cls][c], idx + 1, memory_order_release);
+	atomic_store_explicit(&b->ctab[cls][c], idx + 1, REL);
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
 		ibv_dereg_mr(victim);
@@ -404,17 +401,16 @@ static void range_drop(struct odpx_ctx *ctx, uint32_t i);
 static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t acc)
 {
 	struct entry *e = &ctx->ent[idx];
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+	uint64_t w = LD(e->word);
 
 	do {
 		if (W_STATE(w) != ST_ALIVE)
 			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, memory_order_acquire,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, ACQ, RLX));
 	/* held: no eviction now, but it may have been reused since ctab was read */
-	if (atomic_load_explicit(&e->span, memory_order_relaxed) == span && e->access == acc)
+	if (LD(e->span) == span && e->access == acc)
 		return true;
-	w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_release);
+	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
 	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
 		range_drop(ctx, idx);	/* ours was the last: a range released meanwhile */
 	return false;
@@ -427,7 +423,7 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 				  1ULL << (b->chunk_shift - PAGE_SHIFT));
 
 	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
 
 		if (idx) {
 			idx--;
@@ -447,10 +443,8 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 
 void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 {
-	atomic_store_explicit(&ctx->ent[idx].last_use,	/* as odp_dereg() */
-			      atomic_load_explicit(&ctx->clock, memory_order_relaxed),
-			      memory_order_relaxed);
-	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, memory_order_release);
+	ST(ctx->ent[idx].last_use, LD(ctx->clock));	/* as odp_dereg() */
+	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, REL);
 }
 
 /*
@@ -551,7 +545,7 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 			return -EAGAIN;
 	}
 	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
 		uint64_t span = SPAN_MAKE((uintptr_t)c << b->chunk_shift,
 					  1ULL << (b->chunk_shift - PAGE_SHIFT));
 
@@ -589,17 +583,15 @@ static void range_drop(struct odpx_ctx *ctx, uint32_t i)
 
 static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 {
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+	uint64_t w = LD(e->word);
 
 	/* for odp_reap_idle(): stamped before the reference goes, as put_ref() does */
-	atomic_store_explicit(&e->last_use, atomic_load_explicit(&ctx->clock, memory_order_relaxed),
-			      memory_order_relaxed);
+	ST(e->last_use, LD(ctx->clock));
 	do {
 		if (W_STATE(w) != ST_ALIVE || W_REF(w) == 0)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
 					 (void *)e);
-	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, memory_order_release,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
 	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
 		range_drop(ctx, (uint32_t)(e - ctx->ent));
 	stats_dereg(ctx, 0);

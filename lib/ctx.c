@@ -55,7 +55,7 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx->reason, sizeof(ctx->reason), fmt, ap);
 	va_end(ap);
-	atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ctx->reason_gen, 1, RLX);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	stats_seg_reason(ctx);	/* odpstat reads it without waiting for a miss */
 }
@@ -81,7 +81,7 @@ void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why)
 		changed = true;
 	}
 	if (changed)
-		atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctx->reason_gen, 1, RLX);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	if (changed)
 		stats_seg_reason(ctx);
@@ -102,7 +102,7 @@ uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
 
 	pthread_mutex_lock(&ctx->reason_lock);
 	snprintf(out, n, "%s", ctx->reason);
-	gen = atomic_load_explicit(&ctx->reason_gen, memory_order_relaxed);
+	gen = LD(ctx->reason_gen);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	return gen;
 }
@@ -684,14 +684,12 @@ ODPX_EXPORT uint32_t odpx_mr_rkey(const struct odpx_mr *mr)
 
 ODPX_EXPORT void *odpx_mr_addr(const struct odpx_mr *mr)
 {
-	return (void *)SPAN_START(atomic_load_explicit(&((const struct entry *)mr)->span,
-						       memory_order_relaxed));
+	return (void *)SPAN_START(LD(((const struct entry *)mr)->span));
 }
 
 ODPX_EXPORT size_t odpx_mr_length(const struct odpx_mr *mr)
 {
-	return SPAN_BYTES(atomic_load_explicit(&((const struct entry *)mr)->span,
-					       memory_order_relaxed));
+	return SPAN_BYTES(LD(((const struct entry *)mr)->span));
 }
 
 ODPX_EXPORT int odpx_mr_buf_index(const struct odpx_mr *mr)

@@ -23,6 +23,11 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define ALIGNED_LINE __attribute__((aligned(64)))
+#define RLX memory_order_relaxed
+#define ACQ memory_order_acquire
+#define REL memory_order_release
+#define LD(p) atomic_load_explicit(&(p), RLX)
+#define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
 
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)

@@ -227,7 +227,7 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 			    2 * sizeof(struct ctr_set);
 	struct seg_priv tmp = { 0 }, *pv;
 	pid_t pid = getpid();
-	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, memory_order_relaxed);
+	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, RLX);
 	char *p;
 
 	pthread_once(&clean_once, clean_stale);
@@ -285,7 +285,7 @@ void stats_seg_close(struct odpx_ctx *ctx)
 		return;	/* an open that failed before the segment */
 	/* a child after fork holds the parent's mapping: never unlink its name */
 	if (h->pid == getpid()) {
-		atomic_store_explicit(&h->magic, 0, memory_order_release);
+		atomic_store_explicit(&h->magic, 0, REL);
 		if (pv->on_shm)
 			unlink(pv->path);	/* still locked: no one else removes it */
 		ctr_set_free(pv->dev_prev);
@@ -347,23 +347,22 @@ void stats_seg_reason(struct odpx_ctx *ctx)
 	char text[sizeof(h->reason)];
 	uint32_t gen, seq;
 
-	if (atomic_load_explicit(&ctx->reason_gen, memory_order_relaxed) ==
-	    atomic_load_explicit(&pv->reason_gen, memory_order_relaxed))
+	if (LD(ctx->reason_gen) == LD(pv->reason_gen))
 		return;
 	pthread_mutex_lock(&pv->reason_lock);	/* one writer of the segment's text */
 	gen = ctx_reason_copy(ctx, text, sizeof(text));
-	if (gen != atomic_load_explicit(&pv->reason_gen, memory_order_relaxed)) {
-		seq = atomic_load_explicit(&h->reason_seq, memory_order_relaxed);
-		atomic_store_explicit(&h->reason_seq, seq + 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_release);	/* odd before the text */
+	if (gen != LD(pv->reason_gen)) {
+		seq = LD(h->reason_seq);
+		ST(h->reason_seq, seq + 1);
+		atomic_thread_fence(REL);	/* odd before the text */
 		memcpy(h->reason, text, sizeof(h->reason));
-		atomic_store_explicit(&h->reason_seq, seq + 2, memory_order_release);
-		atomic_store_explicit(&pv->reason_gen, gen, memory_order_relaxed);
+		atomic_store_explicit(&h->reason_seq, seq + 2, REL);
+		ST(pv->reason_gen, gen);
 	}
 	pthread_mutex_unlock(&pv->reason_lock);
 }
 
-#define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)
+#define PUT(f, v) ST(h->f, (v))
 
 void stats_gauges_publish(struct odpx_ctx *ctx)
 {
@@ -385,10 +384,10 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(watch_regs, st->watch_regs);
 	PUT(gauges_ns, odpx_now_ns());
 	stats_seg_reason(ctx);
-	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);
-	st->thrash_metric = atomic_load_explicit(&h->thrash_metric, memory_order_relaxed);
-	st->thrash_value_milli = atomic_load_explicit(&h->thrash_value_milli, memory_order_relaxed);
-	st->thrash_changes = atomic_load_explicit(&h->thrash_changes, memory_order_relaxed);
+	st->thrash_state = LD(h->thrash_state);
+	st->thrash_metric = LD(h->thrash_metric);
+	st->thrash_value_milli = LD(h->thrash_value_milli);
+	st->thrash_changes = LD(h->thrash_changes);
 }
 
 /*
@@ -459,7 +458,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	PUT(thrash_metric, pv->t.metric);
 	PUT(thrash_value_milli, pv->t.value > 0 ? (uint64_t)(pv->t.value * 1000.0) : 0);
 	PUT(thrash_changes, pv->t.changes);
-	atomic_fetch_add_explicit(&h->thrash_windows, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->thrash_windows, 1, RLX);
 	if (changed && pv->cb) {
 		struct odpx_thrash_event ev = {
 			.state = pv->t.state, .prev = was,

@@ -540,7 +540,7 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	int r = 0;
 
 	/* fails (-EFAULT) as the pin would where the pages are gone */
-	if (atomic_load_explicit(&ctx->sub.attached, RLX))
+	if (LD(ctx->sub.attached))
 		r = monitor_prefault(s, s + len);
 	if (r == 0)
 		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
