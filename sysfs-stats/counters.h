@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <limits.h>
 #include <sys/types.h>
 #include <time.h>
@@ -323,5 +324,6 @@ enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_s
 
 /* ---- odpstat.c ---- */
 int odpstat_main(int argc, char **argv);
+void json_str(FILE *f, const char *s);	/* @s quoted and escaped for JSON */
 
 #endif

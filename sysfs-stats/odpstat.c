@@ -437,7 +437,7 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 
 /* ---- output ---- */
 
-static void json_str(FILE *f, const char *s)
+void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
