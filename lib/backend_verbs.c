@@ -675,7 +675,6 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 {
 	uint32_t nb = 1;
 
-	b->odp = true;
 	b->chunk_shift = log2_u64(chunk_bytes);
 	/* a chunk the device cannot register: every request is a range of its own */
 	b->nchunks = chunk_bytes <= max_mr_size ? 1ULL << (VA_BITS - b->chunk_shift) : 0;
@@ -837,7 +836,6 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 	if (!b)
 		return -ENOMEM;
 	pthread_mutex_init(&b->lock, NULL);
-	b->ctx = ctx;
 	b->pd = pd;
 	b->implicit_idx = b->implicit_global_idx = NIL;
 	b->common.prefetch_sync = odp_prefetch_sync;

@@ -242,7 +242,6 @@ static void handle(const struct uffd_msg *m)
 			struct uffdio_range w = z.range;
 			ioctl(mon.uffd, UFFDIO_WAKE, &w);
 		}
-		mon.faults_resolved++;
 		break;
 	}
 	}

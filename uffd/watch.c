@@ -124,7 +124,6 @@ static void watch_unregister(unsigned i)
 	struct uffdio_range r = { mon.w[i].start, mon.w[i].end - mon.w[i].start };
 
 	ioctl(mon.uffd, UFFDIO_UNREGISTER, &r);	/* gone already is fine */
-	mon.unregs++;
 	memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
 	mon.nw--;
 }
