@@ -320,14 +320,15 @@ uint64_t odpx_env(const char *name, uint64_t dflt)
 	return v;
 }
 
-/* ODPX_THRASH into @c (the defaults when unset); -EINVAL naming the bad key. */
-static int thrash_env(struct thrash_cfg *c)
+int thrash_env(struct thrash_cfg *c)
 {
 	const char *s = getenv("ODPX_THRASH");
 	struct thrash_cfg t;
 	char err[128];
 
 	thrash_cfg_default(&t);
+	if (c)
+		*c = t;
 	if (s && *s && thrash_cfg_parse(&t, s, err, sizeof(err)) < 0)
 		return odpx_fail(-EINVAL, "ODPX_THRASH=%s: %s", s, err);
 	if (c)

@@ -48,8 +48,9 @@ struct seg_priv {
 	uint64_t win_start_ns;
 	bool have_prev;
 	bool dev_inputs;		/* ODP mode: read the device's files too */
-	struct ctr_set *dev_prev, *dev_cur;
-	struct stats_roots *roots;
+	struct ctr_set *dev_prev, *dev_cur;	/* in sets[] */
+	struct ctr_set sets[2];
+	struct stats_roots roots;
 	odpx_thrash_cb cb;
 	void *cb_arg;
 	bool on_shm;			/* named in /dev/shm: unlink at close */
@@ -76,11 +77,6 @@ static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
  */
 static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg_priv *seg_list;
-
-static size_t align64(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
 
 static void clean_stale(void)
 {
@@ -183,7 +179,7 @@ static bool seg_link(int fd, const char *path)
  * meanwhile would not find the descriptor on the list.
  */
 static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
-		     struct seg_priv *tmp)
+		     struct seg_priv *pv)
 {
 	struct flock lk = { .l_type = F_RDLCK, .l_whence = SEEK_SET };	/* the whole file */
 	char name[64];
@@ -191,24 +187,24 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 	int fd;
 
 	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	snprintf(tmp->path, sizeof(tmp->path), ODPX_SHM_DIR "/%s", name);
-	tmp->fd = -1;
+	snprintf(pv->path, sizeof(pv->path), ODPX_SHM_DIR "/%s", name);
+	pv->fd = -1;
 	fd = open(ODPX_SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		if (fcntl(fd, F_OFD_SETLK, &lk) == 0 && (p = seg_fill(ctx, fd, bytes, pid, n))) {
-			if (seg_link(fd, tmp->path)) {
-				tmp->fd = fd;	/* kept: its lock says we live */
-				tmp->on_shm = true;
+			if (seg_link(fd, pv->path)) {
+				pv->fd = fd;	/* kept: its lock says we live */
+				pv->on_shm = true;
 				return p;
 			}
 			munmap(p, bytes);
 		}
 		close(fd);
 	}
-	tmp->path[0] = 0;
+	pv->path[0] = 0;
 	if ((fd = memfd_create(name, MFD_CLOEXEC)) >= 0) {
 		if ((p = seg_fill(ctx, fd, bytes, pid, n))) {
-			tmp->fd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
+			pv->fd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
 			return p;
 		}
 		close(fd);
@@ -223,23 +219,20 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 {
 	size_t bytes = SEG_BYTES;
-	size_t priv_bytes = align64(sizeof(struct seg_priv)) + sizeof(struct stats_roots) + 64 +
-			    2 * sizeof(struct ctr_set);
-	struct seg_priv tmp = { 0 }, *pv;
+	struct seg_priv *pv = calloc(1, sizeof(*pv));
 	pid_t pid = getpid();
 	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, RLX);
 	char *p;
 
 	pthread_once(&clean_once, clean_stale);
-	if (!(pv = aligned_alloc(64, (priv_bytes + 63) & ~(size_t)63)))
+	if (!pv)
 		return -ENOMEM;
 	pthread_mutex_lock(&seg_list_lock);
-	if (!(p = seg_map(ctx, bytes, pid, n, &tmp))) {
+	if (!(p = seg_map(ctx, bytes, pid, n, pv))) {
 		pthread_mutex_unlock(&seg_list_lock);
 		free(pv);
 		return -ENOMEM;
 	}
-	*pv = tmp;
 	pv->map = p;
 	pv->next = seg_list;
 	seg_list = pv;
@@ -251,23 +244,15 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 		pv->cb_arg = attr->thrash_arg;
 	}
 	pthread_mutex_init(&pv->reason_lock, NULL);
-	pv->roots = (struct stats_roots *)((char *)pv + align64(sizeof(*pv)));
-	/* stats_roots is three paths and a bool: realign what follows it */
-	pv->dev_prev = (struct ctr_set *)align64((size_t)(uintptr_t)(pv->roots + 1));
-	pv->dev_cur = pv->dev_prev + 1;
+	pv->dev_prev = &pv->sets[0];
+	pv->dev_cur = &pv->sets[1];
 	ctr_set_init(pv->dev_prev);
 	ctr_set_init(pv->dev_cur);
-	thrash_cfg_default(&pv->t.cfg);
-	{
-		const char *spec = getenv("ODPX_THRASH");
-		char err[128];
-		if (spec && *spec && thrash_cfg_parse(&pv->t.cfg, spec, err, sizeof(err)) < 0)
-			thrash_cfg_default(&pv->t.cfg);	/* a bad ODPX_THRASH: defaults */
-	}
+	thrash_env(&pv->t.cfg);	/* the open checked it */
 	thrash_init(&pv->t, &pv->t.cfg);
 	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT;
 	if (pv->dev_inputs)
-		stats_roots_init(pv->roots, NULL, NULL, NULL);
+		stats_roots_init(&pv->roots, NULL, NULL, NULL);
 
 	ctx->stats_region = p;
 	ctx->stats_region_bytes = bytes;
@@ -400,10 +385,10 @@ static void sample_device(struct seg_priv *pv)
 	struct ctr_set *t;
 
 	ctr_set_clear(pv->dev_cur);
-	src_uverbs_read(pv->roots, NULL, pv->dev_cur);
-	src_debugfs_read(pv->roots, pv->dev_cur);
-	if (pv->cb && src_memcg_read(pv->roots, 0, pv->dev_cur) <= 0)
-		src_vmstat_read(pv->roots, pv->dev_cur);
+	src_uverbs_read(&pv->roots, NULL, pv->dev_cur);
+	src_debugfs_read(&pv->roots, pv->dev_cur);
+	if (pv->cb && src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
+		src_vmstat_read(&pv->roots, pv->dev_cur);
 	t = pv->dev_prev;
 	pv->dev_prev = pv->dev_cur;
 	pv->dev_cur = t;
