@@ -252,12 +252,7 @@ static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_ran
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
-/*
- * Pin mode: pre-pin into the cache, leave it as an unused entry.  0, 1 when
- * it was served direct (shared memory, raced invalidations, no budget),
- * which its release undoes: nothing was prefetched, or -errno.
- */
-static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
+int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 {
 	struct entry *en;
 	int rc = cache_reg(ctx, r->start, r->end - r->start, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask,

@@ -420,6 +420,12 @@ void engine_atfork_prepare(void);
 void engine_atfork_done(void);
 void engine_child_fds(struct odpx_ctx *ctx);
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+/*
+ * Pin mode: pre-pin [r->start, r->end) into the cache, left unused.  0; 1
+ * when it was served direct (shared memory, raced invalidations, no
+ * budget), which its release undoes: nothing was prefetched; or -errno.
+ */
+int prepin(struct odpx_ctx *ctx, const struct pf_range *r);
 /* engine_stop, engine_running, engine_asleep, prefetch_coalesce: odpx-private.h */
 
 /* backend_uring.c */

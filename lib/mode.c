@@ -271,7 +271,6 @@ static struct verbs_common *verbs_common_of(struct odpx_ctx *ctx)
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
 {
 	struct verbs_common *vc = verbs_common_of(ctx);
-	struct entry *e;
 	int r;
 
 	flags &= ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT;
@@ -283,17 +282,10 @@ int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_
 		return vc && vc->prefetch_sync ? vc->prefetch_sync(ctx, addr, len, flags)
 					       : -EOPNOTSUPP;
 	stats_prefetch(ctx);
-	r = cache_reg(ctx, addr, len, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask, &e);
-	if (r < 0) {
-		STAT_INC(ctx, prefetch_failed);
-		return r;
-	}
-	/* served direct: its release undoes it, nothing was prefetched (as engine.c:prepin()) */
-	bool direct = KIND(e) == KIND_DIRECT;
-	cache_dereg(ctx, e);
-	if (direct)
-		STAT_INC(ctx, prefetch_failed);
-	else
+	r = prepin(ctx, &(struct pf_range){ addr, addr + len, 0 });
+	if (r == 0)
 		STAT_INC(ctx, prefetch_issued);
-	return 0;
+	else
+		STAT_INC(ctx, prefetch_failed);	/* served direct: nothing was prefetched */
+	return r < 0 ? r : 0;
 }

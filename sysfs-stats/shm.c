@@ -85,19 +85,19 @@ bool odpx_seg_foreign(const char *path)
 	return foreign;
 }
 
-static bool parse_name(const char *name, pid_t *pid, unsigned *n)
+/* A regular file of ODPX_SHM_DIR named as a segment: its path, status and PID. */
+static bool seg_file(const struct dirent *d, char path[300], struct stat *sb, pid_t *pid)
 {
+	const char *name = d->d_name + sizeof(ODPX_SHM_PREFIX) - 1;
 	int p, used = 0;
 	unsigned x;
 
-	if (strncmp(name, ODPX_SHM_PREFIX, sizeof(ODPX_SHM_PREFIX) - 1))
-		return false;
-	name += sizeof(ODPX_SHM_PREFIX) - 1;
-	if (sscanf(name, "%d.%u%n", &p, &x, &used) != 2 || name[used] || p <= 0)
+	if (strncmp(d->d_name, ODPX_SHM_PREFIX, sizeof(ODPX_SHM_PREFIX) - 1) ||
+	    sscanf(name, "%d.%u%n", &p, &x, &used) != 2 || name[used] || p <= 0)
 		return false;
 	*pid = p;
-	*n = x;
-	return true;
+	snprintf(path, 300, ODPX_SHM_DIR "/%s", d->d_name);
+	return lstat(path, sb) == 0 && S_ISREG(sb->st_mode);
 }
 
 /* The uid owning /proc/<pid>, (uid_t)-1 if none. */
@@ -336,13 +336,9 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 			char path[300];
 			struct stat sb, fsb;
 			pid_t p;
-			unsigned n;
 			int fd, r;
 
-			if (!parse_name(d->d_name, &p, &n) || (pid && p != pid))
-				continue;
-			snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
-			if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+			if (!seg_file(d, path, &sb, &p) || (pid && p != pid))
 				continue;
 			if (!pid && sb.st_uid != me)
 				continue;	/* all: the caller's own processes */
@@ -394,13 +390,9 @@ int odpx_seg_clean_stale(void)
 		char path[300];
 		struct stat sb;
 		pid_t p;
-		unsigned n;
 		int r;
 
-		if (!parse_name(d->d_name, &p, &n))
-			continue;
-		snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
-		if (lstat(path, &sb) < 0 || sb.st_uid != me || !S_ISREG(sb.st_mode))
+		if (!seg_file(d, path, &sb, &p) || sb.st_uid != me)
 			continue;
 		r = odpx_seg_unlink_dead(path);
 		/* another version's segment (no lock): its PID, as that version judged it */
