@@ -38,7 +38,7 @@
  * gauges and the detector's state are relaxed atomic stores of whole
  * 64-bit words, so a reader sees each value whole, possibly a tick old, and
  * the values of different fields possibly from different moments.  The
- * fields above @reason_seq are written once, before @magic, which is
+ * plain fields but @reason are written once, before @magic, which is
  * stored last (release; readers load it acquire and skip a segment whose
  * magic is not there yet).
  * @reason is written later, again each time the context's reason changes,
@@ -57,7 +57,7 @@
 #include "odpx.h"
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 8	/* 8: no reader-process gauges */
+#define ODPX_SHM_VERSION 8
 #define ODPX_SHM_PREFIX "odpx."
 #define ODPX_SHM_DIR "/dev/shm"
 
@@ -130,16 +130,14 @@ struct seg_hdr {
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
 	_Atomic uint64_t thrash_windows;
 	/*
-	 * CLOCK_MONOTONIC when the writer laid the segment out, written once
-	 * before @magic (zero in older writers): with @pid and @n, which a
-	 * process that exec()s gives its first context again, the context's
-	 * identity to a reader that follows its counters from sample to sample.
+	 * CLOCK_MONOTONIC when the writer laid the segment out: with @pid and
+	 * @n, which a process that exec()s gives its first context again, the
+	 * context's identity to a reader that follows it from sample to sample.
 	 */
 	uint64_t born_ns;
 	/*
 	 * The limits in force and where max_pinned_bytes came from (enum
-	 * odpx_limit_source), the idle time: written once before @magic, as
-	 * odpx_query() gives them (zero in older writers).
+	 * odpx_limit_source), the idle time, as odpx_query() gives them.
 	 */
 	uint64_t max_pinned_bytes, max_entries, max_unused_bytes, max_entry_bytes;
 	uint32_t lim_source, idle_ms;

@@ -225,10 +225,9 @@ static void handle(const struct uffd_msg *m)
 	mon.events++;
 	switch (m->event) {
 	case UFFD_EVENT_UNMAP:
-		apply(m->arg.remove.start, m->arg.remove.end, MONITOR_UNMAP);
-		break;
 	case UFFD_EVENT_REMOVE:
-		apply(m->arg.remove.start, m->arg.remove.end, MONITOR_REMOVE);
+		apply(m->arg.remove.start, m->arg.remove.end,
+		      m->event == UFFD_EVENT_UNMAP ? MONITOR_UNMAP : MONITOR_REMOVE);
 		break;
 	case UFFD_EVENT_REMAP:
 		apply(m->arg.remap.from, m->arg.remap.from + m->arg.remap.len, MONITOR_REMAP);
