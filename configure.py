@@ -210,9 +210,10 @@ n.rule('configure', f'env {envflags} {sys.executable} configure.py {" ".join(shl
 n.rule('run', '$cmd', pool='console', description='$desc')
 
 # The library: lib/, uffd/, and the pure logic of sysfs-stats/ it runs (the segment
-# files' protocol, the device counter sources, the thrash detector).  odpstat's own
-# code (odpstat.c, netlink.c, main-*) is the tool's alone.
-stats_in_lib = ['sysfs-stats/shm.c', 'sysfs-stats/sources.c', 'sysfs-stats/thrash.c']
+# files' protocol, the device counter sources with RDMA netlink's per-MR statistics, the
+# thrash detector).  odpstat's own code (odpstat.c, main-*) is the tool's alone.
+stats_in_lib = ['sysfs-stats/shm.c', 'sysfs-stats/sources.c', 'sysfs-stats/netlink.c',
+                'sysfs-stats/thrash.c']
 lib_srcs = srcs('lib') + srcs('uffd') + stats_in_lib
 lib_srcs = [s for s in lib_srcs if not os.path.basename(s).startswith('main-')]
 if verbs is None:

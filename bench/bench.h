@@ -346,10 +346,10 @@ static inline bool place(int others)
  * labels then say so).  Unused entries are never trimmed behind our back:
  * max_unused_bytes = max_pinned_bytes.
  */
-static inline struct odpx_ctx *open_ctx(const char *backend, uint64_t max_entries,
-					uint64_t max_pinned_bytes)
+static inline struct odpx_ctx *open_ctx_flags(const char *backend, uint64_t max_entries,
+					      uint64_t max_pinned_bytes, uint32_t flags)
 {
-	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LIMITS };
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LIMITS | ODPX_ATTR_FLAGS, .flags = flags };
 	struct odpx_ctx *ctx;
 
 	a.limits.max_entries = max_entries;
@@ -360,6 +360,12 @@ static inline struct odpx_ctx *open_ctx(const char *backend, uint64_t max_entrie
 	else
 		CHECK_ODPX(odpx_open_uring(&a, &ctx));
 	return ctx;
+}
+
+static inline struct odpx_ctx *open_ctx(const char *backend, uint64_t max_entries,
+					uint64_t max_pinned_bytes)
+{
+	return open_ctx_flags(backend, max_entries, max_pinned_bytes, 0);
 }
 
 /* One get and release of [a, a+len); dies on any error (W1, W2, LRU, MEM). */

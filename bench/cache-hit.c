@@ -17,6 +17,10 @@
  *     odpx_dereg (a TRY hit), and odpx_reg_ex(ODPX_REG_TRY) of a buffer
  *     never registered (a TRY miss: -EAGAIN, nothing to release).
  *
+ * W1P  W1 with the check of protection that pin-mode hits make by default
+ *      (odpx_reg(3): one PROCMAP_QUERY ioctl); every other workload opens
+ *      its contexts ODPX_OPEN_NO_PROT_CHECK, to measure the lookup alone.
+ *
  * W1 and W2 share one loop: the buffer of each iteration comes from an index
  * array (all zeros for W1), so the ratio compares lookups, not loop shapes.
  *
@@ -46,7 +50,8 @@
 #include <sched.h>
 
 #include "bench.h"
-#include "internal.h"	/* struct entry, URING_SLOTS, odpx_is_prime */
+
+#define HIT_FLAGS ODPX_OPEN_NO_PROT_CHECK	/* the lookup alone; W1P adds the check */
 
 #define ORDER (1U << 20)	/* length of the random index sequence */
 #define W1_BYTES (64 * KiB)
@@ -83,9 +88,9 @@ static double try_batch(struct odpx_ctx *ctx, char *a, size_t len, bool hit, uin
 
 	for (uint64_t i = 0; i < k; i++) {
 		int r = odpx_reg_ex(ctx, a, len, ODPX_ACCESS_LOCAL_WRITE, ODPX_REG_TRY, &mr);
-		if (unlikely(r != (hit ? 0 : -EAGAIN)))
+		if (__builtin_expect(r != (hit ? 0 : -EAGAIN), 0))
 			DIE("TRY %s: %s", hit ? "hit" : "miss", strerror(-r));
-		if (hit && unlikely(odpx_dereg(ctx, mr)))
+		if (hit && __builtin_expect(odpx_dereg(ctx, mr) != 0, 0))
 			DIE("odpx_dereg: %s", odpx_last_reason());
 	}
 	return (double)(now_ns() - t0) / (double)k;
@@ -139,16 +144,16 @@ static struct summary measure(struct hitset *h, uint64_t k, unsigned reps, uint6
 	return s;
 }
 
-/* How many buffers of @bytes a uring context may keep pinned. */
-static size_t fit(const char *backend, size_t n, size_t bytes)
+/* How many buffers of @bytes a context of @slots fixed-buffer slots (0: not uring) may keep pinned. */
+static size_t fit(size_t slots, size_t n, size_t bytes)
 {
 	size_t cap;
 
-	if (strcmp(backend, "uring"))
+	if (!slots)
 		return n;
 	cap = o.pin_budget / 2 / bytes;	/* half: room for what is dying */
-	if (cap > URING_SLOTS - 64)
-		cap = URING_SLOTS - 64;
+	if (cap > slots - 64)
+		cap = slots - 64;
 	return n < cap ? n : cap;
 }
 
@@ -170,7 +175,7 @@ static struct summary w2_set(const char *backend, size_t n, size_t bytes, size_t
 			     uint64_t k, unsigned reps, uint64_t *entries, uint64_t *misses,
 			     double *share)
 {
-	struct odpx_ctx *ctx = open_ctx(backend, n + 64, ctx_budget(backend));
+	struct odpx_ctx *ctx = open_ctx_flags(backend, n + 64, ctx_budget(backend), HIT_FLAGS);
 	struct hitset h = { ctx, map_anon(n * stride, !strcmp(backend, "uring")), n, bytes, stride,
 			    random_order, 0 };
 	struct summary s;
@@ -213,7 +218,7 @@ static __attribute__((noinline)) struct model_rec *model_get(struct model *m, ch
 	struct model_rec *r = &m->rec[model_slot(m, a)];
 	uint64_t v = atomic_load_explicit(&r->ref, memory_order_acquire);
 
-	if (unlikely(r->key != (uintptr_t)a))
+	if (__builtin_expect(r->key != (uintptr_t)a, 0))
 		DIE("model: lost %p", (void *)a);
 	if (m->plain_get)
 		atomic_store_explicit(&r->ref, v + 1, memory_order_relaxed);
@@ -314,6 +319,11 @@ static uint64_t l2_bytes(void)
 static void footprint(const char *mode, double w1)
 {
 	static const size_t ns[] = { 2500, 5000, 10000, 15000, 25000, 50000, 100000 };
+	struct odpx_ctx *ctx = open_ctx("null", 64, ctx_budget("null"));
+	struct odpx_priv_state ps;
+
+	odpx_priv_state(ctx, &ps);	/* the size of an entry's slot */
+	odpx_close(ctx);
 	uint64_t l2 = l2_bytes(), entries, misses;
 	double share;
 	char cas[64];
@@ -325,7 +335,7 @@ static void footprint(const char *mode, double w1)
 		kv_time("W2F", cas, "null", mode, ns[i], 4 * KiB, &s,
 			"entries=%lu misses=%lu cpu_share=%.2f entry_footprint_bytes=%zu"
 			" l2_bytes=%lu over_w1=%.3f", (unsigned long)entries,
-			(unsigned long)misses, share, ns[i] * sizeof(struct entry),
+			(unsigned long)misses, share, ns[i] * ps.entry_bytes,
 			(unsigned long)l2, s.median / w1);
 	}
 }
@@ -341,9 +351,11 @@ static double hits(const char *backend)
 	};
 	uint64_t k1 = o.quick ? 50000 : 100000, k2 = o.quick ? 100000 : 1000000;
 	unsigned r1 = o.quick ? 30 : 100, r2 = o.quick ? 20 : 30;
-	struct odpx_ctx *ctx = open_ctx(backend, 64, ctx_budget(backend));
+	struct odpx_ctx *ctx = open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
 	struct hitset h = { ctx, map_anon(W1_BYTES, true), 1, W1_BYTES, W1_BYTES, zeros, 0 };
 	const char *mode = mode_of(ctx);
+	struct odpx_caps caps = { .comp_mask = ODPX_QUERY_URING };
+	size_t slots;
 	uint64_t misses;
 	double share;
 	char sz[32], cas[96];
@@ -355,13 +367,24 @@ static double hits(const char *backend)
 		met(s1.median, '<', 20));
 	if (selected(&o, "WT"))
 		try_costs(&h, k1, r1, s1.median, backend, mode);
+	CHECK_ODPX(odpx_query(ctx, &caps));
+	slots = caps.comp_mask & ODPX_QUERY_URING ? caps.uring_slots : 0;
 	odpx_close(ctx);
+	if (selected(&o, "W1P")) {
+		h.ctx = open_ctx(backend, 64, ctx_budget(backend));
+		warm(&h, k1);
+		struct summary sp = measure(&h, k1, r1, &misses, &share);
+		kv_time("W1P", "hit-64KiB-protcheck", backend, mode, 1, W1_BYTES, &sp,
+			"misses=%lu cpu_share=%.2f ratio_to_W1=%.1f", (unsigned long)misses, share,
+			sp.median / s1.median);
+		odpx_close(h.ctx);
+	}
 	munmap(h.base, W1_BYTES);
 	if (!selected(&o, "W2"))
 		return s1.median;
 
 	for (size_t i = 0; i < sizeof(w2) / sizeof(w2[0]); i++) {
-		size_t n = fit(backend, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
+		size_t n = fit(slots, w2[i].n, w2[i].bytes), bytes = w2[i].bytes;
 		bool gaps = w2[i].stride != bytes;
 		uint64_t entries;
 		char st[32];
@@ -399,7 +422,7 @@ static void evicted(const char *mode)
 	enum { N = 64, STRIDE = 64 * KiB };
 	uint64_t k = o.quick ? 100000 : 1000000, misses;
 	unsigned reps = o.quick ? 20 : 30;
-	struct odpx_ctx *ctx = open_ctx("uring", N, o.pin_budget);
+	struct odpx_ctx *ctx = open_ctx_flags("uring", N, o.pin_budget, HIT_FLAGS);
 	struct hitset old = { ctx, map_anon(N * STRIDE, true), N, 4 * KiB, STRIDE, random_order, 0 };
 	struct hitset fresh = { ctx, map_anon(N * STRIDE, true), N, 4 * KiB, STRIDE, random_order, 0 };
 	double share;
@@ -440,8 +463,8 @@ static void two_threads(const char *backend, bool shared, double w1_ns)
 	char *buf = map_anon(4 * W1_BYTES, true);
 	const char *cas = shared ? "shared-ctx" : "own-ctx";
 
-	ctx[0] = open_ctx(backend, 64, ctx_budget(backend));
-	ctx[1] = shared ? ctx[0] : open_ctx(backend, 64, ctx_budget(backend));
+	ctx[0] = open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
+	ctx[1] = shared ? ctx[0] : open_ctx_flags(backend, 64, ctx_budget(backend), HIT_FLAGS);
 	for (int i = 0; i < 2; i++) {
 		/* buffers 128 KiB apart: distinct entries, no merging */
 		h[i] = (struct hitset){ ctx[i], buf + 2 * i * W1_BYTES, 1, W1_BYTES, W1_BYTES, zeros, 0 };
@@ -467,7 +490,7 @@ int main(int argc, char **argv)
 {
 	static const char *const backends[] = { "null", "uring" };
 
-	bench_init(argc, argv, &o, "W1, W2, W5, WT (W1 always runs: the others are its ratios)");
+	bench_init(argc, argv, &o, "W1, W1P, W2, W5, WT (W1 always runs: the others are its ratios)");
 	zeros = calloc(ORDER, sizeof(*zeros));
 	random_order = malloc(ORDER * sizeof(*random_order));
 	if (!zeros || !random_order)

@@ -8,7 +8,7 @@
  *        ranges, so each odpx_reg evicts (unpins) the previous entry and pins
  *        the new one.  Against it, in the same run and interleaved batch by
  *        batch, the raw pin + unpin of the same size straight through
- *        io_uring (one slot of a sparse table of URING_SLOTS, updated with
+ *        io_uring (one slot of a sparse table as large as odpx's, updated with
  *        io_uring_register_buffers_update_tag like lib/backend_uring.c).
  *        The null backend gives the cache's own miss cost without any pin,
  *        and a variant misses in a VMA never seen before (watch included).
@@ -38,7 +38,17 @@
 #include <sys/uio.h>
 
 #include "bench.h"
-#include "internal.h"	/* struct entry, URING_SLOTS */
+
+/* The fixed-buffer slots of a uring context's table: the raw runs use as many */
+static unsigned uring_slots(struct odpx_ctx *ctx)
+{
+	struct odpx_caps caps = { .comp_mask = ODPX_QUERY_URING };
+
+	CHECK_ODPX(odpx_query(ctx, &caps));
+	if (!(caps.comp_mask & ODPX_QUERY_URING))
+		DIE("odpx_query: not a uring context");
+	return caps.uring_slots;
+}
 
 static uint64_t monitor_regs(void)
 {
@@ -135,10 +145,11 @@ static void w3(size_t bytes)
 	struct odpx_stats st0[2], st1[2];
 	struct summary s[RUNS];
 	char sz[32], cas[64], what[64];
+	unsigned slots = uring_slots(m[ODPX].ctx);
 	int r;
 
 	if ((r = io_uring_queue_init(8, &ring, 0)) < 0 ||
-	    (r = io_uring_register_buffers_sparse(&ring, URING_SLOTS)) < 0)
+	    (r = io_uring_register_buffers_sparse(&ring, slots)) < 0)
 		DIE("io_uring setup: %s", strerror(-r));
 	for (int i = 0; i < RUNS; i++) {
 		v[i] = calloc(reps, sizeof(double));
@@ -164,10 +175,10 @@ static void w3(size_t bytes)
 			(unsigned long)(st1[i].unpins - st0[i].unpins),
 			(unsigned long)(st1[i].evictions - st0[i].evictions));
 	snprintf(cas, sizeof(cas), "pin+unpin-%s", sz);
-	kv_time("W3", cas, "io_uring-raw", "none", 1, bytes, &s[RAW], "slots=%u", URING_SLOTS);
+	kv_time("W3", cas, "io_uring-raw", "none", 1, bytes, &s[RAW], "slots=%u", slots);
 	snprintf(cas, sizeof(cas), "replace-%s", sz);
 	kv_time("W3", cas, "io_uring-raw", "none", 1, bytes, &s[REPLACE],
-		"slots=%u syscalls_per_iteration=1", URING_SLOTS);
+		"slots=%u syscalls_per_iteration=1", slots);
 	snprintf(cas, sizeof(cas), "overhead-%s", sz);
 	snprintf(what, sizeof(what), "odpx_miss/raw_pin+unpin");
 	kv_ratio("W3", cas, "uring", mode_of(m[ODPX].ctx), what, s[ODPX].median, s[RAW].median,
@@ -205,7 +216,7 @@ static void w3_new_vma(size_t bytes)
 	int r;
 
 	if ((r = io_uring_queue_init(8, &ring, 0)) < 0 ||
-	    (r = io_uring_register_buffers_sparse(&ring, URING_SLOTS)) < 0)
+	    (r = io_uring_register_buffers_sparse(&ring, uring_slots(ctx))) < 0)
 		DIE("io_uring setup: %s", strerror(-r));
 	for (unsigned rep = 0; rep <= reps; rep++) {	/* rep 0 warms up */
 		uint64_t t0, t1, t2;
@@ -316,10 +327,12 @@ static void mem(void)
 	 * by max_entries and written whole at open, hence rss_open_delta.
 	 */
 	struct odpx_stats st = stats_of(ctx);
+	struct odpx_priv_state ps;
 	struct monitor_usage u;
 	monitor_usage(&u);
-	size_t watch_table = ((size_t)u.budget + 1) * u.record_bytes;
-	double layout = (double)sizeof(struct entry) + (double)u.record_bytes * u.watched / n;
+	odpx_priv_state(ctx, &ps);
+	size_t watch_table = ((size_t)u.budget + 1) * u.record_bytes, eb = ps.entry_bytes;
+	double layout = (double)eb + (double)u.record_bytes * u.watched / n;
 	double measured = (double)(rss2 - rss0) / (double)st.entries;
 
 	kv_head("MEM", "100000x4KiB", "null", mode_of(ctx));
@@ -327,10 +340,10 @@ static void mem(void)
 	       " slab_bytes=%zu watch_bytes_per_vma=%zu watched_vmas=%u watch_table_bytes=%zu"
 	       " bytes_per_entry=%zu amortized_bytes_per_entry=%.4f rss_open_delta=%lu"
 	       " rss_insert_delta=%lu rss_bytes_per_entry=%.2f target=<=64 met=%s\n",
-	       (unsigned long)n, bytes, (unsigned long)st.entries, sizeof(struct entry),
-	       (size_t)n * sizeof(struct entry), u.record_bytes, u.watched, watch_table,
-	       sizeof(struct entry), layout, (unsigned long)(rss1 - rss0),
-	       (unsigned long)(rss2 - rss1), measured, met((double)sizeof(struct entry), '<', 64));
+	       (unsigned long)n, bytes, (unsigned long)st.entries, eb,
+	       (size_t)n * eb, u.record_bytes, u.watched, watch_table,
+	       eb, layout, (unsigned long)(rss1 - rss0),
+	       (unsigned long)(rss2 - rss1), measured, met((double)eb, '<', 64));
 	odpx_close(ctx);
 	munmap(base, n * bytes);
 }

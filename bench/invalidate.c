@@ -34,6 +34,11 @@
  *            else, calls read() in a busy loop (pays the shootdown, saves a
  *            wake-up) or sleeps in poll() (pays both wake-ups): what the two
  *            simplest readers cost, with no lock and no cache behind them.
+ *            The range is registered in missing mode.
+ *   bare-sleep-wp  bare-sleep with the range registered as odpx's monitor
+ *            registers it where the kernel has UFFD_FEATURE_WP_ASYNC (write-
+ *            protect mode, asynchronous): tells the kernel's cost of that
+ *            registration from the reader's.
  *
  * All are interleaved round by round (each round opens and closes its
  * contexts), so drift and noise fall on all of them alike.  Each mapping has
@@ -190,9 +195,14 @@ static void idlers_stop(struct idlers *d)
 
 /* ---- references: a spinning thread, and a bare userfaultfd ---- */
 
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+
 struct bare {
 	int uffd, stopfd;
 	bool busy;		/* reader: busy read() loop, or poll() then read() */
+	bool wp;		/* registered in write-protect mode, WP_ASYNC */
 	atomic_bool stop;
 	pthread_t thr;
 };
@@ -222,15 +232,19 @@ static void *bare_reader(void *arg)
 }
 
 /* A thread that spins (!uffd) or reads a bare userfaultfd (busy or not). */
-static void bare_start(struct bare *b, bool uffd, bool busy)
+static void bare_start(struct bare *b, bool uffd, bool busy, bool wp)
 {
-	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_EVENT_UNMAP };
+	struct uffdio_api api = {
+		.api = UFFD_API, .features = UFFD_FEATURE_EVENT_UNMAP |
+			(wp ? UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_PAGEFAULT_FLAG_WP : 0),
+	};
 
-	*b = (struct bare){ .uffd = -1, .stopfd = eventfd(0, EFD_CLOEXEC), .busy = busy };
+	*b = (struct bare){ .uffd = -1, .stopfd = eventfd(0, EFD_CLOEXEC), .busy = busy,
+			    .wp = wp };
 	if (uffd) {
 		b->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 		if (b->uffd < 0 || ioctl(b->uffd, UFFDIO_API, &api))
-			DIE("bare userfaultfd: %s", strerror(errno));
+			DIE("bare userfaultfd%s: %s", wp ? " (WP_ASYNC)" : "", strerror(errno));
 	}
 	if (b->stopfd < 0 || pthread_create(&b->thr, NULL, uffd ? bare_reader : spin_main, b))
 		DIE("bare thread: %s", strerror(errno));
@@ -243,7 +257,8 @@ static void bare_watch(struct bare *b, struct slots *s)
 	for (unsigned i = 0; i < s->k; i++) {
 		struct uffdio_register reg = {
 			.range = { (uintptr_t)s->p[i], s->bytes },
-			.mode = UFFDIO_REGISTER_MODE_MISSING,	/* populated: never faults */
+			/* populated: never faults; WP without UFFDIO_WRITEPROTECT: neither */
+			.mode = b->wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING,
 		};
 		if (ioctl(b->uffd, UFFDIO_REGISTER, &reg))
 			DIE("UFFDIO_REGISTER: %s", strerror(errno));
@@ -265,12 +280,13 @@ static void bare_stop(struct bare *b)
 
 /* ---- the rounds ---- */
 
-enum { WITHOUT, PLAIN, CACHED, WAKEUP, WATCHED, HELD, SPINNER, BARE_BUSY, BARE_SLEEP, NPHASE };
+enum { WITHOUT, PLAIN, CACHED, WAKEUP, WATCHED, HELD, SPINNER, BARE_BUSY, BARE_SLEEP,
+       BARE_SLEEP_WP, NPHASE };
 
 static const char *const phase_name[NPHASE] = {
 	"without", "plain", "cached", "wakeup", "watched-no-entry",
 	"cached-held", "without+spinner", "bare-uffd-busy-reader",
-	"bare-uffd-sleeping-reader",
+	"bare-uffd-sleeping-reader", "bare-uffd-sleeping-reader-wp",
 };
 
 /*
@@ -342,15 +358,15 @@ static void round_once(struct slots *s, char *anchor, unsigned wake_n, double *v
 	v[WAKEUP][r] = wakeup(wake_n);
 
 	struct bare b;
-	bare_start(&b, false, true);
+	bare_start(&b, false, true, false);
 	map_slots(s);
 	v[SPINNER][r] = unmap_slots(s);
 	bare_stop(&b);
-	for (int busy = 1; busy >= 0; busy--) {
-		bare_start(&b, true, busy);
+	for (int p = BARE_BUSY; p <= BARE_SLEEP_WP; p++) {
+		bare_start(&b, true, p == BARE_BUSY, p == BARE_SLEEP_WP);
 		map_slots(s);
 		bare_watch(&b, s);
-		v[busy ? BARE_BUSY : BARE_SLEEP][r] = unmap_slots(s);
+		v[p][r] = unmap_slots(s);
 		bare_stop(&b);
 	}
 
@@ -619,9 +635,12 @@ static void w4(size_t bytes, int pl)
 	kv_ratio("W4", cas, "uring", mode, "munmap_cached/bare_uffd_sleeping_reader",
 		 sm[CACHED].median, sm[BARE_SLEEP].median, '<', 1.10,
 		 "watched_over_bare=%.2f held_over_bare=%.2f busy_bare_over_bare=%.2f"
+		 " cached_over_bare_wp=%.2f bare_wp_over_bare=%.2f"
 		 " cached_over_wakeup=%.2f shootdown_ns=%.0f placement=%s",
 		 sm[WATCHED].median / sm[BARE_SLEEP].median, sm[HELD].median / sm[BARE_SLEEP].median,
-		 sm[BARE_BUSY].median / sm[BARE_SLEEP].median, sm[CACHED].median / sm[WAKEUP].median,
+		 sm[BARE_BUSY].median / sm[BARE_SLEEP].median,
+		 sm[CACHED].median / sm[BARE_SLEEP_WP].median,
+		 sm[BARE_SLEEP_WP].median / sm[BARE_SLEEP].median, sm[CACHED].median / sm[WAKEUP].median,
 		 sm[SPINNER].median - sm[WITHOUT].median, where);
 	munmap(anchor, 64 * KiB);
 	for (int p = 0; p < NPHASE; p++)

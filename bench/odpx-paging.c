@@ -12,7 +12,14 @@
  *   timeline   (host, uring backend) warm-up, steady state, thrash and
  *              recovery in one run of the pin cache: the rates over time and
  *              the detector's state under them.
- *   warmup, prefetch, workingset: on an RDMA device with ODP (paging-dev.h).
+ *   warmup     (device, explicit ODP) RDMA WRITE and READ sweeps over a fresh
+ *              region: throughput, latency and page faults per interval.
+ *   prefetch   the same with odpx_prefetch and ODPX_PREFETCH_SYNC ahead of it.
+ *   workingset (device, as root) a working set from M/4 to 4M swept in a cgroup
+ *              v2 of memory.max M with swap, in explicit ODP and pinned (pin
+ *              mode): throughput, the cgroup's refaults and major faults, the
+ *              thrash callback's states, and whether pinning fails or the
+ *              cgroup OOMs (dev-paging-ws.h has the sweep and the cgroup).
  *
  * Timings are printed, never asserted; the exit status reflects errors of
  * setup only.  --quick runs a small version of each, in under a minute.
@@ -20,21 +27,29 @@
 #include <getopt.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
 
 #include "bench.h"
+#include "config.h"	/* ODPX_HAVE_VERBS */
 
 struct report {
 	char dir[PATH_MAX];
 	FILE *nd;		/* samples.ndjson */
 	bool quick;
+	const char *cgroup;	/* --cgroup: the parent of the workingset cgroups */
+	uint64_t memory_max;	/* --memory-max: M of the workingset experiment */
+	uint64_t region;	/* --region: the warmup and prefetch region */
+	char args[512];		/* the options, for index.md */
 	uint64_t seed;
 	char skipped[1024];	/* "name: why; ..." */
 	char ran[256];
 };
 
 static struct report R;
+
+#define WS_CG_ROOT_NAME "/sys/fs/cgroup"	/* dev-paging-ws.h's default parent */
 
 static FILE *open_in(const char *name)
 {
@@ -368,7 +383,7 @@ static int run_device(const struct bench_opts *sel)
 {
 	struct dev d;
 	bool w = selected(sel, "warmup"), p = selected(sel, "prefetch");
-	size_t mib = R.quick ? 8 : 128;
+	size_t mib = R.region / MiB;
 	int passes = R.quick ? 3 : 5;
 	FILE *tsv;
 
@@ -392,6 +407,215 @@ static int run_device(const struct bench_opts *sel)
 	}
 	dev_close(&d);
 	return 0;
+}
+
+/* ---- working set against a memory limit ---- */
+
+#include "../tests/dev-paging-ws.h"
+
+/* What a point's child was doing, in a shared page: the parent reads it after the child ends. */
+enum ws_stage { WS_ENTERING, WS_OPENING, WS_WRITING, WS_REGISTERING, WS_SWEEPING, WS_CHECKING,
+		WS_DONE };
+static const char *const ws_stage_names[] = {
+	"entering the cgroup", "opening the device", "writing the region", "registering the region",
+	"sweeping", "checking the region", "done",
+};
+
+struct ws_point {
+	enum ws_stage stage;
+	int reg_err;		/* -errno of the region's registration, 0 */
+	double secs, mb_s, refault_s, majflt_s;
+	uint64_t transfers, refaults, majflts;
+	int worst, last, events;
+	char reason[192];	/* odpx_last_reason() after a failed registration */
+};
+
+static struct ws_point *ws_shared;
+
+static void ws_on_thrash(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev, void *arg)
+{
+	struct ws_point *pt = arg;
+
+	pt->last = ev->state;
+	pt->worst = (int)ev->state > pt->worst ? (int)ev->state : pt->worst;
+	pt->events++;
+}
+
+static int64_t cg_stat(const struct ws_cg *cg, const char *key)
+{
+	int64_t v = ws_cg_value(cg, "memory.stat", key);
+
+	return v < 0 ? 0 : v;
+}
+
+/* One point, in the child: exits 0 with the results in ws_shared, 77 without a device. */
+static int ws_child(const struct ws_cg *cg, bool pinned, size_t bytes, double secs)
+{
+	struct ws_point *pt = ws_shared;
+	struct odpx_attr a = {
+		.comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_THRASH_CB | ODPX_ATTR_LIMITS,
+		.mode = pinned ? ODPX_MODE_PIN : ODPX_MODE_EXPLICIT,
+		.thrash_cb = ws_on_thrash, .thrash_arg = pt,
+	};
+	struct odpx_ctx *ctx;
+	struct dev d;
+	struct ws w;
+	size_t pos = 0;
+	int r;
+
+	if ((r = ws_cg_enter(cg)))
+		DIE("cannot enter %s: %s", cg->dir, strerror(-r));
+	pt->stage = WS_OPENING;
+	dev_open(&d);
+	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
+	dev_connect_self(&d);
+	/* pinning is bounded by the cgroup here, not by odpx's own budget */
+	a.limits.max_pinned_bytes = 4 * bytes + 16 * MiB;
+	if ((r = odpx_open_verbs(d.pd, &a, &ctx)))
+		DIE("odpx_open_verbs(%s): %s (%s)", pinned ? "pin" : "explicit", strerror(-r),
+		    odpx_last_reason());
+	pt->stage = WS_WRITING;
+	if (ws_setup(&w, &d, ctx, bytes))
+		DIE("workingset: setting up %zu MiB failed", bytes >> 20);
+	pt->stage = WS_REGISTERING;
+	if ((r = ws_register(&w)) < 0) {
+		pt->reg_err = r;
+		snprintf(pt->reason, sizeof(pt->reason), "%s", odpx_last_reason());
+		return 0;
+	}
+	pt->stage = WS_SWEEPING;
+	int64_t rf0 = cg_stat(cg, "workingset_refault_anon"), mj0 = cg_stat(cg, "pgmajfault");
+	uint64_t t0 = now_ns();
+	if ((r = ws_sweep(&w, w.nchunks, &pos, t0 + (uint64_t)(secs * 1e9), NULL, NULL)))
+		DIE("workingset: the sweep of %zu MiB failed (%s)", bytes >> 20, strerror(-r));
+	pt->secs = (double)(now_ns() - t0) / 1e9;
+	pt->refaults = (uint64_t)(cg_stat(cg, "workingset_refault_anon") - rf0);
+	pt->majflts = (uint64_t)(cg_stat(cg, "pgmajfault") - mj0);
+	pt->transfers = w.transfers;
+	pt->mb_s = (double)w.bytes / pt->secs / 1e6;
+	pt->refault_s = (double)pt->refaults / pt->secs;
+	pt->majflt_s = (double)pt->majflts / pt->secs;
+	pt->stage = WS_CHECKING;
+	if (ws_check_region(&w))
+		DIE("workingset: the region differs from what the transfers wrote");
+	pt->last = (int)stats_of(ctx).thrash_state;
+	pt->stage = WS_DONE;
+	ws_teardown(&w);
+	CHECK_ODPX(odpx_close(ctx));
+	dev_close(&d);
+	return 0;
+}
+
+/* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
+static bool ws_point(FILE *tsv, bool pinned, double ratio, double secs)
+{
+	const char *variant = pinned ? "pinned" : "odp";
+	size_t bytes = (size_t)((double)R.memory_max * ratio) / WS_CHUNK * WS_CHUNK;
+	char name[64], why[PATH_MAX + 128], outcome[320];
+	struct ws_cg cg;
+	int st, code;
+	pid_t pid;
+
+	snprintf(name, sizeof(name), "odpx-paging.%d", (int)getpid());
+	if (ws_cg_create(&cg, R.cgroup, name, R.memory_max, why, sizeof(why)))
+		DIE("workingset: %s", why);
+	memset(ws_shared, 0, sizeof(*ws_shared));
+	fflush(NULL);
+	if ((pid = fork()) == 0)
+		_exit(ws_child(&cg, pinned, bytes, secs));
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		DIE("fork/waitpid: %s", strerror(errno));
+	int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
+	int64_t max_hit = ws_cg_value(&cg, "memory.events", "max");
+	ws_cg_remove(&cg);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+		return false;
+	struct ws_point *pt = ws_shared;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->stage == WS_DONE) {
+		snprintf(outcome, sizeof(outcome), "ok");
+		code = 0;
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->reg_err) {
+		snprintf(outcome, sizeof(outcome), "registration failed: %s (%s)",
+			 strerror(-pt->reg_err), pt->reason);
+		code = 1;
+	} else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && oom > 0) {
+		snprintf(outcome, sizeof(outcome), "OOM-killed while %s (memory.events oom_kill %" PRId64 ")",
+			 ws_stage_names[pt->stage], oom);
+		code = 2;
+	} else {
+		snprintf(outcome, sizeof(outcome), "failed while %s: %s %d (see the output above)",
+			 ws_stage_names[pt->stage], WIFSIGNALED(st) ? "signal" : "exit status",
+			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		code = 3;
+	}
+	fprintf(R.nd, "{\"exp\":\"workingset\",\"variant\":\"%s\",\"mode\":\"%s\",\"memory_max_mib\":%.1f,"
+		"\"ws_mib\":%.1f,\"ws_ratio\":%.3f,\"secs\":%.3f,\"mb_s\":%.2f,\"transfers\":%lu,"
+		"\"refaults\":%lu,\"pgmajfault\":%lu,\"refault_s\":%.1f,\"majflt_s\":%.1f,"
+		"\"state\":\"%s\",\"worst_state\":\"%s\",\"state_changes\":%d,\"memory_events_max\":%" PRId64
+		",\"oom_kill\":%" PRId64 ",\"outcome\":\"%s\"}\n", variant, pinned ? "pin" : "explicit",
+		(double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
+		(unsigned long)pt->transfers, (unsigned long)pt->refaults, (unsigned long)pt->majflts,
+		pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last), state_name((uint64_t)pt->worst),
+		pt->events, max_hit, oom, outcome);
+	fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d\n", pinned, ratio, (double)bytes / MiB,
+		pt->mb_s, pt->refault_s, pt->majflt_s, code ? -1 : pt->last, code);
+	printf("# workingset %-6s %6.1f MiB (%.2f M): %s", variant, (double)bytes / MiB, ratio, outcome);
+	if (!code)
+		printf(", %.1f MB/s, %.0f refaults/s, %.0f major faults/s, %s (worst %s)", pt->mb_s,
+		       pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last),
+		       state_name((uint64_t)pt->worst));
+	printf("\n");
+	return true;
+}
+
+/* NULL when the experiment can run here, else why not. */
+static const char *ws_unavailable(char *why, size_t len)
+{
+	struct ws_cg cg;
+	char name[64];
+
+	if (ws_swap_bytes() < 4 * R.memory_max + 16 * MiB) {
+		snprintf(why, len, "less than 4 x memory.max of swap free (/proc/meminfo SwapFree; "
+			 "the guest driver puts swap on zram)");
+		return why;
+	}
+	snprintf(name, sizeof(name), "odpx-paging.%d", (int)getpid());
+	if (ws_cg_create(&cg, R.cgroup, name, R.memory_max, why, len))
+		return why;
+	ws_cg_remove(&cg);
+	return NULL;
+}
+
+static void exp_workingset(void)
+{
+	static const double ratios[] = { 0.25, 0.5, 1, 2, 4 };
+	double secs = R.quick ? 1.0 : 4.0;
+	char why[PATH_MAX + 160];
+	FILE *tsv;
+
+	if (ws_unavailable(why, sizeof(why))) {
+		skip("workingset", why);
+		return;
+	}
+	ws_shared = mmap(NULL, sizeof(*ws_shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			 -1, 0);
+	if (ws_shared == MAP_FAILED)
+		DIE("mmap: %s", strerror(errno));
+	tsv = open_in("workingset.tsv");
+	fprintf(tsv, "# pinned ws_ratio ws_mib mb_s refault_s majflt_s state outcome"
+		" (memory.max %.0f MiB)\n", (double)R.memory_max / MiB);
+	for (int pinned = 0; pinned < 2; pinned++) {
+		for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++)
+			if (!ws_point(tsv, pinned, ratios[i], secs)) {
+				fclose(tsv);
+				skip("workingset", "no usable RDMA device (loopback GID or ODP missing: see above)");
+				return;
+			}
+		fprintf(tsv, "\n\n");	/* a gnuplot data block per variant */
+	}
+	fclose(tsv);
+	munmap(ws_shared, sizeof(*ws_shared));
+	ran("workingset");
 }
 #endif
 
@@ -438,6 +662,19 @@ static void run_device_experiments(const struct bench_opts *sel, bool rdma)
 	for (size_t i = 0; i < 2; i++)
 		if (selected(sel, exps[i]))
 			skip(exps[i], why);
+}
+
+static void run_workingset(bool rdma)
+{
+#ifdef ODPX_HAVE_VERBS
+	if (rdma)
+		exp_workingset();
+	else
+		skip("workingset", "no RDMA device (/sys/class/infiniband is empty)");
+#else
+	(void)rdma;
+	skip("workingset", "built without libibverbs");
+#endif
 }
 
 /* ---- report ---- */
@@ -500,6 +737,7 @@ static void write_index(const char *src, const char *dev, double secs)
 		{ "timeline.png", "detector timeline: warm-up, steady, thrash, recovery" },
 		{ "warmup.png", "warm-up: RDMA throughput, latency and page faults of a fresh ODP region" },
 		{ "prefetch.png", "prefetch impact: none, odpx_prefetch, ODPX_PREFETCH_SYNC" },
+		{ "workingset.png", "working set against memory.max: explicit ODP and pinned" },
 	};
 
 	uname(&u);
@@ -512,11 +750,15 @@ static void write_index(const char *src, const char *dev, double secs)
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
 	fprintf(f, "# odpx-paging report\n\n");
 	fprintf(f, "| | |\n|---|---|\n| date | %s |\n| host | %s |\n| kernel | %s %s |\n"
-		"| device | %s |\n| mode | pin (uring backend): pincache, timeline%s |\n"
+		"| device | %s |\n| mode | pin (uring backend): pincache, timeline%s%s |\n"
 		"| commit | %s |\n| run | %s%s, %.1f s |\n\n", date, u.nodename, u.release, u.machine,
 		dev[0] ? dev : "none", strstr(R.ran, "warmup") || strstr(R.ran, "prefetch") ?
-		"; explicit ODP (verbs backend): warmup, prefetch" : "", commit, R.quick ? "--quick" : "full", "", secs);
+		"; explicit ODP (verbs backend): warmup, prefetch" : "",
+		strstr(R.ran, "workingset") ? "; explicit ODP and pin (verbs backend): workingset" : "", commit, R.quick ? "--quick" : "full", R.args, secs);
 	fprintf(f, "Experiments run: %s.\n\n", R.ran[0] ? R.ran : "none");
+	if (strstr(R.ran, "workingset"))
+		fprintf(f, "Working set: memory.max %.0f MiB, cgroups under %s.\n\n",
+			(double)R.memory_max / MiB, R.cgroup ? R.cgroup : WS_CG_ROOT_NAME);
 	if (R.skipped[0])
 		fprintf(f, "Skipped: %s.\n\n", R.skipped);
 	fprintf(f, "Samples: `samples.ndjson` (one JSON object per line; `exp` names the experiment).\n\n");
@@ -531,6 +773,7 @@ static void write_index(const char *src, const char *dev, double secs)
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f, "usage: %s [--quick] [--out DIR] [--only EXP[,EXP]] [--seed N] [--no-plots]\n"
+		"       [--cgroup DIR] [--memory-max SIZE] [--region SIZE] [--thrash SPEC]\n"
 		"  EXP: pincache, timeline, warmup, prefetch, workingset\n", prog);
 }
 
@@ -539,7 +782,10 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "quick", no_argument, NULL, 'q' }, { "out", required_argument, NULL, 'o' },
 		{ "only", required_argument, NULL, 'O' }, { "seed", required_argument, NULL, 's' },
-		{ "no-plots", no_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' }, { 0 },
+		{ "no-plots", no_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' },
+		{ "cgroup", required_argument, NULL, 'c' }, { "memory-max", required_argument, NULL, 'm' },
+		{ "region", required_argument, NULL, 'r' }, { "thrash", required_argument, NULL, 't' },
+		{ 0 },
 	};
 	struct bench_opts sel = { 0 };
 	char src[PATH_MAX], dev[256] = "", path[PATH_MAX + 32];
@@ -555,12 +801,30 @@ int main(int argc, char **argv)
 		case 'O': sel.only = optarg; break;
 		case 's': R.seed = strtoull(optarg, NULL, 0) | 1; break;
 		case 'n': plots = false; break;
+		case 'c': R.cgroup = optarg; break;
+		case 'm':
+			if ((R.memory_max = parse_size(optarg)) < 4 * MiB)
+				return fprintf(stderr, "--memory-max %s: at least 4M\n", optarg), 2;
+			break;
+		case 't': setenv("ODPX_THRASH", optarg, 1); break;
+		case 'r':
+			if ((R.region = parse_size(optarg)) < MiB || R.region % MiB)
+				return fprintf(stderr, "--region %s: whole MiB, at least 1M\n", optarg), 2;
+			break;
 		case 'h': usage(stdout, argv[0]); return 0;
 		default: usage(stderr, argv[0]); return 2;
 		}
 	}
 	if (optind < argc)
 		return usage(stderr, argv[0]), 2;
+	if (!R.memory_max)
+		R.memory_max = R.quick ? 16 * MiB : 64 * MiB;
+	if (!R.region)
+		R.region = R.quick ? 8 * MiB : 128 * MiB;
+	for (int i = 1; i < argc; i++) {
+		size_t n = strlen(R.args);
+		snprintf(R.args + n, sizeof(R.args) - n, "%s%s", n ? " " : ": odpx-paging ", argv[i]);
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (mkdir(R.dir, 0755) < 0 && errno != EEXIST)
 		DIE("mkdir %s: %s", R.dir, strerror(errno));
@@ -580,7 +844,7 @@ int main(int argc, char **argv)
 		exp_timeline();
 	run_device_experiments(&sel, rdma);
 	if (selected(&sel, "workingset"))
-		skip("workingset", "not implemented in this version");
+		run_workingset(rdma);
 	fclose(R.nd);
 	if (plots)
 		plot(src);

@@ -8,6 +8,7 @@
 #   pincache-ws.tsv      -> pincache-ws.png          against max_entries / the working set
 #   warmup.tsv           -> warmup.png               RDMA MB/s, latency, faults over time
 #   prefetch.tsv         -> prefetch.png             MB/s over time: none, async, sync
+#   workingset.tsv       -> workingset.png           MB/s and refaults against working set / memory.max
 #   timeline.tsv         -> timeline.png             four rates over time (columns 2-5),
 #                                                    the detector's state (column 6:
 #                                                    0 OK, 1 WARMING, 2 THRASH) as a band
@@ -129,4 +130,33 @@ if (exists_file(f)) {
 	     f index 1 using 2:3 with linespoints pt 5 ps 0.5 title "odpx_prefetch (engine)", \
 	     f index 2 using 2:3 with linespoints pt 9 ps 0.5 title "ODPX_PREFETCH_SYNC"
 	unset logscale y
+}
+
+# workingset.tsv: block 0 explicit ODP, block 1 pinned; columns pinned ws_ratio ws_mib mb_s
+# refault_s majflt_s state outcome (0 ok, 1 registration failed, 2 OOM-killed, 3 failed).
+# A point that did not run is drawn at the bottom as a cross, labelled with its outcome.
+f = dir . "/workingset.tsv"
+if (exists_file(f)) {
+	set output dir . "/workingset.png"
+	set title title . " working set against memory.max (cgroup v2, swap): RDMA WRITE+READ of 64 KiB, bytes checked\nODP point colour: the thrash callback's last state"
+	set logscale x 2
+	set xrange [0.2:5]
+	set xlabel "working set / memory.max"
+	set ylabel "MB/s (both directions)"
+	set y2label "refaulted pages / s"
+	set y2tics
+	set logscale y2
+	set yrange [0:*]
+	outcome(c) = c == 1 ? "registration failed" : (c == 2 ? "OOM-killed" : "failed")
+	plot f index 0 using 2:($8 == 0 ? $4 : 1/0):(state_rgb($7)) with linespoints pt 7 ps 1.8 lc rgb variable title "explicit ODP MB/s", \
+	     f index 1 using 2:($8 == 0 ? $4 : 1/0) with linespoints pt 5 ps 1.5 lc rgb "#1f77b4" title "pinned MB/s", \
+	     f index 1 using 2:($8 != 0 ? 0 : 1/0) with points pt 2 ps 2.5 lw 2 lc rgb "#1f77b4" title "pinned: did not run", \
+	     f index 1 using 2:($8 != 0 ? 0 : 1/0):(outcome($8)) with labels rotate by 90 left offset 0,1.5 notitle, \
+	     f index 0 using 2:($8 == 0 && $5 > 0 ? $5 : 1/0) axes x1y2 with linespoints pt 4 dt 2 lc rgb "#7f7f7f" title "ODP refaults/s"
+	unset logscale x
+	set xrange [*:*]
+	unset logscale y2
+	unset y2tics
+	unset y2label
+	set yrange [*:*]
 }

@@ -40,7 +40,6 @@
  *           clock's own cost.
  */
 #include "bench.h"
-#include "internal.h"	/* the prefetch queue of a context */
 
 #define RANGES 16
 #define RANGE_BYTES (64 * KiB)
@@ -55,7 +54,7 @@ static inline void hint(struct odpx_ctx *ctx, char *base, uint64_t i, struct pf_
 {
 	int r = odpx_prefetch(ctx, base + (i % RANGES) * 2 * RANGE_BYTES, RANGE_BYTES, 0);
 
-	if (likely(r == 0))
+	if (__builtin_expect(r == 0, 1))
 		c->queued++;
 	else if (r == -EAGAIN)
 		c->dropped++;
@@ -77,11 +76,19 @@ static double burst(struct odpx_ctx *ctx, char *base, uint64_t k, struct pf_coun
  * do not spin: on a shared CPU a spinning waiter would starve the engine and
  * skew the scheduler's view of both threads for the next timed batch.
  */
+static uint64_t queued(struct odpx_ctx *ctx)
+{
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return st.prefetch_queued;
+}
+
 static void drain(struct odpx_ctx *ctx)
 {
 	uint64_t t0 = now_ns();
 
-	while (atomic_load(&ctx->pq_tail) != atomic_load(&ctx->pq_head)) {
+	while (queued(ctx)) {
 		if (now_ns() - t0 > 1000000000ULL)
 			DIE("the engine took no hint for 1 s");
 		usleep(20);
@@ -100,10 +107,8 @@ static double steady(struct odpx_ctx *ctx, char *base, uint64_t k, bool one_cpu,
 	uint64_t ns = 0, t0 = now_ns();
 
 	for (uint64_t done = 0; done < k; done += CHUNK_HINTS) {
-		uint64_t used = atomic_load(&ctx->pq_head) - atomic_load(&ctx->pq_tail);
-		if (used > PREFETCH_QLEN - CHUNK_HINTS) {
-			while (atomic_load(&ctx->pq_head) - atomic_load(&ctx->pq_tail) >
-			       PREFETCH_QLEN / 2) {
+		if (queued(ctx) > PREFETCH_QLEN - CHUNK_HINTS) {
+			while (queued(ctx) > PREFETCH_QLEN / 2) {
 				if (now_ns() - t0 > 10000000000ULL)
 					DIE("the engine took no hint for 10 s");
 				if (one_cpu)

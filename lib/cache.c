@@ -100,6 +100,33 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
 	return LK_HIT;
 }
 
+/*
+ * mprotect() raises no userfaultfd event: an entry may cover pages whose
+ * protection no longer allows what a new request asks.  So each hit asks
+ * the kernel about the request's pages, as a pin would (one PROCMAP_QUERY
+ * per VMA): readable, and writable for a write request or on the io_uring
+ * backend, whose pins are always writable.  1 allowed, 0 not, or -errno
+ * when the kernel could not be asked.  ODPX_OPEN_NO_PROT_CHECK skips it;
+ * so does a kernel without PROCMAP_QUERY (before 6.11), where the only
+ * other way, a parse of /proc/self/maps, costs more than a pin.
+ */
+#define ACC_WRITE (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_ATOMIC)
+
+int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
+{
+	bool write = (acc & ACC_WRITE) || ctx->be->id == ODPX_BACKEND_URING;
+	struct vma_info v;
+	int r;
+
+	for (s &= ~(PAGE_SIZE - 1); s < end; s = v.end) {
+		if ((r = vma_query_ioctl(s, &v)) < 0)
+			return r == -ENOENT ? 0 : r == -ENOTTY ? 1 : r;
+		if (v.start > s || !v.readable || (write && !v.writable))
+			return 0;
+	}
+	return 1;
+}
+
 /* ---- entry life cycle ---- */
 
 static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
@@ -598,24 +625,32 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 	if (!ctx->cache_enabled || remote_uncached(ctx, acc))
 		return direct_reg(ctx, s, end, acc, out);
 
+	uint32_t req = acc;	/* before acc_mask: what the pages must allow */
 	uint64_t taken;
 	uint32_t seen;
-	int r;
+	int r, slow = 0;
 again:
 	seen = 1;
 	r = lookup_fast(ctx, addr, addr + len, acc, out, &taken, &seen);
-	if (likely(r == LK_HIT)) {
-		stats_hit(ctx, 0, taken);
-		return 0;
-	}
 	if (r == LK_RETRY) {
+		slow = 1;
 		monitor_lock();
 		r = lookup_locked(ctx, addr, addr + len, acc, out, &taken);
 		monitor_unlock();
-		if (r == LK_HIT) {
-			stats_hit(ctx, 1, taken);
+	}
+	if (likely(r == LK_HIT)) {
+		if (likely(!ctx->check_prot) ||
+		    (r = cache_prot_allows(ctx, addr, addr + len, req)) == 1) {
+			stats_hit(ctx, slow, taken);
 			return 0;
 		}
+		cache_unget(ctx, *out, taken);
+		if (r < 0)	/* the kernel could not be asked: a pin of its own asks it */
+			return direct_reg(ctx, s, end, acc, out);
+		/* the cached pins over pages that no longer allow it go; the miss decides */
+		monitor_invalidate(s, end);
+		r = LK_MISS;
+		seen = 1;
 	}
 	/* inside a pre-registered region that was invalidated: make it again */
 	if (!prereg && !revived && atomic_load_explicit(&ctx->prereg_stale, RLX)) {

@@ -284,6 +284,7 @@ static const struct knob {
 	{ "ODPX_WATCH_MAX", 1, 1 << 20 },
 	{ "ODPX_WATCH_WIDEN_KB", 0, 1 << 20 },
 	{ "ODPX_IDLE_MS", 0, IDLE_MS_MAX },
+	{ "ODPX_CHECK_PROT", 0, 1 },
 };
 
 /*
@@ -472,7 +473,10 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		ctx->hmod--;
 	ctx->hmul = UINT64_MAX / ctx->hmod + 1;
 	ctx->cache_enabled = a.mode == ODPX_MODE_PIN;
-	ctx->hits_inline = ctx->cache_enabled && (!ops->reg || ops->reg_is_cache);
+	ctx->check_prot = ctx->cache_enabled && !(a.flags & ODPX_OPEN_NO_PROT_CHECK) &&
+			  odpx_env("ODPX_CHECK_PROT", 1);
+	ctx->hits_inline = ctx->cache_enabled && !ctx->check_prot &&
+			   (!ops->reg || ops->reg_is_cache);
 	/* io_uring pins are always writable: access does not split its index */
 	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
 	pthread_mutex_init(&ctx->lock, NULL);

@@ -204,6 +204,7 @@ struct odpx_ctx {
 	uint32_t flags;
 	bool cache_enabled;		/* pin mode */
 	bool hits_inline;		/* odpx_reg() tries cache.h:hit_home() first */
+	bool check_prot;		/* hits ask the pages' protection (cache.c) */
 	uint32_t acc_mask;		/* access bits that split the index */
 
 	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, the invalidation lock */
@@ -283,9 +284,6 @@ struct odpx_ctx {
 	char reason_open[192];		/* the open's, while a failed attach has its own (reason_lock) */
 };
 
-/* ctx.c: trial division, for the slab's prime size (index.h) */
-bool odpx_is_prime(uint32_t n);
-
 /* thread-local reason text (ctx.c) */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ctx.c: *@attr (NULL: none) into @a, its comp_mask checked, flags 0 unless given */
@@ -325,6 +323,8 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
+/* 1: the pages of [s, end) allow @acc now; 0: they do not; -errno (cache.c) */
+int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
 int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		 bool prereg, struct entry **out);
 /* prereg.c */

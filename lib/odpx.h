@@ -145,7 +145,15 @@ enum odpx_open_flags {
 	 * always deregister a remote-access range at its last release.
 	 */
 	ODPX_OPEN_REMOTE_UNCACHED = 1 << 2,
-	ODPX_OPEN_RESERVED = 1 << 3,
+	/*
+	 * Pin mode: a hit does not ask the kernel whether the pages still
+	 * allow the access asked (odpx_reg()): a hit costs no system call,
+	 * and an mprotect() that takes access away from cached pages must be
+	 * followed by odpx_invalidate() on them.  ODPX_CHECK_PROT=0 does the
+	 * same for every context of the process.
+	 */
+	ODPX_OPEN_NO_PROT_CHECK = 1 << 3,
+	ODPX_OPEN_RESERVED = 1 << 4,
 };
 
 /*
@@ -284,13 +292,17 @@ int odpx_close(struct odpx_ctx *ctx);
  * invalidated while it is pinned, three times in a row, is served direct
  * (a registration of its own, counted in direct_racing).
  *
- * Protection is checked when pages are pinned, at a miss.  A hit answers
- * from the cache with no system call, and mprotect() raises no userfaultfd
- * event: a range cached before an mprotect() took away write (or all)
- * access still hits, until it is invalidated.  Call odpx_invalidate() on
- * the range after such an mprotect().  A request is never merged with a
- * cached entry over pages that no longer allow its access: the merged pin
- * fails, and the request is pinned alone.
+ * Protection: mprotect() raises no userfaultfd event, so in pin mode each
+ * hit asks the kernel (one PROCMAP_QUERY ioctl per VMA of the range) whether
+ * the pages still allow the access asked, as a pin would; if not, the cached
+ * entries over the range are invalidated and the request is pinned again,
+ * which returns -EFAULT for read-only (or PROT_NONE) pages.  A request is
+ * never merged with a cached entry over pages that no longer allow its
+ * access: the merged pin fails, and the request is pinned alone.  With
+ * ODPX_OPEN_NO_PROT_CHECK (or ODPX_CHECK_PROT=0), and on kernels without
+ * PROCMAP_QUERY (before 6.11), a hit makes no system call and a range
+ * cached before an mprotect() that took access away still hits until
+ * odpx_invalidate() is called on it.
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
@@ -318,7 +330,9 @@ enum odpx_reg_flags {
  * block.  A remote-access request is served only by a registration of
  * exactly its pages (PARTIAL too).  -EAGAIN does not mean that a later
  * call will succeed: nothing registers for it, so spinning on it is not a
- * way to wait; call odpx_reg() (or odpx_prefetch()) to make one.
+ * way to wait; call odpx_reg() (or odpx_prefetch()) to make one.  In pin
+ * mode a hit over pages that no longer allow the access (odpx_reg(),
+ * "Protection") is -EAGAIN too: odpx_reg() drops it and says why.
  * Return: 0, -EAGAIN (none serves it now, counted in try_again), or the
  * errors of odpx_reg(); -EINVAL for unknown flag bits.
  */

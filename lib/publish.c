@@ -41,6 +41,9 @@
 #include "internal.h"
 #include "segment.h"
 #include "../sysfs-stats/counters.h"	/* the detector, the device sources */
+#ifdef ODPX_HAVE_VERBS
+#include "backend_verbs.h"		/* the device of the context's PD */
+#endif
 
 struct seg_priv {
 	struct thrash t;
@@ -48,6 +51,13 @@ struct seg_priv {
 	uint64_t win_start_ns;
 	bool have_prev;
 	bool dev_inputs;		/* ODP mode: read the device's files too */
+	/*
+	 * The per-MR ODP statistics over RDMA netlink (ODP modes, while a
+	 * callback is set): unknown until the MR dump lists MRs of this
+	 * process, then present, or absent for good when they carry none (rxe)
+	 * or there is no RDMA netlink.  Engine thread only.
+	 */
+	enum { NL_MR_UNKNOWN, NL_MR_PRESENT, NL_MR_ABSENT } nl_mr;
 	struct ctr_set *dev_prev, *dev_cur;	/* in sets[] */
 	struct ctr_set sets[2];
 	struct stats_roots roots;
@@ -253,6 +263,9 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT;
 	if (pv->dev_inputs)
 		stats_roots_init(&pv->roots, NULL, NULL, NULL);
+	/* as odpstat: no netlink beside a sysfs of fixtures, nor under ODPX_NO_NETLINK */
+	if (!pv->dev_inputs || !pv->roots.sys_default || getenv("ODPX_NO_NETLINK"))
+		pv->nl_mr = NL_MR_ABSENT;
 
 	ctx->stats_region = p;
 	ctx->stats_region_bytes = bytes;
@@ -376,17 +389,44 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 }
 
 /*
- * The device's own fault/invalidation counters (ODP modes), and while a
- * thrash callback is set the memory's: the process's memory cgroup, else
- * the system's.
+ * The per-MR ODP statistics of this process's MRs on the context's device
+ * (nl_pid_mr_stats: the kernel tells MRs apart by process, not context).
  */
-static void sample_device(struct seg_priv *pv)
+static void sample_nl_mr(struct odpx_ctx *ctx, struct seg_priv *pv)
+{
+#ifdef ODPX_HAVE_VERBS
+	unsigned listed;
+	int r;
+
+	if (pv->nl_mr == NL_MR_ABSENT || ctx->be->id != ODPX_BACKEND_VERBS || !vbe_of(ctx) ||
+	    !vbe_of(ctx)->pd)
+		return;
+	r = nl_pid_mr_stats(ibv_get_device_name(vbe_of(ctx)->pd->context->device), getpid(),
+			    pv->dev_cur, NULL, &listed);
+	if (r > 0)
+		pv->nl_mr = NL_MR_PRESENT;
+	else if ((r == 0 && listed) || r == -EPROTONOSUPPORT || r == -ENODEV)
+		pv->nl_mr = NL_MR_ABSENT;
+#else
+	(void)ctx;
+	pv->nl_mr = NL_MR_ABSENT;
+#endif
+}
+
+/*
+ * The device's own fault/invalidation counters (ODP modes), and while a
+ * thrash callback is set its per-MR statistics and the memory's: the
+ * process's memory cgroup, else the system's.
+ */
+static void sample_device(struct odpx_ctx *ctx, struct seg_priv *pv)
 {
 	struct ctr_set *t;
 
 	ctr_set_clear(pv->dev_cur);
 	src_uverbs_read(&pv->roots, NULL, pv->dev_cur);
 	src_debugfs_read(&pv->roots, pv->dev_cur);
+	if (pv->cb)
+		sample_nl_mr(ctx, pv);
 	if (pv->cb && src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
 		src_vmstat_read(&pv->roots, pv->dev_cur);
 	t = pv->dev_prev;
@@ -417,7 +457,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 		pv->win_start_ns = now;
 		pv->have_prev = true;
 		if (pv->dev_inputs) {
-			sample_device(pv);
+			sample_device(ctx, pv);
 			ctr_set_clear(pv->dev_cur);
 		}
 		return;
@@ -431,7 +471,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	in.repins = ctr_delta(pv->prev.repins, st.repins);
 	in.invals = ctr_delta(pv->prev.inval_entries, st.inval_entries);
 	if (pv->dev_inputs) {
-		sample_device(pv);	/* dev_prev is now the new sample, dev_cur the old */
+		sample_device(ctx, pv);	/* dev_prev is now the new sample, dev_cur the old */
 		thrash_dev_inputs(pv->dev_cur, pv->dev_prev, &in);
 		thrash_mem_inputs(pv->dev_cur, pv->dev_prev, &in);
 	}

@@ -83,8 +83,10 @@ int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint3
 
 	if (!ctx->cache_enabled)
 		return -EAGAIN;	/* direct mode keeps nothing */
+	uint32_t req = acc;	/* before acc_mask: what the pages must allow */
 	acc &= ctx->acc_mask;
-	if ((e = hit_home(ctx, a, aend, acc)) || (e = hit_next(ctx, a, aend, acc))) {
+	if (ctx->hits_inline &&
+	    ((e = hit_home(ctx, a, aend, acc)) || (e = hit_next(ctx, a, aend, acc)))) {
 		*out = e;
 		return 0;
 	}
@@ -103,12 +105,18 @@ int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint3
 		if (!(e = take(ctx, idx, a, aend, acc, partial, &taken)))
 			continue;
 		atomic_thread_fence(ACQ);
-		if (!seq_retry(ctx, s)) {
-			stats_hit(ctx, 0, taken);
-			*out = e;
-			return 0;
+		if (seq_retry(ctx, s)) {
+			cache_unget(ctx, e, taken);	/* an invalidation may have begun */
+			continue;
 		}
-		cache_unget(ctx, e, taken);	/* an invalidation may have begun */
+		if (ctx->check_prot && cache_prot_allows(ctx, a > e_start(e) ? a : e_start(e),
+							 aend < e_end(e) ? aend : e_end(e), req) != 1) {
+			cache_unget(ctx, e, taken);
+			return -EAGAIN;	/* odpx_reg() drops the entry and asks the kernel */
+		}
+		stats_hit(ctx, 0, taken);
+		*out = e;
+		return 0;
 	}
 	return -EAGAIN;	/* where odpx_reg() would take the invalidation lock */
 }

@@ -207,6 +207,19 @@ void nl_result_free(struct nl_result *res);
  */
 int nl_collect(const char *dev, struct nl_result *res, const char *record, const char *replay);
 
+/*
+ * The per-MR ODP statistics of @pid's MRs on device @dev (the library's
+ * detector: the kernel names the process of an MR, not its context), into
+ * @out as SRC_NL_MR counters "<dev>/mr<mrn>", with the gauge "mrs" of
+ * "<dev>" (their number) when the statistics dump was read whole.  @replay
+ * as for nl_collect.  *@listed: the MRs of @pid the MR dump listed.
+ * Returns how many of them carry statistics: 0 with *@listed > 0 is a
+ * driver that reports none (rxe: the source is absent); or -errno
+ * (-EPROTONOSUPPORT: no RDMA netlink, -ENODEV: no such device).
+ */
+int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
+		    unsigned *listed);
+
 /* ---- shm.c: the segment each context publishes ---- */
 
 /* One context found by odpstat, its counters summed. */

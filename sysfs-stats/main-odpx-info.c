@@ -54,11 +54,12 @@ static const struct var {
 	{ "ODPX_MONITOR_SPIN_US", "0", "the monitor polls after an event, us" },
 	{ "ODPX_ENGINE_LINGER_US", "100", "the engine waits on a timer after work, us" },
 	{ "ODPX_IDLE_MS", "300000", "registrations unused this long are released, ms" },
+	{ "ODPX_CHECK_PROT", "1", "pin-mode hits check the pages' protection" },
 	{ "ODPX_THRASH", "built in (odpstat(1))", "thrash detector window and thresholds" },
 	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },
 	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug", "root of the debugfs counter sources" },
 	{ "ODPX_PROCFS_ROOT", "/proc", "root of the procfs counter sources" },
-	{ "ODPX_NO_NETLINK", "unset", "set: odpstat reads no RDMA netlink counters" },
+	{ "ODPX_NO_NETLINK", "unset", "set: neither odpstat nor the detector reads RDMA netlink" },
 	{ "ODPX_LOG", "warn", "stderr lines for fallbacks: none, warn, info, debug" },
 };
 

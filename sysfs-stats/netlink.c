@@ -481,6 +481,54 @@ out:
 	return r;
 }
 
+
+int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
+		    unsigned *listed)
+{
+	struct ctr_set all;
+	struct nl_result res = { 0 };
+	unsigned mine = 0;
+	int r, with = 0;
+
+	*listed = 0;
+	ctr_set_init(&all);
+	res.ctrs = &all;
+	if ((r = nl_collect(dev, &res, NULL, replay)) < 0)
+		goto out;
+	for (size_t i = 0; i < res.nmr; i++) {
+		const struct nl_mr *m = &res.mr[i];
+		char where[64];
+		bool counted = false;
+
+		if (strcmp(m->dev, dev) || !m->has_pid || m->pid != (uint32_t)pid)
+			continue;
+		mine++;
+		snprintf(where, sizeof(where), "%.40s/mr%u", dev, m->mrn);
+		for (size_t k = 0; k < all.n; k++) {
+			const struct ctr *c = &all.v[k];
+			if (c->src != SRC_NL_MR || strcmp(c->where, where))
+				continue;
+			if ((r = ctr_add(out, SRC_NL_MR, where, c->name, c->value, false)) < 0)
+				goto out;
+			counted = true;
+		}
+		with += counted;
+	}
+	/*
+	 * The statistics dump was read whole: an MR of ours not in the previous
+	 * sample is new (ctr_inc_each).  Not where our MRs carry none.
+	 */
+	if ((with || !mine) && ctr_find(&all, SRC_NL_MR, dev, "mrs") &&
+	    (r = ctr_add(out, SRC_NL_MR, dev, "mrs", (uint64_t)with, true)) < 0)
+		goto out;
+	*listed = mine;
+	r = with;
+out:
+	ctr_set_free(&all);
+	nl_result_free(&res);
+	return r;
+}
+
 #else /* !ODPX_HAVE_MNL */
 
 int nl_parse(const void *buf, size_t len, struct nl_result *res)
@@ -490,6 +538,13 @@ int nl_parse(const void *buf, size_t len, struct nl_result *res)
 
 int nl_collect(const char *dev, struct nl_result *res, const char *rec, const char *rep)
 {
+	return -EPROTONOSUPPORT;
+}
+
+int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
+		    unsigned *listed)
+{
+	*listed = 0;
 	return -EPROTONOSUPPORT;
 }
 

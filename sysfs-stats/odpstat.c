@@ -459,6 +459,31 @@ static void json_rate(FILE *f, double v)
 		fputs("null", f);
 }
 
+/*
+ * MRs of device @dev the MR dump listed (*@listed) and how many of them carry
+ * per-MR ODP statistics: none of several is a driver without them (rxe), or
+ * no ODP MR among them (mlx5 reports ODP MRs only).
+ */
+static unsigned mr_stats_of(const struct sample *s, const char *dev, unsigned *listed)
+{
+	char where[80];
+	unsigned n = 0;
+
+	*listed = 0;
+	for (size_t i = 0; i < s->nl.nmr; i++) {
+		if (strcmp(s->nl.mr[i].dev, dev))
+			continue;
+		(*listed)++;
+		snprintf(where, sizeof(where), "%.40s/mr%u", dev, s->nl.mr[i].mrn);
+		for (size_t k = 0; k < s->c.n; k++)
+			if (s->c.v[k].src == SRC_NL_MR && !strcmp(s->c.v[k].where, where)) {
+				n++;
+				break;
+			}
+	}
+	return n;
+}
+
 static void print_json(const struct opts *o, const struct sample *a, const struct sample *b,
 		       const struct thrash *t, const struct row *rw, const struct devcaps *caps,
 		       int ncaps)
@@ -523,6 +548,14 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 				*(const uint64_t *)((const char *)&s->st + stat_fields[k].off));
 		fputs("}}", f);
 	}
+	fputs("],\"per_mr_stats\":[", f);
+	for (int d = 0; d < b->nl.ndev; d++) {
+		unsigned listed, with = mr_stats_of(b, b->nl.devs[d], &listed);
+		fprintf(f, "%s{\"dev\":", d ? "," : "");
+		json_str(f, b->nl.devs[d]);
+		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", listed, with,
+			with ? "present" : listed ? "absent" : "unknown");
+	}
 	fputs("],\"mrs\":[", f);
 	int nm = 0;
 	for (size_t i = 0; i < b->nl.nmr; i++) {
@@ -585,8 +618,15 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 					n++;
 					bytes += s->nl.mr[i].mrlen;
 				}
-			printf("# %s: %u MRs%s, %.1f MiB\n", s->nl.devs[d], n,
-			       o->pid ? " of this PID" : "", (double)bytes / 1048576.0);
+			unsigned listed, with = mr_stats_of(s, s->nl.devs[d], &listed);
+			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.devs[d],
+			       n, o->pid ? " of this PID" : "", (double)bytes / 1048576.0);
+			if (with)
+				printf("%u of its %u MRs\n", with, listed);
+			else if (listed)
+				printf("absent (none of its %u MRs carries any)\n", listed);
+			else
+				printf("unknown (no MR)\n");
 		}
 	}
 	if (!s->nseg)

@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 #include "test.h"
-#include "index.h"	/* the slab and the hash, for home slots */
+#include "odpx-private.h"	/* the slab and the hash, for home slots */
 
 #define PG 4096UL
 #define U(x) ((unsigned long)(x))
@@ -344,7 +344,10 @@ static void close_while_held(void)
 
 static uint32_t slot_of(struct odpx_ctx *ctx, struct odpx_mr *mr)
 {
-	return (uint32_t)((struct entry *)mr - ctx->ent);
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return odpx_priv_slot_of(&st, mr);
 }
 
 /* On the null backend (it pins nothing), so a pool can fill the slab. */
@@ -352,6 +355,8 @@ static void home_slots(void)
 {
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_LIMITS };
 	struct odpx_ctx *ctx;
+	struct odpx_priv_state st;
+	struct odpx_caps caps = { .comp_mask = ODPX_QUERY_LIMITS };
 	static const size_t strides[] = { 1, 3, 16 };
 	enum { N = 4000 };
 	static struct odpx_mr *mr[N];
@@ -359,19 +364,22 @@ static void home_slots(void)
 	a.limits.max_entries = N;
 	a.limits.max_pinned_bytes = 1UL << 40;
 	CHECK_RC(odpx_open_backend(&null_ops, &a, &ctx), 0);
-	uint32_t p = ctx->hmod, acc = ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask;
+	odpx_priv_state(ctx, &st);
+	CHECK_RC(odpx_query(ctx, &caps), 0);
+	uint32_t p = st.hmod;
+	const uint32_t acc = ODPX_ACCESS_LOCAL_WRITE;
 
-	CHECK(odpx_is_prime(p) && p == ctx->max_entries && p >= ctx->lim.max_entries,
+	CHECK(odpx_is_prime(p) && p == st.slots && p >= caps.limits.max_entries,
 	      "slab of %u slots, modulus %u, max_entries %lu: not one prime at or above the limit",
-	      ctx->max_entries, p, U(ctx->lim.max_entries));
+	      st.slots, p, U(caps.limits.max_entries));
 	for (size_t k = 0; k < sizeof(strides) / sizeof(strides[0]); k++) {
 		size_t bytes = N * strides[k] * PG;
 		unsigned char *b = map_anon(NULL, bytes);
 		for (size_t i = 0; i < N; i++) {
 			CHECK_RC(odpx_reg(ctx, b + i * strides[k] * PG, PG, ODPX_ACCESS_LOCAL_WRITE, &mr[i]), 0);
-			CHECK(slot_of(ctx, mr[i]) == bucket_of(ctx, (uintptr_t)b + i * strides[k] * PG, acc),
+			CHECK(slot_of(ctx, mr[i]) == odpx_priv_home(ctx, (uintptr_t)b + i * strides[k] * PG, acc),
 			      "stride %zu pages, buffer %zu: slot %u, home %u", strides[k], i,
-			      slot_of(ctx, mr[i]), bucket_of(ctx, (uintptr_t)b + i * strides[k] * PG, acc));
+			      slot_of(ctx, mr[i]), odpx_priv_home(ctx, (uintptr_t)b + i * strides[k] * PG, acc));
 		}
 		for (size_t i = 0; i < N; i++)
 			CHECK_RC(odpx_dereg(ctx, mr[i]), 0);
@@ -389,16 +397,16 @@ static void home_slots(void)
 	 * other is found by the full lookup: both must hit their own entry.
 	 */
 	ctx = open_pin(0);
-	p = ctx->hmod;
-	acc = ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask;
+	odpx_priv_state(ctx, &st);
+	p = st.hmod;
 	unsigned char *b = map_anon(NULL, (2 * (size_t)p + 1) * PG);
 	struct odpx_mr *first = reg_expect(ctx, b, PG, 0, "home: first of a bucket");
 	struct odpx_mr *away[2];
 	for (int i = 0; i < 2; i++) {
 		away[i] = reg_expect(ctx, b + (i + 1) * (size_t)p * PG, PG, 0, "home: away");
-		CHECK(slot_of(ctx, first) == bucket_of(ctx, (uintptr_t)b, acc) &&
+		CHECK(slot_of(ctx, first) == odpx_priv_home(ctx, (uintptr_t)b, acc) &&
 		      slot_of(ctx, away[i]) != slot_of(ctx, first), "home: slots %u and %u for bucket %u",
-		      slot_of(ctx, first), slot_of(ctx, away[i]), bucket_of(ctx, (uintptr_t)b, acc));
+		      slot_of(ctx, first), slot_of(ctx, away[i]), odpx_priv_home(ctx, (uintptr_t)b, acc));
 		CHECK_RC(odpx_dereg(ctx, away[i]), 0);
 	}
 	for (int i = 0; i < 2; i++) {

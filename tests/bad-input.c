@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "test.h"
-#include "internal.h"	/* struct entry: handles inside the slab */
+#include "odpx-private.h"	/* the slab: handles inside it */
 
 #define LEN (64 * 1024)
 
@@ -334,20 +334,23 @@ static void bad_regs(struct odpx_ctx *ctx, const char *tag)
 	/* dereg of handles that are not held registrations of this context */
 	int local;
 	void *heap = malloc(256);
-	struct entry *slab = (struct entry *)held - odpx_mr_buf_index(held);
+	struct odpx_priv_state ps;
+	odpx_priv_state(ctx, &ps);
+	const size_t eb = ps.entry_bytes;
 	CHECK(odpx_mr_buf_index(held) >= 0, "buf_index");
+	char *slab = (char *)held - (size_t)odpx_mr_buf_index(held) * eb;
 	CHECK_RC(odpx_dereg(ctx, NULL), -EINVAL);
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)&local), -EINVAL);
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)heap), -EINVAL);
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)buf), -EINVAL);
 	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)((char *)held + 1)), -EINVAL);
-	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)((char *)held + sizeof(struct entry) / 2)), -EINVAL);
+	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)((char *)held + eb / 2)), -EINVAL);
 	/* a slot never handed out: any but held's (the slab has a prime count of slots) */
 	uint32_t unused = (uint32_t)odpx_mr_buf_index(held) == 4095 ? 4094 : 4095;
-	CHECK(ctx->max_entries > 4095, "a slab of %u slots", ctx->max_entries);
-	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + unused)), -EINVAL);
-	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + ctx->max_entries)), -EINVAL);	/* past it */
-	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab - 1)), -EINVAL);	/* before it */
+	CHECK(ps.slots > 4095, "a slab of %u slots", ps.slots);
+	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + unused * eb)), -EINVAL);
+	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab + ps.slots * eb)), -EINVAL);	/* past it */
+	CHECK_RC(odpx_dereg(ctx, (struct odpx_mr *)(slab - eb)), -EINVAL);	/* before it */
 	free(heap);
 
 	/*

@@ -38,8 +38,7 @@
 #include <stdbool.h>
 
 #include "test.h"
-#include "internal.h"		/* the owners of ctx->lock and mon.lock, on a hang */
-#include "../uffd/monitor.h"
+#include "odpx-private.h"	/* the owner of the context's lock, on a hang */
 
 #define SLOTS 16
 #define SLOT_LEN (64 * 1024)
@@ -276,7 +275,7 @@ static void *watchdog(void *arg)
 		if (!hung)
 			continue;
 		fprintf(stderr, "ctx->lock owner tid %d; checks %lu remaps %lu races %lu hits %lu\n",
-			ctx->lock.__data.__owner, atomic_load(&checks),
+			odpx_priv_lock_owner(ctx), atomic_load(&checks),
 			atomic_load(&remaps), atomic_load(&races), atomic_load(&hits));
 		dump_threads();
 		fflush(NULL);

@@ -25,10 +25,9 @@
 #include <sys/wait.h>
 
 #include "dev-verbs-util.h"
-#include "internal.h"	/* ctx->max_entries: the entries the device allows */
 
 #define CHUNK (2UL << 20)
-#define SLOTS 8		/* asked; the context may round it up (ctx->max_entries) */
+#define SLOTS 8		/* asked; max_entries() reads the limit in force */
 #define RUN_MS 2000
 
 static struct dev base;
@@ -51,6 +50,18 @@ static struct odpx_ctx *open_small(struct dev *d)
 }
 
 static unsigned char *chunk_at(unsigned c) { return area + (size_t)c * CHUNK; }
+
+/* The entries the context allows (explicit mode: as many slots, one handle each) */
+static unsigned max_entries(void)
+{
+	struct odpx_caps caps = { .comp_mask = ODPX_QUERY_LIMITS };
+	int rc = odpx_query(ctx, &caps);
+
+	if (rc || !(caps.comp_mask & ODPX_QUERY_LIMITS))
+		dev_fail("odpx_query(LIMITS): %d, comp_mask %#llx", rc,
+			 (unsigned long long)caps.comp_mask);
+	return (unsigned)caps.limits.max_entries;
+}
 
 /* RDMA WRITE from @src (through @s's lkey) into @dst (@t's rkey), bytes checked */
 static void write_checked(struct dev *d, struct odpx_mr *s, unsigned char *src,
@@ -78,7 +89,7 @@ static void evicted(void)
 	unsigned char *dst = dv_map(4096);
 	struct odpx_mr *held[64], *t, *s;
 	struct odpx_stats st0, st;
-	unsigned slots = (unsigned)ctx->max_entries, n;
+	unsigned slots = max_entries(), n;
 	struct odpx_mr *extra;
 	long transfers = 0;
 	pthread_t thr;
@@ -186,7 +197,7 @@ int main(void)
 	dev_require_odp(&base, IBV_ODP_SUPPORT_WRITE);
 	dev_connect_self(&base);
 	ctx = open_small(&base);
-	nchunks = 8 * (unsigned)ctx->max_entries;
+	nchunks = 8 * max_entries();
 	m = dv_map((size_t)(nchunks + 1) * CHUNK);
 	area = (unsigned char *)(((uintptr_t)m + CHUNK - 1) & ~(CHUNK - 1));
 	evicted();

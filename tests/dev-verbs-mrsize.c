@@ -6,9 +6,9 @@
  * query_device_ex, which the verbs.h inline calls) and opens pin and direct contexts:
  *
  *   - a request of 10 MiB is -E2BIG with a reason, as one over max_entry_bytes is;
- *   - two adjacent 6 MiB registrations stay two MRs of 6 MiB: the old code merged them
- *     into one 12 MiB MR, which a device with that limit refuses, failing a request that
- *     fits on its own;
+ *   - two adjacent 6 MiB registrations stay two MRs of 6 MiB: merged into one 12 MiB MR,
+ *     which a device with that limit refuses, they would fail a request that fits on
+ *     its own;
  *   - an explicit max_entry_bytes above max_mr_size fails the open with -EINVAL;
  *   - data moves through both registrations (an RDMA READ into each, through its lkey).
  */

@@ -49,8 +49,7 @@
 #include <sys/syscall.h>
 
 #include "test.h"
-#include "internal.h"	/* the slab, for lru-model */
-#include "cache.h"		/* put_dead(), for dead_coming */
+#include "odpx-private.h"	/* the slab, for lru-model; put_dead(), for dead_coming */
 
 #define PG 4096UL
 
@@ -91,6 +90,32 @@ static void check_limits(struct odpx_ctx *ctx, struct lim l, const char *when)
 }
 
 static void *R(unsigned i) { return arena + (size_t)i * 4 * PG; }	/* 3 free pages after each */
+
+/* White box (odpx-private.h): the slot of a handle, and the state of its entry */
+static uint32_t slot_of(struct odpx_ctx *ctx, struct odpx_mr *mr)
+{
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return odpx_priv_slot_of(&st, mr);
+}
+
+static uint32_t state_of(struct odpx_ctx *ctx, uint32_t slot)
+{
+	struct odpx_priv_entry e;
+
+	CHECK_RC(odpx_priv_entry(ctx, slot, &e), 0);
+	return e.state;
+}
+
+/* The context's entries on their way to the free list */
+static uint32_t releasing(struct odpx_ctx *ctx)
+{
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return st.releasing;
+}
 
 /* odpx_reg that must be a hit (want_hit) or a miss; returns the handle. */
 static struct odpx_mr *reg(struct odpx_ctx *ctx, struct lim l, void *p, size_t len, int want_hit,
@@ -212,9 +237,13 @@ static uint64_t lru_rnd(uint64_t *x)
 /* White box: is there an alive entry that starts at @p? */
 static bool slab_has(struct odpx_ctx *ctx, const void *p)
 {
-	for (uint32_t i = 0; i < ctx->max_entries; i++) {
-		uint64_t w = atomic_load(&ctx->ent[i].word);
-		if (W_STATE(w) == ST_ALIVE && SPAN_START(atomic_load(&ctx->ent[i].span)) == (uintptr_t)p)
+	struct odpx_priv_state st;
+	struct odpx_priv_entry e;
+
+	odpx_priv_state(ctx, &st);
+	for (uint32_t i = 0; i < st.slots; i++) {
+		CHECK_RC(odpx_priv_entry(ctx, i, &e), 0);
+		if (e.state == ODPX_PRIV_ALIVE && e.start == (uintptr_t)p)
 			return true;
 	}
 	return false;
@@ -251,11 +280,12 @@ static void lru_model_run(unsigned cap, unsigned bufs, unsigned release_8ths, un
 	uint64_t x = seed, nomem = 0, hits = 0, evictions = 0;
 	char what[128];
 
-	atomic_store(&ctx->clock, clock0);
-	ctx->lru_min_key = (15ULL << 32) + clock0;	/* nothing is linked yet */
+	/* a new context: no miss yet, nothing linked */
+	CHECK(odpx_priv_clock_add(ctx, clock0, (15ULL << 32) + clock0) == 0,
+	      "lru-model: the clock of a new context is not 0");
 	for (unsigned step = 0; step < steps; step++) {
 		if (step && step == jump_at) {
-			atomic_store(&ctx->clock, atomic_load(&ctx->clock) + (1U << 31) + 4096);
+			odpx_priv_clock_add(ctx, (1U << 31) + 4096, 0);
 			m->clock += (1U << 31) + 4096;
 			for (unsigned i = 0; i < bufs; i++)
 				if (m->stamp[i])
@@ -364,8 +394,8 @@ static void pinned_cap(void)
  * A merged range that does not fit evicts no more than the request alone
  * needs.  16 pages: H (8) held, V1 V2 V3 (2 each) released in turn.  A
  * 4-page request overlapping H by 2 pages fits alone once V1 is evicted;
- * merged with H (10 pages) it never fits.  The old code reserved the
- * merged range first, evicted V1, V2 and V3 for it, and then reserved the
+ * merged with H (10 pages) it never fits.  A miss that reserved the
+ * merged range first would evict V1, V2 and V3 for it before reserving the
  * request alone.
  */
 static void merge_evicts_for_request(void)
@@ -723,8 +753,8 @@ static void direct_counts(void)
  * range is cached, released and munmapped (its entry dies, and the engine
  * reaps it), then another range is registered.  The dead entry was still
  * counted while the engine unpinned it, and the miss found nothing to evict:
- * "every entry is in use" with nothing held (the old code: 1 to 13 times in
- * 50,000 rounds).  Now the miss waits for what is on its way back.
+ * "every entry is in use" with nothing held, a few times in 50,000 rounds,
+ * unless the miss waits for what is on its way back, as it must.
  */
 static void no_false_enomem(void)
 {
@@ -754,9 +784,9 @@ static void no_false_enomem(void)
  * 16 pages for one page and is stopped in its first slot update (the
  * wrapper below), the unpin of a victim (one of 16 pages, or the first of
  * two of 8).  Until that update has run, the victims are still pinned, so
- * another thread's 15 pages do not fit a 16-page limit: the old code took
- * them out of the count at eviction and pinned 31 pages (VmPin over the
- * limit).  Now that miss waits, and is refused if the update does not
+ * another thread's 15 pages do not fit a 16-page limit: a cache that took
+ * them out of the count at eviction would pin 31 pages (VmPin over the
+ * limit).  That miss must wait, and be refused if the update does not
  * come; once it has come, it fits.  The replace case: a cache of two
  * entries evicts by entries, and the miss replaces an 8-page victim's slot
  * in place (both fit); the victim stays charged until the replace returns,
@@ -864,7 +894,7 @@ static void victims_charged_run(unsigned nvictims, bool replace)
 	      stalled_base, a.p);
 	check_limits(ctx, l, what);
 	r = odpx_reg(ctx, b + 44 * PG, more, ODPX_ACCESS_LOCAL_WRITE, &mr);
-	check_limits(ctx, l, what);	/* the old code: VmPin 31 pages */
+	check_limits(ctx, l, what);	/* the victims counted at eviction: VmPin 31 pages */
 	CHECK(r == -ENOMEM, "%s: %zu pages more = %d (%s), want -ENOMEM", what, more / PG, r,
 	      strerror(-r));
 	sem_post(&go_on);
@@ -888,21 +918,20 @@ static void victims_charged(void)
 
 /*
  * A miss's victims stop counting once they are unpinned, not once its own
- * pin returns.  Backend "slow" (no pin_replaces, like verbs, whose pin of a
- * large range takes that long) holds one thread's pin.  16-page limit; V
+ * pin returns.  Backend "slow" (null_ops with hooks: no pin_replaces, like
+ * verbs, whose pin of a large range takes that long) holds one thread's pin.  16-page limit; V
  * (8 pages) cached, unused.  A registers 12 pages: it evicts V, unpins it
- * and is held in its pin.  B's 4 pages fit (12 + 4): the old code still
- * charged V's 8 until A's pin returned, and refused B with -ENOMEM after
+ * and is held in its pin.  B's 4 pages fit (12 + 4): a cache that still
+ * charged V's 8 until A's pin returned would refuse B with -ENOMEM after
  * waiting twice, with nothing held but A's reservation.
  */
 static sem_t pin_held, pin_go;
 static uint64_t slow_slot[64];
 static _Atomic uint64_t slow_pinned, slow_peak;
 
-static int slow_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
-		    uint32_t acc, uint32_t *lkey, uint32_t *rkey)
+static void slow_pin(uint32_t idx, uintptr_t start, size_t len)
 {
-	(void)ctx, (void)start, (void)acc;
+	(void)start;
 	if (hold_pin) {
 		hold_pin = false;
 		sem_post(&pin_held);
@@ -912,23 +941,15 @@ static int slow_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t 
 	uint64_t now = atomic_fetch_add(&slow_pinned, len) + len, peak = atomic_load(&slow_peak);
 	while (now > peak && !atomic_compare_exchange_weak(&slow_peak, &peak, now))
 		;
-	*lkey = *rkey = idx;
-	return 0;
 }
 
-static void slow_unpin(struct odpx_ctx *ctx, uint32_t idx)
+static void slow_unpin(uint32_t idx)
 {
-	(void)ctx;
 	atomic_fetch_sub(&slow_pinned, slow_slot[idx]);
 	slow_slot[idx] = 0;
 }
 
-static void slow_close(struct odpx_ctx *ctx) { (void)ctx; }
-
-static const struct backend_ops slow_ops = {
-	.name = "slow", .id = ODPX_BACKEND_RESERVED, .pin = slow_pin, .unpin = slow_unpin,
-	.close = slow_close,
-};
+static const struct odpx_priv_hooks slow_hooks = { .pin = slow_pin, .unpin = slow_unpin };
 
 static void victims_freed_before_pin(void)
 {
@@ -945,7 +966,7 @@ static void victims_freed_before_pin(void)
 
 	memset(b, 4, 64 * PG);
 	CHECK(sem_init(&pin_held, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
-	CHECK_RC(odpx_open_backend(&slow_ops, &at, &ctx), 0);
+	CHECK_RC(odpx_open_backend(odpx_priv_hooked(&null_ops, &slow_hooks), &at, &ctx), 0);
 	a = (struct stall_arg){ ctx, b + 20 * PG, -1, 12 * PG, true };
 	CHECK_RC(odpx_reg(ctx, b, 8 * PG, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);	/* V */
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
@@ -974,11 +995,11 @@ static void victims_freed_before_pin(void)
  * only when both fit max_pinned_bytes (the wrapper reads VmPin before each
  * update and adds the range it pins).  Four misses in a row; those that
  * evict:
- * - 4 pages, entries of 4 pages (room for one): the old code replaced,
- *   VmPin 8 pages in the update; now the victim is unpinned first (two
- *   updates);
+ * - 4 pages, entries of 4 pages (room for one): the victim is unpinned
+ *   first (two updates), never replaced in place, which would show VmPin
+ *   8 pages in the update;
  * - 2 entries (a slab of 2, no free slot), 4 pages, entries of 2: the
- *   victim's slot is reused all the same, unpinned first (the old code: 6);
+ *   victim's slot is reused all the same, unpinned first (else VmPin 6);
  * - 2 entries, 16 pages, entries of 1 page: the replace fits, and is taken
  *   (one update).
  */
@@ -1029,8 +1050,8 @@ static void replace_fits(void)
  * released, G is released with the invalidation lock held: the unused bytes exceed
  * max_unused_bytes by one entry, and the trim picks E (released at 1).
  * E is hit and released (now at 3) before the lock is dropped: the trim
- * must evict F (2), as the old code, which checked E's references again but
- * not its stamp, did not.
+ * must evict F (2); a trim that checked E's references again but not its
+ * stamp would evict E.
  */
 static void *hit_release(void *arg)
 {
@@ -1059,8 +1080,7 @@ static void lru_recheck(void)
 	CHECK_RC(odpx_dereg(ctx, g), 0);	/* 3 unused pages of 2: the next tick trims */
 	/* the trim holds ctx->lock while it waits for the invalidation lock */
 	for (double end = now_s() + 5; locked < 50 && now_s() < end;) {
-		if (pthread_mutex_trylock(&ctx->lock) == 0) {
-			pthread_mutex_unlock(&ctx->lock);
+		if (odpx_priv_lock_owner(ctx) == 0) {
 			locked = 0;
 		} else {
 			locked++;
@@ -1091,8 +1111,8 @@ static void lru_recheck(void)
  * slab has spare slots (max_entries 4: 5 slots), and the engine's trim
  * evicts 3 of 4 unused entries and is stopped in its first unpin.  A miss
  * meanwhile must evict the fourth and reuse its slot, not take a spare one:
- * the old code had 5 ranges registered at once (the wrapper counts the
- * slots that hold one).
+ * taking one would leave 5 ranges registered at once (the wrapper counts
+ * the slots that hold one).
  */
 static void entries_in_flight(void)
 {
@@ -1122,7 +1142,7 @@ static void entries_in_flight(void)
 	CHECK(r == 0, "entries in flight: a miss during the trim: %d (%s)", r, strerror(-r));
 	CHECK(most <= 4, "entries in flight: %d ranges registered at once, max_entries 4", most);
 	CHECK_RC(odpx_dereg(ctx, mr), 0);
-	CHECK(WAIT_FOR(atomic_load(&ctx->releasing) == 0, 5), "entries in flight: the trim did not end");
+	CHECK(WAIT_FOR(releasing(ctx) == 0, 5), "entries in flight: the trim did not end");
 	check_limits(ctx, l, "entries in flight");
 	track_slots = false;
 	CHECK_RC(odpx_close(ctx), 0);
@@ -1137,9 +1157,9 @@ static void entries_in_flight(void)
  * before it waits.  16 pages: H (4) held, V (8) then W (2) released.  A
  * misses 4 pages, evicts V and is stopped in V's unpin.  B misses 6: it
  * evicts W and still does not fit while V is pinned, so it waits twice for
- * V, which does not come, and is refused.  The old code slept 2000 times
- * 20 µs (about 210 ms here), and counted W among what was coming: its first
- * wait ended at once.
+ * V, which does not come, and is refused, within the bounded waits: not
+ * 2000 naps of 20 µs, and W (evicted by B itself) not counted among what
+ * is coming, which would end its first wait at once.
  */
 static void room_wait_run(void)
 {
@@ -1184,12 +1204,15 @@ static void room_wait_run(void)
  * reference dropped, put_dead() not yet called: a preemption there), and
  * another page misses.  Nothing is held: the miss must wait for P, which
  * a thread pushes 2 ms later, not fail at once with -ENOMEM "every entry is
- * in use", as the old code did (ctx->releasing was 0).
+ * in use" because ctx->releasing is 0.
  */
+static uint32_t dead_slot;
+
 static void *late_put_dead(void *arg)
 {
+	(void)arg;
 	nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
-	put_dead(exact_ctx, arg);
+	odpx_priv_put_dead(exact_ctx, dead_slot);
 	return NULL;
 }
 
@@ -1198,7 +1221,7 @@ static void dead_coming(void)
 	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 16 * PG, 64 * PG, 0);
 	unsigned char *p = map_anon(NULL, PG), *q = map_anon(NULL, PG);
 	struct odpx_mr *held, *mr;
-	struct entry *e;
+	uint32_t e;
 	pthread_t t;
 	double t0;
 	int r;
@@ -1206,13 +1229,14 @@ static void dead_coming(void)
 	memset(p, 1, PG);
 	memset(q, 2, PG);
 	CHECK_RC(odpx_reg(ctx, p, PG, ODPX_ACCESS_LOCAL_WRITE, &held), 0);
-	e = (struct entry *)held;
+	e = slot_of(ctx, held);
 	CHECK(munmap(p, PG) == 0, "munmap");
-	CHECK(WAIT_FOR(W_STATE(atomic_load(&e->word)) == ST_DEAD, 5), "dead coming: P did not die");
+	CHECK(WAIT_FOR(state_of(ctx, e) == ODPX_PRIV_DEAD, 5), "dead coming: P did not die");
 	/* put_ref() up to put_dead(): the last reference is gone */
-	CHECK(W_REF(atomic_fetch_sub(&e->word, 1)) == 1, "dead coming: P held twice");
+	CHECK(odpx_priv_unref(ctx, e) == 1, "dead coming: P held twice");
 	exact_ctx = ctx;
-	CHECK(pthread_create(&t, NULL, late_put_dead, e) == 0, "pthread_create");
+	dead_slot = e;
+	CHECK(pthread_create(&t, NULL, late_put_dead, NULL) == 0, "pthread_create");
 	t0 = now_s();
 	r = odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
 	CHECK(r == 0, "dead coming: a miss with nothing held, P on its way back: %d (%s) after %.1f ms;"
@@ -1233,10 +1257,10 @@ static void dead_coming(void)
  *   nothing there and nothing counted: -ENOMEM at once, nothing held.
  * - Two misses: max_entries 2, P1 and P2 die held and are released up to
  *   put_dead(), pushed 20 ms later.  A misses from a thread, B 5 ms after:
- *   both fit once P1 and P2 are back.  The old code: the first scan took
- *   both out of the LRU, and the second miss was refused at once.
+ *   both fit once P1 and P2 are back, even though the first miss's scan
+ *   takes both out of the LRU: the second must not be refused at once.
  */
-struct late_arg { struct odpx_ctx *ctx; struct entry *e[2]; unsigned n; long delay_ns; };
+struct late_arg { struct odpx_ctx *ctx; uint32_t e[2]; unsigned n; long delay_ns; };
 struct hold_arg { struct odpx_ctx *ctx; void *p; int r; struct odpx_mr *mr; };
 
 static void *reg_hold(void *arg)
@@ -1253,23 +1277,23 @@ static void *late_put_deads(void *arg)
 
 	nanosleep(&(struct timespec){ 0, a->delay_ns }, NULL);
 	for (unsigned i = 0; i < a->n; i++)
-		put_dead(a->ctx, a->e[i]);
+		odpx_priv_put_dead(a->ctx, a->e[i]);
 	return NULL;
 }
 
 /* a held entry of @p dies, and its holder's release stops short of put_dead() */
-static struct entry *die_unpushed(struct odpx_ctx *ctx, unsigned char *p, bool release,
-				  const char *what)
+static uint32_t die_unpushed(struct odpx_ctx *ctx, unsigned char *p, bool release,
+			     const char *what)
 {
 	struct odpx_mr *held;
-	struct entry *e;
+	uint32_t e;
 
 	CHECK_RC(odpx_reg(ctx, p, PG, ODPX_ACCESS_LOCAL_WRITE, &held), 0);
-	e = (struct entry *)held;
+	e = slot_of(ctx, held);
 	CHECK(munmap(p, PG) == 0, "munmap");
-	CHECK(WAIT_FOR(W_STATE(atomic_load(&e->word)) == ST_DEAD, 5), "%s: did not die", what);
+	CHECK(WAIT_FOR(state_of(ctx, e) == ODPX_PRIV_DEAD, 5), "%s: did not die", what);
 	if (release)
-		CHECK(W_REF(atomic_fetch_sub(&e->word, 1)) == 1, "%s: held twice", what);
+		CHECK(odpx_priv_unref(ctx, e) == 1, "%s: held twice", what);
 	return e;
 }
 
@@ -1277,7 +1301,7 @@ static void dead_met_before(void)
 {
 	struct odpx_ctx *ctx = open_limits(1, 64 * PG, 16 * PG, 64 * PG, 0);
 	unsigned char *q = map_anon(NULL, 2 * PG);
-	struct late_arg la = { ctx, { NULL, NULL }, 1, 2000000 };
+	struct late_arg la = { ctx, { 0, 0 }, 1, 2000000 };
 	struct hold_arg a;
 	struct odpx_mr *mr, *mr2;
 	pthread_t t, ta;
@@ -1287,7 +1311,7 @@ static void dead_met_before(void)
 	memset(q, 2, 2 * PG);
 	la.e[0] = die_unpushed(ctx, map_anon(NULL, PG), false, "dead met: P");
 	CHECK_RC(odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr), -ENOMEM);	/* P is held */
-	CHECK(W_REF(atomic_fetch_sub(&la.e[0]->word, 1)) == 1, "dead met: P held twice");
+	CHECK(odpx_priv_unref(ctx, la.e[0]) == 1, "dead met: P held twice");
 	CHECK(pthread_create(&t, NULL, late_put_deads, &la) == 0, "pthread_create");
 	t0 = now_s();
 	r = odpx_reg(ctx, q, PG, ODPX_ACCESS_LOCAL_WRITE, &mr);
@@ -1300,7 +1324,7 @@ static void dead_met_before(void)
 
 	/* two misses, two entries on their way back */
 	ctx = open_limits(2, 64 * PG, 16 * PG, 64 * PG, 0);
-	la = (struct late_arg){ ctx, { NULL, NULL }, 2, 20000000 };
+	la = (struct late_arg){ ctx, { 0, 0 }, 2, 20000000 };
 	for (unsigned i = 0; i < 2; i++)
 		la.e[i] = die_unpushed(ctx, map_anon(NULL, PG), true, "dead met: P1, P2");
 	a = (struct hold_arg){ ctx, q, -1, NULL };

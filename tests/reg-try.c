@@ -29,9 +29,7 @@
 #include <semaphore.h>
 
 #include "test.h"
-#include "internal.h"
-#include "cache.h"		/* seq_begin(), for the odd-seq case */
-#include "../uffd/monitor.h"	/* monitor_lock() */
+#include "odpx-private.h"	/* monitor_lock() and the index's seq, for the odd-seq case */
 
 #define PG 4096UL
 
@@ -209,9 +207,9 @@ static void during_apply(void)
 
 	CHECK_RC(odpx_reg(ctx, buf + 56 * PG, 2 * PG, 0, &a), 0);
 	monitor_lock();
-	seq_begin(ctx);	/* as the monitor does while it applies events */
+	odpx_priv_seq_write(ctx, true);	/* as the monitor does while it applies events */
 	int r = try_joined(buf + 56 * PG, 2 * PG, 10);
-	seq_end(ctx);
+	odpx_priv_seq_write(ctx, false);
 	monitor_unlock();
 	CHECK(r > -1000, "TRY waited while the invalidation lock was held");
 	CHECK(r == -EAGAIN, "TRY with the seq odd: %d, want -EAGAIN", r);

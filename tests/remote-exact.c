@@ -11,8 +11,7 @@
  * its release (remote_uncached()).
  */
 #include "test.h"
-#include "internal.h"
-#include "index.h"
+#include "odpx-private.h"	/* null_ops, the hash's modulus and home slots */
 
 #define PG 4096
 #define R (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ)
@@ -43,15 +42,16 @@ static void span_is(struct odpx_mr *mr, void *p, size_t len, const char *what)
 static void long_chain(void)
 {
 	enum { N_REG = 120 };
-	size_t stride = (size_t)ctx->hmod * PG, span = stride * (N_REG + 8);
+	struct odpx_priv_state ps;
+	odpx_priv_state(ctx, &ps);
+	size_t stride = (size_t)ps.hmod * PG, span = stride * (N_REG + 8);
 	char *base = mmap(NULL, span, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *pg[N_REG];
-	uint32_t acc = R & ctx->acc_mask;
 	unsigned n = 0;
 
 	CHECK(base != MAP_FAILED, "mmap %zu: %s", span, strerror(errno));
 	for (size_t off = 0; off < span && n < N_REG; off += stride)	/* a key's wrap skips one */
-		if (bucket_of(ctx, (uintptr_t)base + off, acc) == bucket_of(ctx, (uintptr_t)base, acc))
+		if (odpx_priv_home(ctx, (uintptr_t)base + off, R) == odpx_priv_home(ctx, (uintptr_t)base, R))
 			pg[n++] = base + off;
 	CHECK(n == N_REG, "only %u pages in one bucket", n);
 	for (unsigned i = 0; i < N_REG; i++)

@@ -45,8 +45,7 @@
 #include <sys/syscall.h>
 
 #include "test.h"
-#include "internal.h"		/* late_insert holds mon.lock and reads counters under it */
-#include "../uffd/monitor.h"
+#include "odpx-private.h"	/* late_insert holds the invalidation lock and reads the monitor */
 
 #define LEN (64 * 1024)
 #define QUARANTINE_S 0.2	/* ODPX_REMOVE_QUARANTINE_MS, set by main() */
@@ -134,17 +133,14 @@ static atomic_int spin_go, spin_stop, mad_done, pin_done, pin_hold, pin_held, ma
 static _Atomic double spin_from, spin_until;
 static struct { double from, to; } spin_gap[SPIN_GAPS];
 static unsigned spin_ngap;
-static struct backend_ops held_ops;	/* uring's, but a pin waits while pin_hold */
+static const struct backend_ops *held_ops;	/* uring's, but a pin waits while pin_hold */
 
-static int held_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
-		    uint32_t access, uint32_t *lkey, uint32_t *rkey)
+static void held_pin(uint32_t slot, uintptr_t start, size_t len)
 {
-	int r = uring_ops.pin(ctx, idx, start, len, access, lkey, rkey);
-
+	(void)slot, (void)start, (void)len;
 	atomic_store(&pin_held, 1);
 	while (atomic_load(&pin_hold))
 		usleep(100);
-	return r;
 }
 
 static uint64_t removes_read(void)
@@ -330,9 +326,7 @@ static const char *late_round(char *why, size_t cap, const char **reader)
 	atomic_store(&mad_tid, 0);
 	atomic_store(&pin_done, 0);
 	atomic_store(&pin_hold, 0);
-	held_ops = uring_ops;
-	held_ops.pin = held_pin;
-	CHECK_RC(odpx_open_backend(&held_ops, NULL, &lctx), 0);	/* the monitor starts anew */
+	CHECK_RC(odpx_open_backend(held_ops, NULL, &lctx), 0);	/* the monitor starts anew */
 	big = map_anon(NULL, BIG);
 	memset(big, 1, BIG);
 	CHECK_RC(odpx_reg(lctx, big, BIG, 0, &mr), 0);	/* watched and cached */
@@ -433,6 +427,7 @@ static void late_insert(void)
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP("late_insert keeps the madvise thread off a second CPU; there is one");
+	held_ops = odpx_priv_hooked(&uring_ops, &(struct odpx_priv_hooks){ .pin = held_pin });
 	while (late_round(why, sizeof(why), &reader)) {
 		printf("late_insert (%s): inconclusive round: %s\n", reader, why);
 		CHECK(++inconclusive < LATE_ROUNDS, "late_insert (%s): no conclusive round in %d",
@@ -452,26 +447,22 @@ static void late_insert(void)
  * invalidations went on: seen with a thread DONTNEEDing in a loop,
  * hundreds of retries.)
  */
-static struct backend_ops overtaken_ops;
 static unsigned overtaken;
 static bool overtake_unmap;
 static char *rb;
 
-static int overtaken_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
-			 uint32_t access, uint32_t *lkey, uint32_t *rkey)
+static void overtaken_pin(uint32_t slot, uintptr_t start, size_t len)
 {
-	int r = uring_ops.pin(ctx, idx, start, len, access, lkey, rkey);
-
+	(void)slot;
 	/* ten at most: a miss that never stops retrying fails the test, not hangs it */
 	if (start != (uintptr_t)rb || len != RB_LEN || overtaken++ >= 10)
-		return r;
+		return;
 	if (!overtake_unmap) {
 		madvise(rb + RB_LEN - 4096, 4096, MADV_DONTNEED);	/* returns once read */
 	} else {
 		CHECK(munmap(rb + RB_LEN - 4096, 4096) == 0, "munmap");
 		map_anon(rb + RB_LEN - 4096, 4096);
 	}
-	return r;
 }
 
 static int retries_bounded(void *arg)
@@ -483,9 +474,8 @@ static int retries_bounded(void *arg)
 	overtake_unmap = arg != NULL;
 	/* no quarantine: the retries alone stand between the miss and its pin */
 	setenv("ODPX_REMOVE_QUARANTINE_MS", "0", 1);
-	overtaken_ops = uring_ops;
-	overtaken_ops.pin = overtaken_pin;
-	CHECK_RC(odpx_open_backend(&overtaken_ops, NULL, &ctx), 0);
+	CHECK_RC(odpx_open_backend(odpx_priv_hooked(&uring_ops, &(struct odpx_priv_hooks){
+		.pin = overtaken_pin }), NULL, &ctx), 0);
 	rb = map_anon(NULL, RB_LEN);
 	memset(rb, 1, RB_LEN);
 	a = stats_of(ctx);

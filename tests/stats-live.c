@@ -20,7 +20,6 @@
 #include <sys/wait.h>
 
 #include "test.h"
-#include "../sysfs-stats/counters.h"
 
 static char *odpstat;	/* build/odpstat */
 

@@ -44,7 +44,7 @@
 #include <sys/wait.h>
 
 #include "test.h"
-#include "internal.h"		/* a backend of our own, for reclaim_main() */
+#include "odpx-private.h"	/* the monitor; a backend that holds a pin, for reclaim_main() */
 
 /* a sanitizer's build never bridges a gap (uffd/watch.c, widen()) */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -522,25 +522,15 @@ out:
 static sem_t pin_entered, pin_go;
 static atomic_int pins_to_hold;
 
-static int hold_pin(struct odpx_ctx *c, uint32_t idx, uintptr_t start, size_t len, uint32_t access,
-		    uint32_t *lkey, uint32_t *rkey)
+/* after null_ops' pin, which pins nothing */
+static void hold_pin(uint32_t slot, uintptr_t start, size_t len)
 {
-	(void)c, (void)start, (void)len, (void)access;
+	(void)slot, (void)start, (void)len;
 	if (atomic_fetch_sub(&pins_to_hold, 1) > 0) {
 		sem_post(&pin_entered);
 		sem_wait(&pin_go);
 	}
-	*lkey = *rkey = idx;
-	return 0;
 }
-
-static void hold_unpin(struct odpx_ctx *c, uint32_t idx) { (void)c, (void)idx; }
-static void hold_close(struct odpx_ctx *c) { (void)c; }
-
-static const struct backend_ops hold_ops = {
-	.name = "hold", .id = ODPX_BACKEND_RESERVED,
-	.pin = hold_pin, .unpin = hold_unpin, .close = hold_close,
-};
 
 static void *miss_main(void *p)
 {
@@ -556,7 +546,8 @@ static int reclaim_main(void)
 	pthread_t t;
 
 	CHECK(sem_init(&pin_entered, 0, 0) == 0 && sem_init(&pin_go, 0, 0) == 0, "sem_init");
-	CHECK_RC(odpx_open_backend(&hold_ops, NULL, &ctx), 0);
+	CHECK_RC(odpx_open_backend(odpx_priv_hooked(&null_ops, &(struct odpx_priv_hooks){
+		.pin = hold_pin }), NULL, &ctx), 0);
 	CHECK_RC(odpx_dereg(ctx, reg(v2, LEN)), 0);	/* v2's record holds an entry: never idle */
 	CHECK(monitor_watch((uintptr_t)v1, (uintptr_t)v1 + LEN) == 0, "watch v1");
 	struct monitor_usage u;

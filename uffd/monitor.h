@@ -134,6 +134,8 @@ struct vma_info {
 };
 /* The VMA containing @addr: 0, -ENOENT (none), -EMFILE/-ENFILE (no descriptor), -errno. */
 int vma_query(uintptr_t addr, struct vma_info *v);
+/* the same by PROCMAP_QUERY alone: -ENOTTY where the kernel lacks it (before 6.11) */
+int vma_query_ioctl(uintptr_t addr, struct vma_info *v);
 /* The last subscriber detached: close the query's descriptor, if still its own. */
 void vma_close(void);
 void vma_atfork_child(void);

@@ -66,16 +66,16 @@ static int maps_open(void)
 
 	pthread_mutex_lock(&fd_lock);
 	if (!maps_fd_ours()) {
-		maps_fd = -1;
+		__atomic_store_n(&maps_fd, -1, __ATOMIC_RELAXED);
 		fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 		if (fd < 0 || fstat(fd, &sb) < 0) {
 			r = -errno;
 			if (fd >= 0)
 				close(fd);
 		} else {
-			maps_fd = fd;
 			maps_dev = sb.st_dev;
 			maps_ino = sb.st_ino;
+			__atomic_store_n(&maps_fd, fd, __ATOMIC_RELAXED);
 		}
 	}
 	fd = maps_fd;
@@ -142,20 +142,38 @@ static int query_maps(uintptr_t addr, struct vma_info *v)
 	return -ENOENT;
 }
 
-int vma_query(uintptr_t addr, struct vma_info *v)
+int vma_query_ioctl(uintptr_t addr, struct vma_info *v)
 {
 	int fd, r;
 
-	if (have_ioctl && !vma_force_maps) {
-		fd = maps_open();
-		if (fd < 0)
-			return fd;
-		r = query_ioctl(fd, addr, v);
-		if (r != -ENOTTY && r != -EINVAL)
-			return r;
+	if (!__atomic_load_n(&have_ioctl, __ATOMIC_RELAXED) || vma_force_maps)
+		return -ENOTTY;
+	/*
+	 * First the ioctl alone on the number last opened (what a hit's check
+	 * of protection pays, cache.c): any other file there fails it, since
+	 * the command encodes its size, and so does an unmapped address; then
+	 * the number is checked, reopened if it is no longer ours, and asked
+	 * again.  Only another process's maps file put at that number by the
+	 * application would answer for the wrong process.
+	 */
+	fd = __atomic_load_n(&maps_fd, __ATOMIC_RELAXED);
+	if (fd >= 0 && query_ioctl(fd, addr, v) == 0)
+		return 0;
+	if ((fd = maps_open()) < 0)
+		return fd;
+	r = query_ioctl(fd, addr, v);
+	if (r == -ENOTTY || r == -EINVAL) {
 		__atomic_store_n(&have_ioctl, 0, __ATOMIC_RELAXED);
+		return -ENOTTY;
 	}
-	return query_maps(addr, v);
+	return r;
+}
+
+int vma_query(uintptr_t addr, struct vma_info *v)
+{
+	int r = vma_query_ioctl(addr, v);
+
+	return r == -ENOTTY ? query_maps(addr, v) : r;
 }
 
 /* The last context detached: close the descriptor if it is still ours. */
@@ -164,7 +182,7 @@ void vma_close(void)
 	pthread_mutex_lock(&fd_lock);
 	if (maps_fd_ours())
 		close(maps_fd);
-	maps_fd = -1;
+	__atomic_store_n(&maps_fd, -1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fd_lock);
 }
 

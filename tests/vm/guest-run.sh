@@ -51,6 +51,18 @@ until grep -qx '0000:0000:0000:0000:0000:ffff:0a08:0801' /sys/class/infiniband/r
 	fi
 	sleep 0.05
 done
+# memory-limit experiments (dev-paging-workingset, odpx-paging's workingset): cgroup v2 at
+# /sys/fs/cgroup, where they make their own cgroups, and 1 GiB of swap on zram for the pages
+# over a cgroup's memory.max
+if ! { mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup; }; then
+	echo "guest: cgroup2 could not be mounted at /sys/fs/cgroup"
+	exit 1
+fi
+if ! { modprobe zram num_devices=1 && echo 1G > /sys/block/zram0/disksize &&
+	mkswap /dev/zram0 > /dev/null && swapon /dev/zram0; }; then
+	echo "guest: swap on zram could not be set up"
+	exit 1
+fi
 echo "guest: kernel $(uname -r), rdma-core $(dpkg-query -W -f '${Version}' rdma-core)," \
 	"rxe0 on lo ACTIVE, ::ffff:127.0.0.1 at GID index ${gid##*/}, rxe1 on d0 (10.8.8.1)," \
 	"$(nproc) vCPUs, $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
@@ -71,17 +83,21 @@ if [ "$skipped" != 0 ]; then
 	echo "guest: $skipped test(s) skipped inside the guest, where the device is present: failure"
 	exit 1
 fi
-# odpx-paging --quick on rxe0 when odpx-vm put it in the share (ODPX_VM_PAGING); its report
-# stays in the share for odpx-vm to keep
+# odpx-paging --quick on rxe0 when odpx-vm put it in the share (ODPX_VM_PAGING), or with the
+# arguments in paging/args if the share has that file (a full run for docs/paging.md); its
+# report stays in the share for odpx-vm to keep
 if [ -x paging/odpx-paging ]; then
+	args=--quick
+	[ -f paging/args ] && args=$(cat paging/args)
 	mkdir -p paging-report
+	# shellcheck disable=SC2086  # $args is a word list
 	if ! ODPX_DEV=rxe0 ODPX_PAGING_COMMIT=$(cat paging/commit) \
-		./paging/odpx-paging --quick --out paging-report > paging-report/log 2>&1; then
+		./paging/odpx-paging $args --out paging-report > paging-report/log 2>&1; then
 		tail -n 20 paging-report/log
-		echo "guest: odpx-paging --quick failed"
+		echo "guest: odpx-paging $args failed"
 		exit 1
 	fi
-	grep -E '^# .*(skipped|first completion|timeline)' paging-report/log
-	echo "guest: odpx-paging --quick: report written"
+	grep -E '^# .*(skipped|first completion|timeline|workingset)' paging-report/log
+	echo "guest: odpx-paging $args: report written"
 fi
 exit "$rc"
