@@ -52,8 +52,7 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 		ent_put(ctx, held[--nheld]);
 	if (err < 0) {
 		STAT_INC(ctx, prefetch_failed);
-		atomic_store_explicit(&ctx->cs->prefetch_errno, (uint64_t)-err,
-				      memory_order_relaxed);
+		ST(ctx->cs->prefetch_errno, (uint64_t)-err);
 		return err;
 	}
 	STAT_INC(ctx, prefetch_issued);

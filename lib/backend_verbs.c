@@ -157,18 +157,16 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 		     uintptr_t start, uint64_t bytes, uint32_t ref)
 {
 	struct entry *e = &ctx->ent[idx];
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+	uint64_t w = LD(e->word);
 
 	vbe_of(ctx)->mr[idx] = mr;
 	e->lkey = mr->lkey;
 	e->rkey = acc & REMOTE_ACCESS ? mr->rkey : 0;
 	e->access = (uint8_t)acc;
 	e->kind = KIND_CACHED;
-	atomic_store_explicit(&e->last_use, atomic_load_explicit(&ctx->clock, memory_order_relaxed),
-			      memory_order_relaxed);
-	atomic_store_explicit(&e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0,
-			      memory_order_relaxed);
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), memory_order_release);
+	ST(e->last_use, LD(ctx->clock));
+	ST(e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0);
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), REL);
 }
 
 static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
@@ -181,12 +179,12 @@ static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
-	uint64_t span = atomic_load_explicit(&e->span, memory_order_relaxed);
+	uint64_t span = LD(e->span);
 	struct ibv_mr *mr = b->mr[i];
 
 	if (b->meta[i].kind == EK_CHUNK) {
 		atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >> b->chunk_shift], 0,
-				      memory_order_release);
+				      REL);
 	} else {
 		uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span), e->access)];
 		while (*pp != NIL && *pp != i)
@@ -197,6 +195,27 @@ static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
 	b->mr[i] = NULL;
 	b->meta[i].kind = EK_FREE;
 	return mr;
+}
+
+/*
+ * Free entry @i if it is a range (or, unless @range_only, a chunk) with no
+ * reference, released before *@before unless NULL: ALIVE/0 -> FREE (gen + 1),
+ * a CAS that meets a chunk hit's on the word, one wins.  b->lock held;
+ * returns its MR for deregistration after unlocking.
+ */
+static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, bool range_only,
+				const uint32_t *before)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct entry *e = &ctx->ent[i];
+	uint64_t w = atomic_load_explicit(&e->word, ACQ);
+
+	if ((b->meta[i].kind != EK_RANGE && (range_only || b->meta[i].kind != EK_CHUNK)) ||
+	    W_STATE(w) != ST_ALIVE || W_REF(w) ||
+	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
+	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
+		return NULL;
+	return ent_unlink(ctx, i);
 }
 
 /* A free entry (b->lock held); may evict an unused range or chunk, whose MR goes to *victim. */
@@ -213,19 +232,12 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 		 */
 		for (uint32_t k = 0; k < ctx->max_entries; k++) {
 			uint32_t i = b->hand;
-			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
-			struct entry *e = &ctx->ent[i];
-			uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
 
-			if ((b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK) ||
-			    W_STATE(w) != ST_ALIVE || W_REF(w))
-				continue;
-			if (!atomic_compare_exchange_strong(&e->word, &w,
-							    W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
-				continue;
-			*victim = ent_unlink(ctx, i);
-			STAT_INC(ctx, evictions);
-			return i;
+			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
+			if ((*victim = ent_evict(ctx, i, false, NULL))) {
+				STAT_INC(ctx, evictions);
+				return i;
+			}
 		}
 		return NIL;
 	}
@@ -234,7 +246,7 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 
 static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
 {
-	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, memory_order_acquire);
+	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
 	stats_hit(ctx, slow, 0);
 	*out = &ctx->ent[idx];
 }
@@ -279,7 +291,7 @@ static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_
 	struct vbe *b = vbe_of(ctx);
 
 	for (uint32_t i = b->rbucket[rhash(b, s, bytes, acc)]; i != NIL; i = b->meta[i].rnext) {
-		uint64_t span = atomic_load_explicit(&ctx->ent[i].span, memory_order_relaxed);
+		uint64_t span = LD(ctx->ent[i].span);
 		if (SPAN_START(span) == s && SPAN_BYTES(span) == bytes && ctx->ent[i].access == acc)
 			return i;
 	}
@@ -349,7 +361,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *mr, *victim = NULL;
-	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
 
 	if (idx)
 		return idx - 1;
@@ -358,7 +370,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 	if (!mr)
 		return NIL;
 	pthread_mutex_lock(&b->lock);
-	idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_relaxed);
+	idx = LD(b->ctab[cls][c]);
 	if (idx) {	/* another thread registered it meanwhile */
 		pthread_mutex_unlock(&b->lock);
 		ibv_dereg_mr(mr);
@@ -375,7 +387,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 	b->meta[idx].cls = (uint8_t)cls;
 	ent_fill(ctx, idx, mr, b->cls_access[cls], (uintptr_t)c << b->chunk_shift,
 		 1ULL << b->chunk_shift, 0);
-	atomic_store_explicit(&b->ctab[cls][c], idx + 1, memory_order_release);
+	atomic_store_explicit(&b->ctab[cls][c], idx + 1, REL);
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
 		ibv_dereg_mr(victim);
@@ -389,17 +401,16 @@ static void range_drop(struct odpx_ctx *ctx, uint32_t i);
 static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t acc)
 {
 	struct entry *e = &ctx->ent[idx];
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+	uint64_t w = LD(e->word);
 
 	do {
 		if (W_STATE(w) != ST_ALIVE)
 			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, memory_order_acquire,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, ACQ, RLX));
 	/* held: no eviction now, but it may have been reused since ctab was read */
-	if (atomic_load_explicit(&e->span, memory_order_relaxed) == span && e->access == acc)
+	if (LD(e->span) == span && e->access == acc)
 		return true;
-	w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_release);
+	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
 	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
 		range_drop(ctx, idx);	/* ours was the last: a range released meanwhile */
 	return false;
@@ -412,7 +423,7 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 				  1ULL << (b->chunk_shift - PAGE_SHIFT));
 
 	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
 
 		if (idx) {
 			idx--;
@@ -432,10 +443,8 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 
 void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 {
-	atomic_store_explicit(&ctx->ent[idx].last_use,	/* as odp_dereg() */
-			      atomic_load_explicit(&ctx->clock, memory_order_relaxed),
-			      memory_order_relaxed);
-	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, memory_order_release);
+	ST(ctx->ent[idx].last_use, LD(ctx->clock));	/* as odp_dereg() */
+	atomic_fetch_sub_explicit(&ctx->ent[idx].word, 1, REL);
 }
 
 /*
@@ -536,7 +545,7 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 			return -EAGAIN;
 	}
 	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], memory_order_acquire);
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
 		uint64_t span = SPAN_MAKE((uintptr_t)c << b->chunk_shift,
 					  1ULL << (b->chunk_shift - PAGE_SHIFT));
 
@@ -562,18 +571,11 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 static void range_drop(struct odpx_ctx *ctx, uint32_t i)
 {
 	struct vbe *b = vbe_of(ctx);
-	struct entry *e = &ctx->ent[i];
 	struct ibv_mr *mr = NULL;
-	uint64_t w;
 
 	pthread_mutex_lock(&b->lock);
-	w = atomic_load_explicit(&e->word, memory_order_acquire);
-	if (b->meta[i].kind == EK_RANGE && (e->access & REMOTE_ACCESS) &&
-	    W_STATE(w) == ST_ALIVE && !W_REF(w) &&
-	    atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0))) {
-		mr = ent_unlink(ctx, i);
+	if ((ctx->ent[i].access & REMOTE_ACCESS) && (mr = ent_evict(ctx, i, true, NULL)))
 		b->free_stack[b->nfree++] = i;
-	}
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
@@ -581,17 +583,15 @@ static void range_drop(struct odpx_ctx *ctx, uint32_t i)
 
 static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 {
-	uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+	uint64_t w = LD(e->word);
 
 	/* for odp_reap_idle(): stamped before the reference goes, as put_ref() does */
-	atomic_store_explicit(&e->last_use, atomic_load_explicit(&ctx->clock, memory_order_relaxed),
-			      memory_order_relaxed);
+	ST(e->last_use, LD(ctx->clock));
 	do {
 		if (W_STATE(w) != ST_ALIVE || W_REF(w) == 0)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
 					 (void *)e);
-	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, memory_order_release,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
 	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
 		range_drop(ctx, (uint32_t)(e - ctx->ent));
 	stats_dereg(ctx, 0);
@@ -608,8 +608,7 @@ static int odp_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t l
 /*
  * Idle release (engine tick): chunk and range entries with no reference
  * whose last release (or registration) is stamped before @stamp go as an
- * eviction does (ent_alloc(): the CAS from ALIVE/0 meets a chunk hit's CAS
- * on the word, one wins).  The implicit MRs stay.
+ * eviction does (ent_evict()).  The implicit MRs stay.
  */
 static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
@@ -617,21 +616,13 @@ static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 	unsigned n = 0;
 
 	for (uint32_t i = 0; i < ctx->max_entries; i++) {
-		struct entry *e = &ctx->ent[i];
 		struct ibv_mr *mr = NULL;
-		uint64_t w;
 
 		if (b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK)
 			continue;	/* unlocked peek; checked again under the lock */
 		pthread_mutex_lock(&b->lock);
-		w = atomic_load_explicit(&e->word, memory_order_acquire);
-		if ((b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK) &&
-		    W_STATE(w) == ST_ALIVE && !W_REF(w) &&
-		    (int32_t)(atomic_load_explicit(&e->last_use, memory_order_relaxed) - stamp) < 0 &&
-		    atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0))) {
-			mr = ent_unlink(ctx, i);
+		if ((mr = ent_evict(ctx, i, false, &stamp)))
 			b->free_stack[b->nfree++] = i;
-		}
 		pthread_mutex_unlock(&b->lock);
 		if (mr) {
 			ibv_dereg_mr(mr);
@@ -684,7 +675,6 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 {
 	uint32_t nb = 1;
 
-	b->odp = true;
 	b->chunk_shift = log2_u64(chunk_bytes);
 	/* a chunk the device cannot register: every request is a range of its own */
 	b->nchunks = chunk_bytes <= max_mr_size ? 1ULL << (VA_BITS - b->chunk_shift) : 0;
@@ -760,24 +750,18 @@ static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_
 static int verbs_request(const struct odpx_attr *attr, struct odpx_attr *a,
 			 struct mode_request *rq)
 {
-	if (attr)
-		*a = *attr;
-	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
-				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
-	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
-		a->flags = 0;
+	int r = attr_copy(attr, a);
+
+	if (r < 0)
+		return r;
 	rq->transports = a->comp_mask & ODPX_ATTR_TRANSPORTS ? a->transports : ODPX_TRANSPORT_RC;
 	if ((a->comp_mask & ODPX_ATTR_MODE) && a->mode != ODPX_MODE_AUTO) {
 		rq->forced = a->mode;
 		rq->forced_by = "attributes";
 		return 0;
 	}
-	if (mode_parse(getenv("ODPX_MODE"), &rq->forced) < 0)
-		return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, "
-				 "pin, direct", getenv("ODPX_MODE"));
 	rq->forced_by = "ODPX_MODE";
-	return 0;
+	return mode_env(&rq->forced);
 }
 
 /* The chunk size asked for, checked, and halved to fit max_mr_size. */
@@ -852,7 +836,6 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 	if (!b)
 		return -ENOMEM;
 	pthread_mutex_init(&b->lock, NULL);
-	b->ctx = ctx;
 	b->pd = pd;
 	b->implicit_idx = b->implicit_global_idx = NIL;
 	b->common.prefetch_sync = odp_prefetch_sync;

@@ -30,14 +30,12 @@ struct meta {
 
 struct vbe {
 	struct verbs_common common;	/* first: mode.c reads it */
-	struct odpx_ctx *ctx;
 	struct ibv_pd *pd;
 	struct ibv_mr **mr;		/* by entry index */
 	struct ibv_mr *anchor;
 
 	/* ODP modes */
 	pthread_mutex_t lock;
-	bool odp;
 	unsigned chunk_shift;
 	uint64_t nchunks, max_reg_bytes;
 	_Atomic uint32_t *ctab[NCLS];	/* entry index + 1 per chunk, 0: none */

@@ -18,6 +18,7 @@
 #include "cache.h"
 #include "../sysfs-stats/counters.h"
 #include "log.h"
+#include "mode.h"
 
 _Atomic uint32_t odpx_fork_gen;
 static __thread char last_reason[512];	/* a cause and its remedy */
@@ -54,7 +55,7 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx->reason, sizeof(ctx->reason), fmt, ap);
 	va_end(ap);
-	atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ctx->reason_gen, 1, RLX);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	stats_seg_reason(ctx);	/* odpstat reads it without waiting for a miss */
 }
@@ -80,7 +81,7 @@ void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why)
 		changed = true;
 	}
 	if (changed)
-		atomic_fetch_add_explicit(&ctx->reason_gen, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctx->reason_gen, 1, RLX);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	if (changed)
 		stats_seg_reason(ctx);
@@ -101,7 +102,7 @@ uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
 
 	pthread_mutex_lock(&ctx->reason_lock);
 	snprintf(out, n, "%s", ctx->reason);
-	gen = atomic_load_explicit(&ctx->reason_gen, memory_order_relaxed);
+	gen = LD(ctx->reason_gen);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	return gen;
 }
@@ -140,7 +141,7 @@ static void atfork_parent(void)
 {
 	stats_atfork_parent();
 	monitor_atfork_parent();
-	engine_atfork_parent();
+	engine_atfork_done();
 	pthread_mutex_unlock(&ctx_list_lock);
 }
 
@@ -154,7 +155,7 @@ static void atfork_child(void)
 {
 	atomic_fetch_add(&odpx_fork_gen, 1);
 	monitor_atfork_child();
-	engine_atfork_child();
+	engine_atfork_done();
 	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
 		engine_child_fds(c);
 		if (c->be->child_fds)
@@ -320,14 +321,15 @@ uint64_t odpx_env(const char *name, uint64_t dflt)
 	return v;
 }
 
-/* ODPX_THRASH into @c (the defaults when unset); -EINVAL naming the bad key. */
-static int thrash_env(struct thrash_cfg *c)
+int thrash_env(struct thrash_cfg *c)
 {
 	const char *s = getenv("ODPX_THRASH");
 	struct thrash_cfg t;
 	char err[128];
 
 	thrash_cfg_default(&t);
+	if (c)
+		*c = t;
 	if (s && *s && thrash_cfg_parse(&t, s, err, sizeof(err)) < 0)
 		return odpx_fail(-EINVAL, "ODPX_THRASH=%s: %s", s, err);
 	if (c)
@@ -335,7 +337,7 @@ static int thrash_env(struct thrash_cfg *c)
 	return 0;
 }
 
-int odpx_env_check(void)
+static int env_check(void)
 {
 	const char *m = getenv("ODPX_UFFD_MODE");
 	uint64_t v;
@@ -351,19 +353,16 @@ int odpx_env_check(void)
 	return thrash_env(NULL);
 }
 
-static int parse_mode_env(enum odpx_mode *m)
+int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a)
 {
-	const char *s = getenv("ODPX_MODE");
-
-	if (!s || !*s || !strcmp(s, "auto"))
-		return 0;
-	for (int i = ODPX_MODE_IMPLICIT; i < ODPX_MODE_RESERVED; i++) {
-		if (!strcmp(s, odpx_mode_str(i))) {
-			*m = i;
-			return 0;
-		}
-	}
-	return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, direct", s);
+	if (attr)
+		*a = *attr;
+	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
+		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
+				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
+		a->flags = 0;
+	return 0;
 }
 
 /*
@@ -375,15 +374,10 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 {
 	int r;
 
-	if (attr)
-		*a = *attr;
-	if (a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown comp_mask bits %#llx",
-				 (unsigned long long)(a->comp_mask & ~(uint64_t)(ODPX_ATTR_RESERVED - 1)));
+	if ((r = attr_copy(attr, a)) < 0)
+		return r;
 	if (!(a->comp_mask & ODPX_ATTR_MODE))
 		a->mode = ODPX_MODE_AUTO;
-	if (!(a->comp_mask & ODPX_ATTR_FLAGS))
-		a->flags = 0;
 	if (!(a->comp_mask & ODPX_ATTR_LIMITS))
 		memset(&a->limits, 0, sizeof(a->limits));
 	if (!(a->comp_mask & ODPX_ATTR_TICK) || !a->tick_ms)
@@ -392,9 +386,9 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 		return odpx_fail(-EINVAL, "mode %d out of range", a->mode);
 	if (a->flags & ~(uint32_t)(ODPX_OPEN_RESERVED - 1))
 		return odpx_fail(-EINVAL, "unknown open flags %#x", a->flags);
-	if (a->mode == ODPX_MODE_AUTO && (r = parse_mode_env(&a->mode)) < 0)
+	if (a->mode == ODPX_MODE_AUTO && (r = mode_env(&a->mode)) < 0)
 		return r;
-	if ((r = odpx_env_check()) < 0)
+	if ((r = env_check()) < 0)
 		return r;
 	odpx_log_unknown_env(env_known);
 	if (!(a->comp_mask & ODPX_ATTR_LINGER))
@@ -493,9 +487,8 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		r = -ENOMEM;
 		goto out_free;
 	}
-	if ((r = stats_region_open(ctx)) < 0)
+	if ((r = stats_seg_open(ctx, attr)) < 0)
 		goto out_free;
-	stats_open_attr(ctx, attr);	/* the thrash callback, if any */
 	for (uint64_t i = 0; i < PREFETCH_QLEN; i++)
 		atomic_init(&ctx->pq[i].seq, i);
 	if ((r = cache_init(ctx)) < 0)
@@ -532,7 +525,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 out_cache:
 	cache_fini(ctx);
 out_free:
-	stats_region_close(ctx);
+	stats_seg_close(ctx);
 	free(ctx->pq);
 	free(ctx);
 	return said ? r : odpx_fail(r, "odpx_open: %s", strerror(-r));
@@ -587,7 +580,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	ctx->be->close(ctx);
 out_free:
 	prereg_free(ctx);
-	stats_region_close(ctx);
+	stats_seg_close(ctx);
 	free(ctx->pq);
 	ctx->magic = 0;	/* its engine, which reads it, stopped */
 	pthread_mutex_lock(&ctx_list_lock);
@@ -597,19 +590,25 @@ out_free:
 	return 0;
 }
 
+/* NULL, empty, or wrapping (or ending in the top page, which no mapping holds) */
+static bool bad_range(uintptr_t a, size_t len)
+{
+	uintptr_t end;
+
+	return !a || !len || __builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE;
+}
+
 /* The errno of odpx_reg()'s arguments, once one was found bad (cold). */
 static int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len,
 							uint32_t access, struct odpx_mr **mr)
 {
-	uintptr_t end;
-
 	if (!mr)
 		return odpx_fail(-EINVAL, "NULL mr pointer");
 	if (!addr)
 		return odpx_fail(-EFAULT, "NULL address");
 	if (!len)
 		return odpx_fail(-EINVAL, "zero length");
-	if (__builtin_add_overflow((uintptr_t)addr, len, &end) || end > UINTPTR_MAX - PAGE_SIZE)
+	if (bad_range((uintptr_t)addr, len))
 		return odpx_fail(-EINVAL, "address + length wraps");
 	return odpx_fail(-EINVAL, "unknown access bits %#x", access);
 }
@@ -690,14 +689,12 @@ ODPX_EXPORT uint32_t odpx_mr_rkey(const struct odpx_mr *mr)
 
 ODPX_EXPORT void *odpx_mr_addr(const struct odpx_mr *mr)
 {
-	return (void *)SPAN_START(atomic_load_explicit(&((const struct entry *)mr)->span,
-						       memory_order_relaxed));
+	return (void *)SPAN_START(LD(((const struct entry *)mr)->span));
 }
 
 ODPX_EXPORT size_t odpx_mr_length(const struct odpx_mr *mr)
 {
-	return SPAN_BYTES(atomic_load_explicit(&((const struct entry *)mr)->span,
-					       memory_order_relaxed));
+	return SPAN_BYTES(LD(((const struct entry *)mr)->span));
 }
 
 ODPX_EXPORT int odpx_mr_buf_index(const struct odpx_mr *mr)
@@ -737,8 +734,7 @@ ODPX_EXPORT int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
-	if (unlikely(!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr ||
-		     (uintptr_t)addr + len > UINTPTR_MAX - PAGE_SIZE))
+	if (unlikely(bad_range((uintptr_t)addr, len)))
 		return odpx_fail(-EINVAL, "bad prefetch range");
 	if (unlikely(flags & ~(uint32_t)(ODPX_PREFETCH_RESERVED - 1)))
 		return odpx_fail(-EINVAL, "unknown prefetch flags %#x", flags);
@@ -755,7 +751,7 @@ ODPX_EXPORT int odpx_invalidate(struct odpx_ctx *ctx, void *addr, size_t len)
 
 	if ((r = ctx_check(ctx)) < 0)
 		return r;
-	if (!addr || !len || a + len < a || a + len > UINTPTR_MAX - PAGE_SIZE)
+	if (bad_range(a, len))
 		return odpx_fail(-EINVAL, "bad invalidate range");
 	n = monitor_invalidate(a & ~(PAGE_SIZE - 1), (a + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1));
 	return n > INT_MAX ? INT_MAX : (int)n;

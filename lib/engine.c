@@ -83,12 +83,12 @@ struct engine {
 
 bool engine_running(struct odpx_ctx *ctx)
 {
-	return atomic_load_explicit(&ctx->eng, memory_order_acquire) != NULL;
+	return atomic_load_explicit(&ctx->eng, ACQ) != NULL;
 }
 
 static struct engine *eng_of(struct odpx_ctx *ctx)
 {
-	return atomic_load_explicit(&ctx->eng, memory_order_acquire);
+	return atomic_load_explicit(&ctx->eng, ACQ);
 }
 
 /* Asleep on the doorbell: the next producer rings (for benchmarks and tests). */
@@ -96,7 +96,7 @@ bool engine_asleep(struct odpx_ctx *ctx)
 {
 	struct engine *e = eng_of(ctx);
 
-	return e && atomic_load_explicit(&e->sleeping, memory_order_relaxed);
+	return e && LD(e->sleeping);
 }
 
 void engine_kick(struct odpx_ctx *ctx)
@@ -107,8 +107,7 @@ void engine_kick(struct odpx_ctx *ctx)
 	if (!e)
 		return;
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&e->sleeping, memory_order_relaxed) &&
-	    atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel)) {
+	if (LD(e->sleeping) && atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel)) {
 		if (write(e->efd, &one, sizeof(one)) < 0) {
 			/* EAGAIN: the counter is saturated, the engine is awake anyway */
 		}
@@ -119,7 +118,7 @@ void engine_kick(struct odpx_ctx *ctx)
 
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
 {
-	uint64_t pos = atomic_load_explicit(&ctx->pq_head, memory_order_relaxed);
+	uint64_t pos = LD(ctx->pq_head);
 	struct prefetch_cell *c;
 
 	if (unlikely(!engine_running(ctx))) {
@@ -136,24 +135,23 @@ int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t 
 	}
 	for (;;) {
 		c = &ctx->pq[pos & (PREFETCH_QLEN - 1)];
-		uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+		uint64_t seq = atomic_load_explicit(&c->seq, ACQ);
 		int64_t dif = (int64_t)(seq - pos);
 		if (dif == 0) {
-			if (atomic_compare_exchange_weak_explicit(&ctx->pq_head, &pos, pos + 1,
-								  memory_order_relaxed,
-								  memory_order_relaxed))
+			if (atomic_compare_exchange_weak_explicit(&ctx->pq_head, &pos, pos + 1, RLX,
+								  RLX))
 				break;
 		} else if (dif < 0) {
 			STAT_INC(ctx, prefetch_dropped);
 			return odpx_fail(-EAGAIN, "prefetch queue full");
 		} else {
-			pos = atomic_load_explicit(&ctx->pq_head, memory_order_relaxed);
+			pos = LD(ctx->pq_head);
 		}
 	}
 	c->addr = addr;
 	c->len = len;
 	c->flags = flags;
-	atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+	atomic_store_explicit(&c->seq, pos + 1, REL);
 	stats_prefetch(ctx);
 	engine_kick(ctx);
 	return 0;
@@ -161,25 +159,24 @@ int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t 
 
 static bool pq_pop(struct odpx_ctx *ctx, struct pf_range *r)
 {
-	uint64_t pos = atomic_load_explicit(&ctx->pq_tail, memory_order_relaxed);
+	uint64_t pos = LD(ctx->pq_tail);
 	struct prefetch_cell *c = &ctx->pq[pos & (PREFETCH_QLEN - 1)];
 
-	if (atomic_load_explicit(&c->seq, memory_order_acquire) != pos + 1)
+	if (atomic_load_explicit(&c->seq, ACQ) != pos + 1)
 		return false;
 	r->start = c->addr & ~(PAGE_SIZE - 1);
 	r->end = (c->addr + c->len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	r->flags = c->flags;
-	atomic_store_explicit(&c->seq, pos + PREFETCH_QLEN, memory_order_release);
-	atomic_store_explicit(&ctx->pq_tail, pos + 1, memory_order_relaxed);
+	atomic_store_explicit(&c->seq, pos + PREFETCH_QLEN, REL);
+	ST(ctx->pq_tail, pos + 1);
 	return true;
 }
 
 static bool pq_empty(struct odpx_ctx *ctx)
 {
-	uint64_t pos = atomic_load_explicit(&ctx->pq_tail, memory_order_relaxed);
+	uint64_t pos = LD(ctx->pq_tail);
 
-	return atomic_load_explicit(&ctx->pq[pos & (PREFETCH_QLEN - 1)].seq,
-				    memory_order_acquire) != pos + 1;
+	return atomic_load_explicit(&ctx->pq[pos & (PREFETCH_QLEN - 1)].seq, ACQ) != pos + 1;
 }
 
 /* Flags that serve both: write if either writes; no-fault only if both are. */
@@ -235,7 +232,7 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint3
 static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r,
 			  uint64_t now)
 {
-	uint32_t seq = atomic_load_explicit(&ctx->seq, memory_order_acquire);
+	uint32_t seq = atomic_load_explicit(&ctx->seq, ACQ);
 
 	for (unsigned i = 0; i < RECENT; i++) {
 		const struct pf_range *p = &e->recent[i];
@@ -251,16 +248,11 @@ static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_ran
 {
 	e->recent[e->recent_next] = *r;
 	e->recent_ns[e->recent_next] = now;
-	e->recent_seq[e->recent_next] = atomic_load_explicit(&ctx->seq, memory_order_acquire);
+	e->recent_seq[e->recent_next] = atomic_load_explicit(&ctx->seq, ACQ);
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
-/*
- * Pin mode: pre-pin into the cache, leave it as an unused entry.  0, 1 when
- * it was served direct (shared memory, raced invalidations, no budget),
- * which its release undoes: nothing was prefetched, or -errno.
- */
-static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
+int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 {
 	struct entry *en;
 	int rc = cache_reg(ctx, r->start, r->end - r->start, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask,
@@ -281,7 +273,7 @@ static int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
  */
 static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t n)
 {
-	if (!atomic_load_explicit(&e->stop, memory_order_relaxed))	/* nothing rides on it */
+	if (!LD(e->stop))	/* nothing rides on it */
 		return false;
 	STAT_ADD(ctx, prefetch_dropped, n - from);
 	return true;
@@ -465,8 +457,7 @@ static bool reap_cq(struct engine *e)
 
 static bool work_pending(struct odpx_ctx *ctx)
 {
-	return atomic_load_explicit(&ctx->dead_head, memory_order_relaxed) != NIL ||
-	       !pq_empty(ctx);
+	return LD(ctx->dead_head) != NIL || !pq_empty(ctx);
 }
 
 static void *engine_main(void *arg)
@@ -486,7 +477,7 @@ static void *engine_main(void *arg)
 	 */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &(struct sched_param){ 0 });
 	e->unarmed = UD_DOORBELL | UD_TICK;
-	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+	while (!atomic_load_explicit(&e->stop, ACQ)) {
 		int r;
 
 		if (reap_cq(e)) {
@@ -494,7 +485,7 @@ static void *engine_main(void *arg)
 			cache_trim(ctx);
 			idle_tick(ctx, &e->idle, odpx_now_ns());
 			prereg_tick(ctx);
-			stats_tick(ctx);
+			stats_seg_tick(ctx);
 		}
 		if (e->unarmed || io_uring_sq_ready(&e->ring)) {
 			arm(e);
@@ -510,14 +501,14 @@ static void *engine_main(void *arg)
 				STAT_INC(ctx, engine_lingers);
 		} else {
 			served = 0;
-			atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
+			ST(e->sleeping, 1);
 			atomic_thread_fence(memory_order_seq_cst);
 			if (work_pending(ctx) || atomic_load(&e->stop)) {
-				atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+				ST(e->sleeping, 0);
 				continue;
 			}
 			r = ring_wait(e, NULL);
-			atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+			ST(e->sleeping, 0);
 		}
 		if (r > 0)
 			STAT_INC(ctx, engine_wakeups);
@@ -546,14 +537,10 @@ void engine_atfork_prepare(void)
 	pthread_mutex_lock(&start_lock);
 }
 
-void engine_atfork_parent(void)
+/* parent and child: the child's one thread is the one that took it */
+void engine_atfork_done(void)
 {
 	pthread_mutex_unlock(&start_lock);
-}
-
-void engine_atfork_child(void)
-{
-	pthread_mutex_unlock(&start_lock);	/* taken by this thread in prepare */
 }
 
 int engine_start(struct odpx_ctx *ctx)
@@ -565,7 +552,7 @@ int engine_start(struct odpx_ctx *ctx)
 	if (engine_running(ctx))
 		return 0;
 	pthread_mutex_lock(&ctx->eng_lock);
-	if (atomic_load_explicit(&ctx->eng, memory_order_relaxed))
+	if (LD(ctx->eng))
 		goto out;
 	if (ctx->eng_retry_ns && odpx_now_ns() < ctx->eng_retry_ns) {
 		r = ctx->eng_err;
@@ -604,7 +591,7 @@ int engine_start(struct odpx_ctx *ctx)
 		 * monitor), so an engine seen by one must live until
 		 * engine_stop().  A failed start frees one nobody saw.
 		 */
-		atomic_store_explicit(&ctx->eng, e, memory_order_release);
+		atomic_store_explicit(&ctx->eng, e, REL);
 		pthread_mutex_unlock(&start_lock);
 		goto out;
 	}
@@ -627,14 +614,14 @@ void engine_stop(struct odpx_ctx *ctx)
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&ctx->eng_lock);
-	e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
+	e = LD(ctx->eng);
 	if (e) {
-		atomic_store_explicit(&e->stop, true, memory_order_release);
+		atomic_store_explicit(&e->stop, true, REL);
 		if (write(e->efd, &one, sizeof(one)) < 0) {
 			/* saturated: it is awake */
 		}
 		pthread_join(e->thr, NULL);
-		atomic_store_explicit(&ctx->eng, NULL, memory_order_release);
+		atomic_store_explicit(&ctx->eng, NULL, REL);
 		/* the monitor kicks under its lock: one that loaded e is done after this */
 		monitor_lock();
 		monitor_unlock();
@@ -651,7 +638,7 @@ void engine_stop(struct odpx_ctx *ctx)
  */
 void engine_child_fds(struct odpx_ctx *ctx)
 {
-	struct engine *e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
+	struct engine *e = LD(ctx->eng);
 
 	if (!e)
 		return;
@@ -663,10 +650,10 @@ void engine_child_fds(struct odpx_ctx *ctx)
 /* Child after fork: the thread is gone; free what the context held. */
 void engine_forget(struct odpx_ctx *ctx)
 {
-	struct engine *e = atomic_load_explicit(&ctx->eng, memory_order_relaxed);
+	struct engine *e = LD(ctx->eng);
 
 	if (!e)
 		return;
 	free(e);
-	atomic_store_explicit(&ctx->eng, NULL, memory_order_relaxed);
+	ST(ctx->eng, NULL);
 }

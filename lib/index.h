@@ -12,11 +12,6 @@
 
 #include "internal.h"
 
-#define RLX memory_order_relaxed
-#define ACQ memory_order_acquire
-#define REL memory_order_release
-#define LD(p) atomic_load_explicit(&(p), RLX)
-#define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
 #define MAX_STEPS 96		/* bound on any optimistic walk */
 
 static inline uintptr_t e_start(const struct entry *e) { return SPAN_START(LD(e->span)); }

@@ -23,6 +23,11 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define ALIGNED_LINE __attribute__((aligned(64)))
+#define RLX memory_order_relaxed
+#define ACQ memory_order_acquire
+#define REL memory_order_release
+#define LD(p) atomic_load_explicit(&(p), RLX)
+#define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
 
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
@@ -281,6 +286,8 @@ struct odpx_ctx {
 
 /* thread-local reason text (ctx.c) */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ctx.c: *@attr (NULL: none) into @a, its comp_mask checked, flags 0 unless given */
+int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
 
 /* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
@@ -289,14 +296,13 @@ uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
 /*
- * ctx.c: the environment's knobs (odpx(7), ENVIRONMENT), their
- * bounds in one table.  odpx_env_check: every knob, at each open, so that
- * a bad one is refused there, by name (-EINVAL), rather than ignored where
- * it is read.  odpx_env: the value of @name, or @dflt when it is unset,
- * empty or (changed since the open) out of bounds.
+ * ctx.c: a knob of the environment (odpx(7), ENVIRONMENT), or @dflt when it
+ * is unset, empty or out of bounds (each open refuses a bad one by name).
  */
-int odpx_env_check(void);
 uint64_t odpx_env(const char *name, uint64_t dflt);
+/* ODPX_THRASH into @c unless NULL (the defaults, unless set and good); -EINVAL naming the bad key */
+struct thrash_cfg;
+int thrash_env(struct thrash_cfg *c);
 extern _Atomic uint32_t odpx_fork_gen;
 
 /* Every call on a context: 0, or -EINVAL (NULL, closed), -ESTALE (a fork's copy). */
@@ -338,12 +344,6 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 {
 	return (uint32_t)(e - ctx->ent);
 }
-
-/* stats.c: the region that holds the counters, so it can be published */
-int stats_region_open(struct odpx_ctx *ctx);
-void stats_region_close(struct odpx_ctx *ctx);
-void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
-void stats_tick(struct odpx_ctx *ctx);	/* engine thread, each tick */
 
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */
 extern _Atomic uint32_t odpx_next_shard;
@@ -393,7 +393,6 @@ static inline void stats_dereg(struct odpx_ctx *ctx, uint64_t released)
 		shard_add(&sh->released, own, released);
 }
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken);
-uint64_t stats_unused_bytes(struct odpx_ctx *ctx, uint64_t pinned);
 void stats_prefetch(struct odpx_ctx *ctx);
 /* the drop-in (preload/) left one registration on @ctx's PD to libibverbs */
 void odpx_stats_passthrough(struct odpx_ctx *ctx);
@@ -418,10 +417,15 @@ int engine_start(struct odpx_ctx *ctx);	/* idempotent */
 void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
 void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 void engine_atfork_prepare(void);
-void engine_atfork_parent(void);
-void engine_atfork_child(void);
+void engine_atfork_done(void);
 void engine_child_fds(struct odpx_ctx *ctx);
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+/*
+ * Pin mode: pre-pin [r->start, r->end) into the cache, left unused.  0; 1
+ * when it was served direct (shared memory, raced invalidations, no
+ * budget), which its release undoes: nothing was prefetched; or -errno.
+ */
+int prepin(struct odpx_ctx *ctx, const struct pf_range *r);
 /* engine_stop, engine_running, engine_asleep, prefetch_coalesce: odpx-private.h */
 
 /* backend_uring.c */
@@ -432,21 +436,15 @@ ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 /* backend_null.c (null_ops), odpx_open_backend: odpx-private.h */
 
 /* publish.c: the stats region is a published segment (layout in segment.h) */
-int stats_seg_open(struct odpx_ctx *ctx);
+int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);	/* its thrash_cb */
 void stats_seg_close(struct odpx_ctx *ctx);
-void stats_seg_gauges(struct odpx_ctx *ctx);	/* ctx->lock held */
+void stats_gauges_publish(struct odpx_ctx *ctx);	/* ctx->lock held */
 void stats_seg_reason(struct odpx_ctx *ctx);	/* after a change of ctx->reason */
 void stats_seg_tick(struct odpx_ctx *ctx);	/* engine thread */
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st);
 void stats_atfork_prepare(void);
 void stats_atfork_parent(void);
 void stats_atfork_child(void);	/* closes the child's copies of the segments' descriptors */
-/*
- * ctx.c, right after stats_region_open() succeeded: the thrash callback of
- * the open attributes (@attr may be NULL).  Until it is called, contexts
- * run the detector without a callback.
- */
-void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr);
 
 /* backend_verbs.c, mode.c (mode_prefetch_sync: odpx-private.h; mode_verbs_err: mode.h) */
 #include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */

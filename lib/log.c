@@ -9,6 +9,7 @@
  * a user who never looks at either still learns of it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +18,12 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "../sysfs-stats/counters.h"	/* ctr_read_file */
 
 extern char **environ;
 
-int odpx_log_level(void)
+/* The level of ODPX_LOG (warn when unset), read at each call: fallbacks are rare. */
+static int log_level(void)
 {
 	static atomic_bool told;
 	const char *s = getenv("ODPX_LOG");
@@ -51,7 +54,7 @@ void odpx_log(int level, const char *fmt, ...)
 	va_list ap;
 	int n, m;
 
-	if (level <= LOG_NONE || level > odpx_log_level())
+	if (level <= LOG_NONE || level > log_level())
 		return;
 	n = snprintf(line, sizeof(line), "odpx[%d]: %s: ", (int)getpid(), tag[level]);
 	va_start(ap, fmt);
@@ -82,18 +85,6 @@ void odpx_log_unknown_env(bool (*known)(const char *name, size_t len))
 			odpx_log(LOG_WARN, "%.*s is not a variable odpx reads (misspelt?); "
 				 "odpx(7) lists them", (int)len, *e);
 	}
-}
-
-static int read_int_file(const char *path, long *v)
-{
-	FILE *f = fopen(path, "re");
-	int r;
-
-	if (!f)
-		return -errno;
-	r = fscanf(f, "%ld", v) == 1 ? 0 : -EINVAL;
-	fclose(f);
-	return r;
 }
 
 /* The Seccomp: line of /proc/self/status: 0 none, 1 strict, 2 filter; -1 unknown. */
@@ -128,8 +119,9 @@ void odpx_why_memlock(char *buf, size_t n)
 
 void odpx_why_uring(int err, char *buf, size_t n)
 {
-	long dis = 0, sec = seccomp_mode();
-	bool have_dis = read_int_file("/proc/sys/kernel/io_uring_disabled", &dis) == 0;
+	uint64_t dis = 0;
+	long sec = seccomp_mode();
+	bool have_dis = ctr_read_file("/proc/sys/kernel/io_uring_disabled", &dis) == 0;
 
 	if (err == -ENOMEM) {
 		char m[160];
@@ -137,7 +129,7 @@ void odpx_why_uring(int err, char *buf, size_t n)
 		odpx_why_memlock(m, sizeof(m));
 		snprintf(buf, n, "io_uring charges its rings to RLIMIT_MEMLOCK: %s", m);
 	} else if ((err == -EPERM || err == -EACCES) && have_dis && dis > 0) {
-		snprintf(buf, n, "io_uring is disabled: kernel.io_uring_disabled=%ld (%s); "
+		snprintf(buf, n, "io_uring is disabled: kernel.io_uring_disabled=%" PRIu64 " (%s); "
 			 "set it to 0, or%s add the user to kernel.io_uring_group", dis,
 			 dis == 2 ? "refused to everyone" : "refused outside kernel.io_uring_group",
 			 dis == 2 ? " to 1 and" : "");
@@ -154,9 +146,10 @@ void odpx_why_uring(int err, char *buf, size_t n)
 
 void odpx_why_uffd(int err, char *buf, size_t n)
 {
-	long unpriv = -1, sec = seccomp_mode();
+	long sec = seccomp_mode();
+	uint64_t v;
+	long unpriv = ctr_read_file("/proc/sys/vm/unprivileged_userfaultfd", &v) ? -1 : (long)v;
 
-	read_int_file("/proc/sys/vm/unprivileged_userfaultfd", &unpriv);
 	if (err == -ENOSYS)
 		snprintf(buf, n, "the kernel has no userfaultfd (CONFIG_USERFAULTFD), or a seccomp "
 			 "filter answers ENOSYS");

@@ -13,9 +13,6 @@
 
 enum log_level { LOG_NONE, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
-/* The level of ODPX_LOG (warn when unset), read at each call: fallbacks are rare. */
-int odpx_log_level(void);
-
 /* "odpx[PID]: warning: ..." as one write(2), when ODPX_LOG allows @level. */
 void odpx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -6,21 +6,28 @@
  * linking libibverbs.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
 #include "mode.h"
 
+/* each declared transport: the ODP caps it needs, and where the device says them */
 static const struct {
-	uint32_t bit;
-	const char *name;
-	const char *caps;
+	uint32_t bit, need;
+	const char *name, *caps;
+	size_t off;
 } transports[] = {
-	{ ODPX_TRANSPORT_RC, "RC", "rc_odp_caps" },
-	{ ODPX_TRANSPORT_UD, "UD", "ud_odp_caps" },
-	{ ODPX_TRANSPORT_UC, "UC", "uc_odp_caps" },
-	{ ODPX_TRANSPORT_XRC, "XRC", "xrc_odp_caps" },
+	{ ODPX_TRANSPORT_RC, MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE | MODE_ODP_READ,
+	  "RC", "rc_odp_caps", offsetof(struct mode_caps, rc) },
+	{ ODPX_TRANSPORT_UD, MODE_ODP_SEND | MODE_ODP_RECV,
+	  "UD", "ud_odp_caps", offsetof(struct mode_caps, ud) },
+	{ ODPX_TRANSPORT_UC, MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE,
+	  "UC", "uc_odp_caps", offsetof(struct mode_caps, uc) },
+	{ ODPX_TRANSPORT_XRC, MODE_ODP_SEND | MODE_ODP_WRITE | MODE_ODP_READ | MODE_ODP_SRQ_RECV,
+	  "XRC", "xrc_odp_caps", offsetof(struct mode_caps, xrc) },
 };
 
 static const struct {
@@ -35,42 +42,15 @@ static const struct {
 	{ MODE_ODP_SRQ_RECV, "SRQ_RECV" },
 };
 
-uint32_t mode_transport_need(uint32_t t)
-{
-	switch (t) {
-	case ODPX_TRANSPORT_RC:
-		return MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE | MODE_ODP_READ;
-	case ODPX_TRANSPORT_UD:
-		return MODE_ODP_SEND | MODE_ODP_RECV;
-	case ODPX_TRANSPORT_UC:
-		return MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_WRITE;
-	case ODPX_TRANSPORT_XRC:
-		return MODE_ODP_SEND | MODE_ODP_WRITE | MODE_ODP_READ | MODE_ODP_SRQ_RECV;
-	}
-	return 0;
-}
-
-static uint32_t caps_of(const struct mode_caps *c, uint32_t t)
-{
-	switch (t) {
-	case ODPX_TRANSPORT_RC: return c->rc;
-	case ODPX_TRANSPORT_UD: return c->ud;
-	case ODPX_TRANSPORT_UC: return c->uc;
-	case ODPX_TRANSPORT_XRC: return c->xrc;
-	}
-	return 0;
-}
-
 /* The first per-transport capability missing, as "RC WRITE not in rc_odp_caps". */
 static bool transport_missing(const struct mode_caps *c, uint32_t want, char *why, size_t len)
 {
 	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
-		uint32_t t = transports[i].bit, need, have;
+		uint32_t need = transports[i].need;
+		uint32_t have = *(const uint32_t *)((const char *)c + transports[i].off);
 
-		if (!(want & t))
+		if (!(want & transports[i].bit))
 			continue;
-		need = mode_transport_need(t);
-		have = caps_of(c, t);
 		for (size_t b = 0; b < sizeof(cap_bits) / sizeof(cap_bits[0]); b++) {
 			if ((need & cap_bits[b].bit) && !(have & cap_bits[b].bit)) {
 				snprintf(why, len, "%s %s not in %s", transports[i].name,
@@ -136,41 +116,26 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		no_impl[0] = '\0';
 	impl_ok = !no_impl[0];
 
-	switch (rq->forced) {
-	case ODPX_MODE_IMPLICIT:
-		if (!impl_ok) {
-			snprintf(out->reason, sizeof(out->reason), "implicit forced (%s) but %s",
-				 by, no_impl);
+	if (rq->forced != ODPX_MODE_AUTO) {
+		static const char *const how[] = {
+			[ODPX_MODE_IMPLICIT] = "one ODP MR over the address space",
+			[ODPX_MODE_EXPLICIT] = "ODP MRs over aligned chunks",
+			[ODPX_MODE_PIN] = "pin-down cache invalidated by userfaultfd",
+			[ODPX_MODE_DIRECT] = "register and deregister per request",
+		};
+		const char *name = odpx_mode_str(rq->forced);
+		bool odp_mode = rq->forced == ODPX_MODE_IMPLICIT || rq->forced == ODPX_MODE_EXPLICIT;
+		const char *no = rq->forced == ODPX_MODE_IMPLICIT ? no_impl : odp_mode ? no_expl : "";
+
+		if (*no) {
+			snprintf(out->reason, sizeof(out->reason), "%s forced (%s) but %s", name, by, no);
 			return -EOPNOTSUPP;
 		}
-		out->mode = ODPX_MODE_IMPLICIT;
-		snprintf(out->reason, sizeof(out->reason),
-			 "implicit forced (%s): one ODP MR over the address space, %s ODP caps present",
-			 by, tr);
+		out->mode = rq->forced;
+		snprintf(out->reason, sizeof(out->reason), "%s forced (%s): %s%s%s%s", name, by,
+			 how[rq->forced], odp_mode ? ", " : "", odp_mode ? tr : "",
+			 odp_mode ? " ODP caps present" : "");
 		return 0;
-	case ODPX_MODE_EXPLICIT:
-		if (!expl_ok) {
-			snprintf(out->reason, sizeof(out->reason), "explicit forced (%s) but %s",
-				 by, no_expl);
-			return -EOPNOTSUPP;
-		}
-		out->mode = ODPX_MODE_EXPLICIT;
-		snprintf(out->reason, sizeof(out->reason),
-			 "explicit forced (%s): ODP MRs over aligned chunks, %s ODP caps present",
-			 by, tr);
-		return 0;
-	case ODPX_MODE_PIN:
-		out->mode = ODPX_MODE_PIN;
-		snprintf(out->reason, sizeof(out->reason),
-			 "pin forced (%s): pin-down cache invalidated by userfaultfd", by);
-		return 0;
-	case ODPX_MODE_DIRECT:
-		out->mode = ODPX_MODE_DIRECT;
-		snprintf(out->reason, sizeof(out->reason),
-			 "direct forced (%s): register and deregister per request", by);
-		return 0;
-	default:
-		break;
 	}
 	if (impl_ok) {
 		out->mode = ODPX_MODE_IMPLICIT;
@@ -201,6 +166,16 @@ int mode_parse(const char *s, enum odpx_mode *m)
 		}
 	}
 	return -EINVAL;
+}
+
+int mode_env(enum odpx_mode *m)
+{
+	const char *s = getenv("ODPX_MODE");
+
+	if (mode_parse(s, m) < 0)
+		return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, "
+				 "direct", s);
+	return 0;
 }
 
 int mode_verbs_err(int rc, int err)
@@ -296,7 +271,6 @@ static struct verbs_common *verbs_common_of(struct odpx_ctx *ctx)
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
 {
 	struct verbs_common *vc = verbs_common_of(ctx);
-	struct entry *e;
 	int r;
 
 	flags &= ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT;
@@ -308,17 +282,10 @@ int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_
 		return vc && vc->prefetch_sync ? vc->prefetch_sync(ctx, addr, len, flags)
 					       : -EOPNOTSUPP;
 	stats_prefetch(ctx);
-	r = cache_reg(ctx, addr, len, ODPX_ACCESS_LOCAL_WRITE & ctx->acc_mask, &e);
-	if (r < 0) {
-		STAT_INC(ctx, prefetch_failed);
-		return r;
-	}
-	/* served direct: its release undoes it, nothing was prefetched (as engine.c:prepin()) */
-	bool direct = KIND(e) == KIND_DIRECT;
-	cache_dereg(ctx, e);
-	if (direct)
-		STAT_INC(ctx, prefetch_failed);
-	else
+	r = prepin(ctx, &(struct pf_range){ addr, addr + len, 0 });
+	if (r == 0)
 		STAT_INC(ctx, prefetch_issued);
-	return 0;
+	else
+		STAT_INC(ctx, prefetch_failed);	/* served direct: nothing was prefetched */
+	return r < 0 ? r : 0;
 }

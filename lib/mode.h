@@ -58,11 +58,10 @@ struct mode_choice {
 int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		struct mode_choice *out);
 
-/* The transport caps each declared transport needs of ODP. */
-uint32_t mode_transport_need(uint32_t transport);
-
 /* "auto", "" or NULL -> AUTO; a mode name -> it; else -EINVAL. */
 int mode_parse(const char *s, enum odpx_mode *m);
+/* mode_parse() of ODPX_MODE; -EINVAL naming it */
+int mode_env(enum odpx_mode *m);
 
 /*
  * mode_verbs_err - the one conversion of libibverbs' errors to -errno.

@@ -119,7 +119,7 @@ static int make(struct odpx_ctx *ctx, struct prereg *r)
 		mark(ctx, e, true);
 		/* killed before the mark, so kill_locked() did not raise the flag */
 		if (!is_alive(e))
-			atomic_store_explicit(&ctx->prereg_stale, true, RLX);
+			ST(ctx->prereg_stale, true);
 	}
 	r->e = e;
 	return 0;
@@ -145,7 +145,7 @@ bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t ac
 	if (!p)
 		return false;
 	pthread_mutex_lock(&p->lock);
-	atomic_store_explicit(&ctx->prereg_stale, false, RLX);	/* raised again below */
+	ST(ctx->prereg_stale, false);	/* raised again below */
 	for (unsigned i = 0; i < p->n; i++) {
 		struct prereg *r = &p->r[i];
 
@@ -162,7 +162,7 @@ bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t ac
 		}
 	}
 	if (any_stale(p))
-		atomic_store_explicit(&ctx->prereg_stale, true, RLX);
+		ST(ctx->prereg_stale, true);
 	pthread_mutex_unlock(&p->lock);
 	return done;
 }
@@ -172,7 +172,7 @@ void prereg_tick(struct odpx_ctx *ctx)
 {
 	struct prereg_set *p = atomic_load_explicit(&ctx->prereg, ACQ);
 
-	if (!p || !atomic_load_explicit(&ctx->prereg_stale, RLX))
+	if (!p || !LD(ctx->prereg_stale))
 		return;
 	/*
 	 * Not while a revival holds the records: its pin may wait for this

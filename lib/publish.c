@@ -1,40 +1,32 @@
 // SPDX-License-Identifier: MIT
 /*
- * publish.c - the writer side of the stats segment (layout in segment.h)
- * and the library's thrash detector, run on the engine's tick.
+ * publish.c - the writer side of the stats segment (segment.h: the layout,
+ * the liveness lock, the removers' protocol) and the library's thrash
+ * detector, run on the engine's tick.
  *
- * The segment is created at odpx_open (stats_region_open) as an unnamed
- * file of /dev/shm (O_TMPFILE, close-on-exec), mode 0600.  Its writer takes
- * an OFD read lock on it, fills it, and only then names it
- * /dev/shm/odpx.<pid>.<n> (linkat): a named segment is always whole and
- * locked.  The lock is what says the writer is alive (sysfs-stats/shm.c): it goes with
- * the last descriptor of the open file description, so at exit and at
- * exec(), whatever the PID does next.  A file already at that name (left by
- * an earlier process with the same PID, or by this one before an exec) is
- * replaced when no one holds its lock (odpx_seg_unlink_dead).  Where
- * /dev/shm cannot be used (read-only, full, no O_TMPFILE, no OFD locks, or
- * the name held by a live segment of another PID namespace) the segment is
- * a memfd of the same name, found by odpstat through /proc/<pid>/fd; where
- * even that fails, private memory, counted as a fallback: the context works,
- * odpstat cannot see it.  Stale segments of this uid are unlinked once per
- * process.
+ * stats_seg_open() creates the segment as an unnamed /dev/shm file
+ * (O_TMPFILE, close-on-exec, 0600), takes its OFD read lock, fills it, and
+ * only then names it (linkat): a named segment is always whole and locked.
+ * A file already at the name (an earlier process's with the same PID, or
+ * this one's before an exec) is replaced when no one holds its lock.  Where
+ * /dev/shm cannot be used (read-only, full, no O_TMPFILE or OFD locks, the
+ * name held by a live segment of another PID namespace) the segment is a
+ * memfd of the same name, which odpstat finds through /proc/<pid>/fd; else
+ * private memory, counted as a fallback: odpstat cannot see it.  Stale
+ * segments of this uid are unlinked once per process.
  *
- * fork(): a child inherits each segment's descriptor and shared mapping,
- * and with them the open file description, whose lock would then live as
- * long as the child (one that never calls odpx, say).  The atfork child
- * handler (stats_atfork_child) closes the child's copy of the descriptor
- * and puts private zeroes in place of its mapping, at the same address for
- * the inherited context's close: the lock stays the parent's alone.  A
- * child of a raw clone() without the handlers keeps the parent's segments
- * locked until it exits or execs: readers still skip them once the
- * parent's PID is gone (shm.c), but cannot remove them meanwhile.
+ * fork(): a child would share each segment's open file description, and so
+ * keep its lock as long as it lives.  stats_atfork_child() closes the
+ * child's descriptor and puts private zeroes in place of its mapping, at
+ * the same address for the inherited context's close.  A raw clone() child
+ * keeps the lock until it exits or execs: readers skip such a segment once
+ * the parent's PID is gone (shm.c), but cannot remove it meanwhile.
  *
- * Detector (owner-only state after the cold counters, engine thread only):
- * every tick adds to a window; when the window is at least cfg.window_ms
- * old, the increases of misses, evictions, repins and invalidated entries
- * (and, in the ODP modes, of the device's legacy fault/invalidation files)
- * go through thrash_step(); a state change is published in the header and
- * reported to the callback of the open attributes.
+ * Detector (owner-only state, engine thread only): once per cfg.window_ms
+ * the increases of misses, evictions, repins and invalidated entries (and,
+ * in the ODP modes, of the device's fault/invalidation files) go through
+ * thrash_step(); a change of state is published in the header and given to
+ * the callback of the open attributes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,8 +58,9 @@ struct seg_priv {
 	 * or there is no RDMA netlink.  Engine thread only.
 	 */
 	enum { NL_MR_UNKNOWN, NL_MR_PRESENT, NL_MR_ABSENT } nl_mr;
-	struct ctr_set *dev_prev, *dev_cur;
-	struct stats_roots *roots;
+	struct ctr_set *dev_prev, *dev_cur;	/* in sets[] */
+	struct ctr_set sets[2];
+	struct stats_roots roots;
 	odpx_thrash_cb cb;
 	void *cb_arg;
 	bool on_shm;			/* named in /dev/shm: unlink at close */
@@ -94,28 +87,6 @@ static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
  */
 static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg_priv *seg_list;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static size_t align64(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
-
-/*
- * Private: the callback, heap pointers and locks live in our heap, not in
- * the file, which any process of our uid may open and write.
- */
-static struct seg_priv *priv_of(struct odpx_ctx *ctx)
-{
-	return ctx->stats_priv;
-}
 
 static void clean_stale(void)
 {
@@ -144,12 +115,7 @@ void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n)
 	h->n = n;
 	h->start_time = proc_start_time(pid);
 	h->pidns = odpx_pidns();
-	h->born_ns = mono_ns();
-}
-
-static struct seg_hdr *seg_hdr_of(struct odpx_ctx *ctx)
-{
-	return ctx->stats_region;
+	h->born_ns = odpx_now_ns();
 }
 
 /* The header of @ctx's segment, published whole: magic last */
@@ -223,7 +189,7 @@ static bool seg_link(int fd, const char *path)
  * meanwhile would not find the descriptor on the list.
  */
 static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
-		     struct seg_priv *tmp)
+		     struct seg_priv *pv)
 {
 	struct flock lk = { .l_type = F_RDLCK, .l_whence = SEEK_SET };	/* the whole file */
 	char name[64];
@@ -231,24 +197,24 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 	int fd;
 
 	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	snprintf(tmp->path, sizeof(tmp->path), ODPX_SHM_DIR "/%s", name);
-	tmp->fd = -1;
+	snprintf(pv->path, sizeof(pv->path), ODPX_SHM_DIR "/%s", name);
+	pv->fd = -1;
 	fd = open(ODPX_SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		if (fcntl(fd, F_OFD_SETLK, &lk) == 0 && (p = seg_fill(ctx, fd, bytes, pid, n))) {
-			if (seg_link(fd, tmp->path)) {
-				tmp->fd = fd;	/* kept: its lock says we live */
-				tmp->on_shm = true;
+			if (seg_link(fd, pv->path)) {
+				pv->fd = fd;	/* kept: its lock says we live */
+				pv->on_shm = true;
 				return p;
 			}
 			munmap(p, bytes);
 		}
 		close(fd);
 	}
-	tmp->path[0] = 0;
+	pv->path[0] = 0;
 	if ((fd = memfd_create(name, MFD_CLOEXEC)) >= 0) {
 		if ((p = seg_fill(ctx, fd, bytes, pid, n))) {
-			tmp->fd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
+			pv->fd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
 			return p;
 		}
 		close(fd);
@@ -260,52 +226,45 @@ static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
 	return p;
 }
 
-int stats_seg_open(struct odpx_ctx *ctx)
+int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 {
 	size_t bytes = SEG_BYTES;
-	size_t priv_bytes = align64(sizeof(struct seg_priv)) + sizeof(struct stats_roots) + 64 +
-			    2 * sizeof(struct ctr_set);
-	struct seg_priv tmp = { 0 }, *pv;
+	struct seg_priv *pv = calloc(1, sizeof(*pv));
 	pid_t pid = getpid();
-	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, memory_order_relaxed);
+	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, RLX);
 	char *p;
 
 	pthread_once(&clean_once, clean_stale);
-	if (!(pv = aligned_alloc(64, (priv_bytes + 63) & ~(size_t)63)))
+	if (!pv)
 		return -ENOMEM;
 	pthread_mutex_lock(&seg_list_lock);
-	if (!(p = seg_map(ctx, bytes, pid, n, &tmp))) {
+	if (!(p = seg_map(ctx, bytes, pid, n, pv))) {
 		pthread_mutex_unlock(&seg_list_lock);
 		free(pv);
 		return -ENOMEM;
 	}
-	*pv = tmp;
 	pv->map = p;
 	pv->next = seg_list;
 	seg_list = pv;
 	pthread_mutex_unlock(&seg_list_lock);
 
 	ctx->stats_priv = pv;
+	if (attr && (attr->comp_mask & ODPX_ATTR_THRASH_CB)) {
+		pv->cb = attr->thrash_cb;
+		pv->cb_arg = attr->thrash_arg;
+	}
 	pthread_mutex_init(&pv->reason_lock, NULL);
-	pv->roots = (struct stats_roots *)((char *)pv + align64(sizeof(*pv)));
-	/* stats_roots is three paths and a bool: realign what follows it */
-	pv->dev_prev = (struct ctr_set *)align64((size_t)(uintptr_t)(pv->roots + 1));
-	pv->dev_cur = pv->dev_prev + 1;
+	pv->dev_prev = &pv->sets[0];
+	pv->dev_cur = &pv->sets[1];
 	ctr_set_init(pv->dev_prev);
 	ctr_set_init(pv->dev_cur);
-	thrash_cfg_default(&pv->t.cfg);
-	{
-		const char *spec = getenv("ODPX_THRASH");
-		char err[128];
-		if (spec && *spec && thrash_cfg_parse(&pv->t.cfg, spec, err, sizeof(err)) < 0)
-			thrash_cfg_default(&pv->t.cfg);	/* a bad ODPX_THRASH: defaults */
-	}
+	thrash_env(&pv->t.cfg);	/* the open checked it */
 	thrash_init(&pv->t, &pv->t.cfg);
 	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT;
 	if (pv->dev_inputs)
-		stats_roots_init(pv->roots, NULL, NULL, NULL);
+		stats_roots_init(&pv->roots, NULL, NULL, NULL);
 	/* as odpstat: no netlink beside a sysfs of fixtures, nor under ODPX_NO_NETLINK */
-	if (!pv->dev_inputs || !pv->roots->sys_default || getenv("ODPX_NO_NETLINK"))
+	if (!pv->dev_inputs || !pv->roots.sys_default || getenv("ODPX_NO_NETLINK"))
 		pv->nl_mr = NL_MR_ABSENT;
 
 	ctx->stats_region = p;
@@ -317,12 +276,14 @@ int stats_seg_open(struct odpx_ctx *ctx)
 
 void stats_seg_close(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
-	struct seg_priv *pv = priv_of(ctx), **pp;
+	struct seg_hdr *h = ctx->stats_region;
+	struct seg_priv *pv = ctx->stats_priv, **pp;
 
+	if (!pv)
+		return;	/* an open that failed before the segment */
 	/* a child after fork holds the parent's mapping: never unlink its name */
 	if (h->pid == getpid()) {
-		atomic_store_explicit(&h->magic, 0, memory_order_release);
+		atomic_store_explicit(&h->magic, 0, REL);
 		if (pv->on_shm)
 			unlink(pv->path);	/* still locked: no one else removes it */
 		ctr_set_free(pv->dev_prev);
@@ -339,7 +300,7 @@ void stats_seg_close(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&seg_list_lock);
 	munmap(ctx->stats_region, ctx->stats_region_bytes);
 	free(pv);
-	ctx->stats_priv = NULL;
+	ctx->stats_priv = ctx->stats_region = NULL;
 }
 
 void stats_atfork_prepare(void)
@@ -372,74 +333,59 @@ void stats_atfork_child(void)
 	pthread_mutex_unlock(&seg_list_lock);	/* ours: the one thread here took it */
 }
 
-void stats_open_attr(struct odpx_ctx *ctx, const struct odpx_attr *attr)
-{
-	struct seg_priv *pv = priv_of(ctx);
-
-	if (attr && (attr->comp_mask & ODPX_ATTR_THRASH_CB)) {
-		pv->cb = attr->thrash_cb;
-		pv->cb_arg = attr->thrash_arg;
-	}
-}
-
 /*
  * The reason changes after the open (the verbs backend's choice, a failed
  * attach): copy it again whenever its generation moved.  The segment's
  * reason_seq is odd while the text is being written (segment.h).
  */
-static void publish_reason(struct odpx_ctx *ctx, struct seg_hdr *h)
+void stats_seg_reason(struct odpx_ctx *ctx)
 {
-	struct seg_priv *pv = priv_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
+	struct seg_priv *pv = ctx->stats_priv;
 	char text[sizeof(h->reason)];
 	uint32_t gen, seq;
 
-	if (atomic_load_explicit(&ctx->reason_gen, memory_order_relaxed) ==
-	    atomic_load_explicit(&pv->reason_gen, memory_order_relaxed))
+	if (LD(ctx->reason_gen) == LD(pv->reason_gen))
 		return;
 	pthread_mutex_lock(&pv->reason_lock);	/* one writer of the segment's text */
 	gen = ctx_reason_copy(ctx, text, sizeof(text));
-	if (gen != atomic_load_explicit(&pv->reason_gen, memory_order_relaxed)) {
-		seq = atomic_load_explicit(&h->reason_seq, memory_order_relaxed);
-		atomic_store_explicit(&h->reason_seq, seq + 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_release);	/* odd before the text */
+	if (gen != LD(pv->reason_gen)) {
+		seq = LD(h->reason_seq);
+		ST(h->reason_seq, seq + 1);
+		atomic_thread_fence(REL);	/* odd before the text */
 		memcpy(h->reason, text, sizeof(h->reason));
-		atomic_store_explicit(&h->reason_seq, seq + 2, memory_order_release);
-		atomic_store_explicit(&pv->reason_gen, gen, memory_order_relaxed);
+		atomic_store_explicit(&h->reason_seq, seq + 2, REL);
+		ST(pv->reason_gen, gen);
 	}
 	pthread_mutex_unlock(&pv->reason_lock);
 }
 
-void stats_seg_reason(struct odpx_ctx *ctx)
-{
-	publish_reason(ctx, seg_hdr_of(ctx));
-}
+#define PUT(f, v) ST(h->f, (v))
 
-#define PUT(f, v) atomic_store_explicit(&h->f, (v), memory_order_relaxed)
-
-void stats_seg_gauges(struct odpx_ctx *ctx)
+void stats_gauges_publish(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
 
 	/* on the miss path: two plain stores; the timestamp is the tick's */
 	PUT(entries, ctx->nentries);
 	PUT(pinned_bytes, ctx->pinned_bytes);
-	publish_reason(ctx, h);
+	stats_seg_reason(ctx);
 }
 
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
 
 	PUT(entries, st->entries);
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
-	PUT(gauges_ns, mono_ns());
-	publish_reason(ctx, h);
-	st->thrash_state = atomic_load_explicit(&h->thrash_state, memory_order_relaxed);
-	st->thrash_metric = atomic_load_explicit(&h->thrash_metric, memory_order_relaxed);
-	st->thrash_value_milli = atomic_load_explicit(&h->thrash_value_milli, memory_order_relaxed);
-	st->thrash_changes = atomic_load_explicit(&h->thrash_changes, memory_order_relaxed);
+	PUT(gauges_ns, odpx_now_ns());
+	stats_seg_reason(ctx);
+	st->thrash_state = LD(h->thrash_state);
+	st->thrash_metric = LD(h->thrash_metric);
+	st->thrash_value_milli = LD(h->thrash_value_milli);
+	st->thrash_changes = LD(h->thrash_changes);
 }
 
 /*
@@ -477,12 +423,12 @@ static void sample_device(struct odpx_ctx *ctx, struct seg_priv *pv)
 	struct ctr_set *t;
 
 	ctr_set_clear(pv->dev_cur);
-	src_uverbs_read(pv->roots, NULL, pv->dev_cur);
-	src_debugfs_read(pv->roots, pv->dev_cur);
+	src_uverbs_read(&pv->roots, NULL, pv->dev_cur);
+	src_debugfs_read(&pv->roots, pv->dev_cur);
 	if (pv->cb)
 		sample_nl_mr(ctx, pv);
-	if (pv->cb && src_memcg_read(pv->roots, 0, pv->dev_cur) <= 0)
-		src_vmstat_read(pv->roots, pv->dev_cur);
+	if (pv->cb && src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
+		src_vmstat_read(&pv->roots, pv->dev_cur);
 	t = pv->dev_prev;
 	pv->dev_prev = pv->dev_cur;
 	pv->dev_cur = t;
@@ -490,12 +436,12 @@ static void sample_device(struct odpx_ctx *ctx, struct seg_priv *pv)
 
 void stats_seg_tick(struct odpx_ctx *ctx)
 {
-	struct seg_hdr *h = seg_hdr_of(ctx);
-	struct seg_priv *pv = priv_of(ctx);
+	struct seg_hdr *h = ctx->stats_region;
+	struct seg_priv *pv = ctx->stats_priv;
 	struct odpx_stats st;
 	struct thrash_in in = { 0 };
 	enum odpx_thrash_state was;
-	uint64_t now = mono_ns();
+	uint64_t now = odpx_now_ns();
 
 	/*
 	 * Read the counters once per window, not on every engine tick: the
@@ -537,7 +483,7 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	PUT(thrash_metric, pv->t.metric);
 	PUT(thrash_value_milli, pv->t.value > 0 ? (uint64_t)(pv->t.value * 1000.0) : 0);
 	PUT(thrash_changes, pv->t.changes);
-	atomic_fetch_add_explicit(&h->thrash_windows, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->thrash_windows, 1, RLX);
 	if (changed && pv->cb) {
 		struct odpx_thrash_event ev = {
 			.state = pv->t.state, .prev = was,

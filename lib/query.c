@@ -41,7 +41,7 @@ ODPX_EXPORT int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps)
 		caps->entries = ctx->nentries;
 		caps->pinned_bytes = ctx->pinned_bytes;
 		pthread_mutex_unlock(&ctx->lock);
-		caps->unused_bytes = stats_unused_bytes(ctx, caps->pinned_bytes);
+		caps->unused_bytes = stats_region_unused(ctx->shards, caps->pinned_bytes);
 		prereg_usage(ctx, &caps->prereg_regions, &caps->prereg_bytes);
 		caps->comp_mask |= ODPX_QUERY_USAGE;
 	}

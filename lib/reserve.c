@@ -540,7 +540,7 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	int r = 0;
 
 	/* fails (-EFAULT) as the pin would where the pages are gone */
-	if (atomic_load_explicit(&ctx->sub.attached, RLX))
+	if (LD(ctx->sub.attached))
 		r = monitor_prefault(s, s + len);
 	if (r == 0)
 		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
@@ -646,7 +646,7 @@ void cache_trim(struct odpx_ctx *ctx)
 		pthread_mutex_unlock(&ctx->lock);
 		return;
 	}
-	unused = stats_unused_bytes(ctx, ctx->pinned_bytes);
+	unused = stats_region_unused(ctx->shards, ctx->pinned_bytes);
 	if (unused > ctx->lim.max_unused_bytes) {
 		over = unused - ctx->lim.max_unused_bytes;
 		/* others' victims stay charged: evict @over bytes of our own */

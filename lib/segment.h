@@ -38,7 +38,7 @@
  * gauges and the detector's state are relaxed atomic stores of whole
  * 64-bit words, so a reader sees each value whole, possibly a tick old, and
  * the values of different fields possibly from different moments.  The
- * fields above @reason_seq are written once, before @magic, which is
+ * plain fields but @reason are written once, before @magic, which is
  * stored last (release; readers load it acquire and skip a segment whose
  * magic is not there yet).
  * @reason is written later, again each time the context's reason changes,
@@ -57,7 +57,7 @@
 #include "odpx.h"
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 8	/* 8: no reader-process gauges */
+#define ODPX_SHM_VERSION 8
 #define ODPX_SHM_PREFIX "odpx."
 #define ODPX_SHM_DIR "/dev/shm"
 
@@ -79,21 +79,26 @@ struct stat_shard {
 	uint64_t released, taken;
 } __attribute__((aligned(64)));
 
-/* Counters bumped elsewhere: relaxed atomics, rarely written. */
+/*
+ * Counters bumped elsewhere: relaxed atomics, rarely written, in this
+ * order; each is the field of struct odpx_stats of the same name.  The last
+ * two are gauges of the verbs backend.
+ */
+#define COLD_STATS(X) \
+	X(misses) X(pins) X(unpins) X(pin_failures) X(evictions) X(enomem_retries) \
+	X(merges) X(superseded) X(miss_retries) X(repins) X(inval_unmap) X(inval_remove) \
+	X(inval_remap) X(inval_api) X(inval_entries) X(inval_bytes) X(dead_unpinned) \
+	X(direct_regs) X(direct_shared) X(direct_unwatchable) X(direct_budget) \
+	X(direct_no_monitor) X(direct_racing) X(prefetch_merged) X(prefetch_dropped) \
+	X(prefetch_issued) X(prefetch_failed) X(engine_wakeups) X(engine_ticks) \
+	X(evict_remiss) X(odp_mrs) X(odp_fallbacks) X(prefetch_sges) X(engine_lingers) \
+	X(direct_no_engine) X(try_again) X(idle_released) X(prereg_repins) X(repin_fresh) \
+	X(preload_passthrough) X(prefetch_errno) X(global_rkey)
+
 struct cold_stats {
-	_Atomic uint64_t misses, pins, unpins, pin_failures, evictions,
-		enomem_retries, merges, superseded, miss_retries, repins,
-		inval_unmap, inval_remove, inval_remap, inval_api, inval_entries,
-		inval_bytes, dead_unpinned, direct_regs, direct_shared,
-		direct_unwatchable, direct_budget, direct_no_monitor, direct_racing,
-		prefetch_merged, prefetch_dropped, prefetch_issued,
-		prefetch_failed, engine_wakeups, engine_ticks, evict_remiss,
-		odp_mrs, odp_fallbacks, prefetch_sges,		/* verbs backend */
-		engine_lingers, direct_no_engine,
-		try_again, idle_released, prereg_repins,	/* appended */
-		repin_fresh,
-		preload_passthrough;	/* preload/: odpx_stats_passthrough() */
-	_Atomic uint64_t prefetch_errno, global_rkey;	/* gauges (verbs) */
+#define X(f) _Atomic uint64_t f;
+	COLD_STATS(X)
+#undef X
 };
 
 #define SEG_HDR_BYTES 4096
@@ -125,16 +130,14 @@ struct seg_hdr {
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
 	_Atomic uint64_t thrash_windows;
 	/*
-	 * CLOCK_MONOTONIC when the writer laid the segment out, written once
-	 * before @magic (zero in older writers): with @pid and @n, which a
-	 * process that exec()s gives its first context again, the context's
-	 * identity to a reader that follows its counters from sample to sample.
+	 * CLOCK_MONOTONIC when the writer laid the segment out: with @pid and
+	 * @n, which a process that exec()s gives its first context again, the
+	 * context's identity to a reader that follows it from sample to sample.
 	 */
 	uint64_t born_ns;
 	/*
 	 * The limits in force and where max_pinned_bytes came from (enum
-	 * odpx_limit_source), the idle time: written once before @magic, as
-	 * odpx_query() gives them (zero in older writers).
+	 * odpx_limit_source), the idle time, as odpx_query() gives them.
 	 */
 	uint64_t max_pinned_bytes, max_entries, max_unused_bytes, max_entry_bytes;
 	uint32_t lim_source, idle_ms;

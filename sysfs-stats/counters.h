@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <limits.h>
 #include <sys/types.h>
 #include <time.h>
@@ -95,11 +96,6 @@ static inline double ctr_now_s(void)
 uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enum ctr_source src,
 		      const char *name, bool *found);
 
-/*
- * Increase of a counter between two samples.  A counter that went down
- * wrapped if it was in the top half of the range (2^64 wrap), else it was
- * reset (device re-created): the increase is then its new value.
- */
 /* Sums of counters saturate: a foreign segment's numbers are hostile. */
 static inline uint64_t ctr_sat_add(uint64_t a, uint64_t b)
 {
@@ -108,6 +104,11 @@ static inline uint64_t ctr_sat_add(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
 }
 
+/*
+ * Increase of a counter between two samples.  A counter that went down
+ * wrapped if it was in the top half of the range (2^64 wrap), else it was
+ * reset (device re-created): the increase is then its new value.
+ */
 static inline uint64_t ctr_delta(uint64_t prev, uint64_t cur)
 {
 	if (cur >= prev)
@@ -336,5 +337,6 @@ enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_s
 
 /* ---- odpstat.c ---- */
 int odpstat_main(int argc, char **argv);
+void json_str(FILE *f, const char *s);	/* @s quoted and escaped for JSON */
 
 #endif

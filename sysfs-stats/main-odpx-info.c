@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "odpx.h"
+#include "counters.h"	/* json_str, ctr_read_file */
 #ifdef ODPX_HAVE_VERBS
 #include <infiniband/verbs.h>
 #endif
@@ -68,20 +68,6 @@ static bool first_item;
 
 /* ---- output: one pair per line in text, one object in JSON ---- */
 
-static void jstr(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
-}
-
 static void sep(void)
 {
 	if (!first_item)
@@ -93,7 +79,7 @@ static void section(const char *name)
 {
 	if (json) {
 		sep();
-		jstr(name);
+		json_str(stdout, name);
 		printf(":{");
 		first_item = true;
 	} else {
@@ -120,9 +106,9 @@ static void kv(const char *k, const char *fmt, ...)
 	va_end(ap);
 	if (json) {
 		sep();
-		jstr(k);
+		json_str(stdout, k);
 		putchar(':');
-		jstr(v);
+		json_str(stdout, v);
 	} else {
 		printf("  %-26s %s\n", k, v);
 	}
@@ -132,7 +118,7 @@ static void knum(const char *k, unsigned long long v)
 {
 	if (json) {
 		sep();
-		jstr(k);
+		json_str(stdout, k);
 		printf(":%llu", v);
 	} else {
 		printf("  %-26s %llu\n", k, v);
@@ -141,16 +127,12 @@ static void knum(const char *k, unsigned long long v)
 
 /* ---- what the process and the kernel offer ---- */
 
-static long read_long(const char *path, long dflt)
+/* a sysctl's value, 0 when unreadable */
+static unsigned long long sysctl(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	long v = dflt;
+	uint64_t v = 0;
 
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = dflt;
-		fclose(f);
-	}
+	ctr_read_file(path, &v);
 	return v;
 }
 
@@ -173,11 +155,11 @@ static void knobs(void)
 
 		if (json) {
 			sep();
-			jstr(vars[i].name);
+			json_str(stdout, vars[i].name);
 			printf(":{\"value\":");
-			jstr(set ? v : vars[i].dflt);
+			json_str(stdout, set ? v : vars[i].dflt);
 			printf(",\"source\":\"%s\",\"default\":", set ? "environment" : "default");
-			jstr(vars[i].dflt);
+			json_str(stdout, vars[i].dflt);
 			printf("}");
 		} else {
 			printf("  %-26s %s (%s)\n", vars[i].name, set ? v : vars[i].dflt,
@@ -266,8 +248,7 @@ static void userfaultfd(void)
 	const char *mode;
 
 	section("userfaultfd");
-	knum("vm_unprivileged_userfaultfd",
-	     (unsigned long long)read_long("/proc/sys/vm/unprivileged_userfaultfd", 0));
+	knum("vm_unprivileged_userfaultfd", sysctl("/proc/sys/vm/unprivileged_userfaultfd"));
 	if (r < 0) {
 		kv("available", "no: %s", strerror(-r));
 		kv("monitor_mode", "none: every registration is served direct");
@@ -312,8 +293,7 @@ static struct odpx_ctx *uring(void)
 	int r;
 
 	section("io_uring");
-	knum("kernel_io_uring_disabled",
-	     (unsigned long long)read_long("/proc/sys/kernel/io_uring_disabled", 0));
+	knum("kernel_io_uring_disabled", sysctl("/proc/sys/kernel/io_uring_disabled"));
 	r = odpx_open_uring(NULL, &ctx);
 	if (r < 0) {
 		kv("usable", "no");

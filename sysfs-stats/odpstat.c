@@ -256,9 +256,8 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	src_debugfs_read(&o->roots, &s->c);
 	src_hw_counters_read(&o->roots, o->dev, &s->c);
 	src_vmstat_read(&o->roots, &s->c);
-	if (o->pid)
-		src_memcg_read(&o->roots, o->pid, &s->c);
 	if (o->pid) {
+		src_memcg_read(&o->roots, o->pid, &s->c);
 		r = src_pid_stat_read(&o->roots, o->pid, &s->c, &start);
 		if (first)
 			o->pid_start = start;
@@ -437,7 +436,7 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 
 /* ---- output ---- */
 
-static void json_str(FILE *f, const char *s)
+void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -516,13 +515,12 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		json_str(f, caps[i].name);
 		if (caps[i].queried)
 			fprintf(f, ",\"odp\":%s,\"implicit\":%s,\"general_caps\":%" PRIu64
-				",\"rc_odp_caps\":%u,\"uc_odp_caps\":%u,\"ud_odp_caps\":%u,\"xrc_odp_caps\":%u",
+				",\"rc_odp_caps\":%u,\"uc_odp_caps\":%u,\"ud_odp_caps\":%u,\"xrc_odp_caps\":%u"
+				",\"max_mr\":%" PRIu64 ",\"max_mr_size\":%" PRIu64 ",\"max_pd\":%" PRIu64,
 				caps[i].general & 1 ? "true" : "false",
 				caps[i].general & 2 ? "true" : "false", caps[i].general, caps[i].rc,
-				caps[i].uc, caps[i].ud, caps[i].xrc);
-		if (caps[i].queried)
-			fprintf(f, ",\"max_mr\":%" PRIu64 ",\"max_mr_size\":%" PRIu64 ",\"max_pd\":%"
-				PRIu64, caps[i].max_mr, caps[i].max_mr_size, caps[i].max_pd);
+				caps[i].uc, caps[i].ud, caps[i].xrc, caps[i].max_mr, caps[i].max_mr_size,
+				caps[i].max_pd);
 		fputs(",\"summary\":", f);
 		json_str(f, line);
 		fputc('}', f);

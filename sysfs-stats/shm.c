@@ -1,20 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * shm.c - the reader side of the stats segments (layout in segment.h):
- * find a process's segments, read a copy of each, sum their counters.
- * The library links it too: its writer follows the same removal protocol
- * (odpx_seg_unlink_dead) and sums its own counters the same way.
- *
- * A segment is live when its magic is set, its header matches this
- * build's layout, some process holds its OFD lock (a /dev/shm file; a
- * memfd holds none), and the process named in it still runs with the start
- * time recorded in it.  The lock is the test that counts: a process that
- * exec()ed keeps its PID and start time, and a PID may be another
- * process's by now.  A segment written in another PID namespace (one that
- * shares /dev/shm) is not read: its PID is not ours; it is removed only
- * when no one holds its lock.  Anything else under the odpx.<pid>.<n> names
- * is stale: skipped, and unlinked when it belongs to the caller and no one
- * holds its lock (odpx_seg_unlink_dead).
+ * shm.c - the reader side of the stats segments (segment.h: the layout and
+ * what makes a segment live): find a process's segments, read a copy of
+ * each, sum their counters.  The library links it too: its writer follows
+ * the same removal protocol (odpx_seg_unlink_dead) and sums its own
+ * counters the same way.  A segment of another PID namespace (one that
+ * shares /dev/shm) is not read, its PID not being ours, and is removed only
+ * when no one holds its lock; anything else under the odpx.<pid>.<n> names
+ * that is not live is skipped, and unlinked when it is the caller's.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -92,19 +85,19 @@ bool odpx_seg_foreign(const char *path)
 	return foreign;
 }
 
-static bool parse_name(const char *name, pid_t *pid, unsigned *n)
+/* A regular file of ODPX_SHM_DIR named as a segment: its path, status and PID. */
+static bool seg_file(const struct dirent *d, char path[300], struct stat *sb, pid_t *pid)
 {
+	const char *name = d->d_name + sizeof(ODPX_SHM_PREFIX) - 1;
 	int p, used = 0;
 	unsigned x;
 
-	if (strncmp(name, ODPX_SHM_PREFIX, sizeof(ODPX_SHM_PREFIX) - 1))
-		return false;
-	name += sizeof(ODPX_SHM_PREFIX) - 1;
-	if (sscanf(name, "%d.%u%n", &p, &x, &used) != 2 || name[used] || p <= 0)
+	if (strncmp(d->d_name, ODPX_SHM_PREFIX, sizeof(ODPX_SHM_PREFIX) - 1) ||
+	    sscanf(name, "%d.%u%n", &p, &x, &used) != 2 || name[used] || p <= 0)
 		return false;
 	*pid = p;
-	*n = x;
-	return true;
+	snprintf(path, 300, ODPX_SHM_DIR "/%s", d->d_name);
+	return lstat(path, sb) == 0 && S_ISREG(sb->st_mode);
 }
 
 /* The uid owning /proc/<pid>, (uid_t)-1 if none. */
@@ -343,13 +336,9 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 			char path[300];
 			struct stat sb, fsb;
 			pid_t p;
-			unsigned n;
 			int fd, r;
 
-			if (!parse_name(d->d_name, &p, &n) || (pid && p != pid))
-				continue;
-			snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
-			if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+			if (!seg_file(d, path, &sb, &p) || (pid && p != pid))
 				continue;
 			if (!pid && sb.st_uid != me)
 				continue;	/* all: the caller's own processes */
@@ -401,13 +390,9 @@ int odpx_seg_clean_stale(void)
 		char path[300];
 		struct stat sb;
 		pid_t p;
-		unsigned n;
 		int r;
 
-		if (!parse_name(d->d_name, &p, &n))
-			continue;
-		snprintf(path, sizeof(path), ODPX_SHM_DIR "/%s", d->d_name);
-		if (lstat(path, &sb) < 0 || sb.st_uid != me || !S_ISREG(sb.st_mode))
+		if (!seg_file(d, path, &sb, &p) || sb.st_uid != me)
 			continue;
 		r = odpx_seg_unlink_dead(path);
 		/* another version's segment (no lock): its PID, as that version judged it */
@@ -417,17 +402,6 @@ int odpx_seg_clean_stale(void)
 	}
 	closedir(dp);
 	return cleaned;
-}
-
-/*
- * Sums of counters saturate: a segment odpstat reads may come from another
- * user, and every number in it is taken as hostile.
- */
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	uint64_t s;
-
-	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
 }
 
 /*
@@ -442,8 +416,8 @@ uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 	uint64_t released = 0, taken = 0;
 
 	for (int i = 0; i <= STAT_SHARDS; i++) {
-		released = sat_add(released, __atomic_load_n(&shards[i].released, __ATOMIC_RELAXED));
-		taken = sat_add(taken, __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
+		released = ctr_sat_add(released, __atomic_load_n(&shards[i].released, __ATOMIC_RELAXED));
+		taken = ctr_sat_add(taken, __atomic_load_n(&shards[i].taken, __ATOMIC_RELAXED));
 	}
 	if (released <= taken)
 		return 0;
@@ -453,58 +427,16 @@ uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
 		      struct odpx_stats *st)
 {
-#define CS(f) atomic_load_explicit(&cs->f, memory_order_relaxed)
+#define SH(f) st->f = ctr_sat_add(st->f, __atomic_load_n(&shards[i].f, __ATOMIC_RELAXED))
 	for (int i = 0; i <= STAT_SHARDS; i++) {
-		st->hits = sat_add(st->hits, __atomic_load_n(&shards[i].hits, __ATOMIC_RELAXED));
-		st->hits_slow = sat_add(st->hits_slow,
-					__atomic_load_n(&shards[i].hits_slow, __ATOMIC_RELAXED));
-		st->deregs = sat_add(st->deregs, __atomic_load_n(&shards[i].deregs, __ATOMIC_RELAXED));
-		st->prefetch_queued = sat_add(st->prefetch_queued,
-					      __atomic_load_n(&shards[i].prefetch_queued,
-							      __ATOMIC_RELAXED));
+		SH(hits);
+		SH(hits_slow);
+		SH(deregs);
+		SH(prefetch_queued);
 	}
-	st->hits = sat_add(st->hits, st->hits_slow);
-	st->misses = CS(misses);
-	st->pins = CS(pins);
-	st->unpins = CS(unpins);
-	st->pin_failures = CS(pin_failures);
-	st->evictions = CS(evictions);
-	st->enomem_retries = CS(enomem_retries);
-	st->merges = CS(merges);
-	st->superseded = CS(superseded);
-	st->miss_retries = CS(miss_retries);
-	st->repins = CS(repins);
-	st->inval_unmap = CS(inval_unmap);
-	st->inval_remove = CS(inval_remove);
-	st->inval_remap = CS(inval_remap);
-	st->inval_api = CS(inval_api);
-	st->inval_entries = CS(inval_entries);
-	st->inval_bytes = CS(inval_bytes);
-	st->dead_unpinned = CS(dead_unpinned);
-	st->direct_regs = CS(direct_regs);
-	st->direct_shared = CS(direct_shared);
-	st->direct_unwatchable = CS(direct_unwatchable);
-	st->direct_budget = CS(direct_budget);
-	st->direct_no_monitor = CS(direct_no_monitor);
-	st->direct_racing = CS(direct_racing);
-	st->prefetch_merged = CS(prefetch_merged);
-	st->prefetch_dropped = CS(prefetch_dropped);
-	st->prefetch_issued = CS(prefetch_issued);
-	st->prefetch_failed = CS(prefetch_failed);
-	st->engine_wakeups = CS(engine_wakeups);
-	st->engine_ticks = CS(engine_ticks);
-	st->engine_lingers = CS(engine_lingers);
-	st->direct_no_engine = CS(direct_no_engine);
-	st->try_again = CS(try_again);
-	st->idle_released = CS(idle_released);
-	st->prereg_repins = CS(prereg_repins);
-	st->preload_passthrough = CS(preload_passthrough);
-	st->evict_remiss = CS(evict_remiss);
-	st->repin_fresh = CS(repin_fresh);
-	st->odp_mrs = CS(odp_mrs);
-	st->odp_fallbacks = CS(odp_fallbacks);
-	st->prefetch_sges = CS(prefetch_sges);
-	st->prefetch_errno = CS(prefetch_errno);
-	st->global_rkey = CS(global_rkey);
-#undef CS
+#undef SH
+	st->hits = ctr_sat_add(st->hits, st->hits_slow);
+#define X(f) st->f = atomic_load_explicit(&cs->f, memory_order_relaxed);
+	COLD_STATS(X)
+#undef X
 }

@@ -47,12 +47,12 @@ struct monitor {
 	struct { uintptr_t start, end; uint64_t ns; } rm[REMOVE_LOG];
 	uint64_t nrm, quarantine_ns;
 	uint64_t spin_ns;	/* opt-in: poll without sleeping this long after an event */
-	uint64_t events, faults_resolved;
+	uint64_t events;
 	/* watch.c */
 	uintptr_t widen_max;
 	struct watch *w;
 	unsigned nw, budget;
-	uint64_t regs, unregs;
+	uint64_t regs;
 	char *reader_stack;	/* its own mapping (open.c) */
 	size_t reader_stack_len;
 };
@@ -73,13 +73,9 @@ extern struct monitor mon;
 
 /* reader.c */
 void *reader_main(void *arg);
-uint64_t monitor_ns(void);
 
 /* watch.c, under mon.lock */
 void watch_cut(uintptr_t start, uintptr_t end);
 unsigned monitor_budget_default(void);
-
-/* open.c */
-const char *uffd_mode_str(enum uffd_mode m);
 
 #endif

@@ -37,7 +37,7 @@
 
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
-const char *uffd_mode_str(enum uffd_mode m)
+static const char *uffd_mode_str(enum uffd_mode m)
 {
 	switch (m) {
 	case UFFD_MODE_WP_ASYNC: return "wp-async";
@@ -83,6 +83,24 @@ static enum uffd_mode pick_mode(const char *force, uint64_t have)
 	return UFFD_MODE_MISSING;
 }
 
+/* A new uffd, UFFDIO_API done with @api (the mode named in mon.why if it fails) */
+static int uffd_api(struct uffdio_api *api, const char *mode)
+{
+	int fd = uffd_new(), err;
+
+	if (fd < 0) {
+		snprintf(mon.why, sizeof(mon.why), "userfaultfd: %s", strerror(-fd));
+		return fd;
+	}
+	if (ioctl(fd, UFFDIO_API, api) == 0)
+		return fd;
+	err = -errno;
+	close(fd);
+	snprintf(mon.why, sizeof(mon.why), "UFFDIO_API%s%s%s: %s", mode ? "(" : "", mode ? mode : "",
+		 mode ? ")" : "", strerror(-err));
+	return err;
+}
+
 /* The uffd in the best mode the kernel offers, or the one @force names, in *@mode. */
 static int uffd_open(const char *force, enum uffd_mode *mode)
 {
@@ -90,18 +108,10 @@ static int uffd_open(const char *force, enum uffd_mode *mode)
 			    UFFD_FEATURE_EVENT_REMAP;
 	struct uffdio_api api = { .api = UFFD_API };
 	enum uffd_mode want;
-	int fd = uffd_new();
+	int fd = uffd_api(&api, NULL);	/* probe: the features offered */
 
-	if (fd < 0) {
-		snprintf(mon.why, sizeof(mon.why), "userfaultfd: %s", strerror(-fd));
+	if (fd < 0)
 		return fd;
-	}
-	if (ioctl(fd, UFFDIO_API, &api) < 0) {	/* probe: the features offered */
-		int err = -errno;
-		close(fd);
-		snprintf(mon.why, sizeof(mon.why), "UFFDIO_API: %s", strerror(-err));
-		return err;
-	}
 	close(fd);
 	if ((api.features & ev) != ev) {
 		snprintf(mon.why, sizeof(mon.why), "userfaultfd lacks UNMAP/REMOVE/REMAP events");
@@ -113,16 +123,8 @@ static int uffd_open(const char *force, enum uffd_mode *mode)
 		api.features |= UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_PAGEFAULT_FLAG_WP;
 	else if (want == UFFD_MODE_WP)
 		api.features |= UFFD_FEATURE_PAGEFAULT_FLAG_WP;
-	if ((fd = uffd_new()) < 0)
-		return fd;
-	if (ioctl(fd, UFFDIO_API, &api) < 0) {
-		int err = -errno;
-		close(fd);
-		snprintf(mon.why, sizeof(mon.why), "UFFDIO_API(%s): %s", uffd_mode_str(want),
-			 strerror(-err));
-		return err;
-	}
-	*mode = want;
+	if ((fd = uffd_api(&api, uffd_mode_str(want))) >= 0)
+		*mode = want;
 	return fd;
 }
 
@@ -189,9 +191,9 @@ out:
 }
 
 /*
- * No reader and no subscriber: close the uffd and free the table (nothing
- * is registered yet), so that a process whose monitor failed holds nothing
- * of it; the next attempt opens them anew.  life_lock held.
+ * No reader and no subscriber: close the uffd (unregistering every range)
+ * and free the table, so that a process whose monitor failed or stopped
+ * holds nothing of it; the next attach opens them anew.  life_lock held.
  */
 static void release_uffd(void)
 {
@@ -255,16 +257,17 @@ int monitor_attach(struct monitor_sub *sub, const struct monitor_config *cfg, ch
 	if ((r = open_once(cfg)) < 0)
 		goto out;
 	if (!mon.running) {
-		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		const char *what = "the reader's eventfd";
+
+		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 			r = -errno;
-			snprintf(mon.why, sizeof(mon.why), "the reader's eventfd: %s", strerror(-r));
-			release_uffd();
-			goto out;
-		}
-		if ((r = reader_start()) < 0) {
-			close(mon.stopfd);
+		else if ((r = reader_start()) < 0)
+			what = "the reader thread";
+		if (r < 0) {
+			if (mon.stopfd >= 0)
+				close(mon.stopfd);
 			mon.stopfd = -1;
-			snprintf(mon.why, sizeof(mon.why), "the reader thread: %s", strerror(-r));
+			snprintf(mon.why, sizeof(mon.why), "%s: %s", what, strerror(-r));
 			release_uffd();
 			goto out;
 		}
@@ -289,7 +292,6 @@ out:
  */
 void monitor_detach(struct monitor_sub *sub)
 {
-	struct watch *w;
 	uint64_t one = 1;
 	bool stop;
 
@@ -319,18 +321,14 @@ void monitor_detach(struct monitor_sub *sub)
 		pthread_join(mon.reader, NULL);
 	/* no reader, no subscriber: close (unregistering every range), then forget */
 	close(mon.stopfd);
-	close(mon.uffd);
 	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
 	vma_close();
 	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = NULL;
-	mon.stopfd = mon.uffd = -1;
+	mon.stopfd = -1;
 	mon.running = false;
-	w = mon.w;
-	mon.w = NULL;
-	mon.nw = 0;
 	pthread_mutex_unlock(&mon.lock);
-	free(w);
+	release_uffd();
 out:
 	pthread_mutex_unlock(&life_lock);
 }

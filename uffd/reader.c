@@ -107,7 +107,7 @@ void monitor_unlock(void)
 	pthread_mutex_unlock(&mon.lock);
 }
 
-uint64_t monitor_ns(void)
+static uint64_t monitor_ns(void)
 {
 	struct timespec ts;
 
@@ -225,10 +225,9 @@ static void handle(const struct uffd_msg *m)
 	mon.events++;
 	switch (m->event) {
 	case UFFD_EVENT_UNMAP:
-		apply(m->arg.remove.start, m->arg.remove.end, MONITOR_UNMAP);
-		break;
 	case UFFD_EVENT_REMOVE:
-		apply(m->arg.remove.start, m->arg.remove.end, MONITOR_REMOVE);
+		apply(m->arg.remove.start, m->arg.remove.end,
+		      m->event == UFFD_EVENT_UNMAP ? MONITOR_UNMAP : MONITOR_REMOVE);
 		break;
 	case UFFD_EVENT_REMAP:
 		apply(m->arg.remap.from, m->arg.remap.from + m->arg.remap.len, MONITOR_REMAP);
@@ -242,7 +241,6 @@ static void handle(const struct uffd_msg *m)
 			struct uffdio_range w = z.range;
 			ioctl(mon.uffd, UFFDIO_WAKE, &w);
 		}
-		mon.faults_resolved++;
 		break;
 	}
 	}

@@ -71,7 +71,7 @@ static void recount(struct watch *w)
  * exact if it was, and a split gives both parts the whole count, never
  * short, marked approx.  No counting here: a record bridged over a pool of
  * buffers may hold 100,000 entries, and a munmap of one of them must not
- * walk them all under mon.lock (4.7 ms when it did).
+ * walk them all under mon.lock.
  */
 void watch_cut(uintptr_t s, uintptr_t e)
 {
@@ -124,7 +124,6 @@ static void watch_unregister(unsigned i)
 	struct uffdio_range r = { mon.w[i].start, mon.w[i].end - mon.w[i].start };
 
 	ioctl(mon.uffd, UFFDIO_UNREGISTER, &r);	/* gone already is fine */
-	mon.unregs++;
 	memmove(&mon.w[i], &mon.w[i + 1], (mon.nw - i - 1) * sizeof(mon.w[0]));
 	mon.nw--;
 }
