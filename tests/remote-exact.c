@@ -35,7 +35,10 @@ static void span_is(struct odpx_mr *mr, void *p, size_t len, const char *what)
 
 /*
  * 120 exact ranges whose starts share one hash bucket (a stride of the hash's
- * prime in pages), released, then registered again: every one is a hit.  The
+ * prime in pages), released, then registered again: every one is a hit.
+ * Keys are start pages modulo 1 TiB (index.h): past a multiple of 1 TiB the
+ * stride lands in another bucket, so the pages are the longest run of one
+ * bucket in twice the span needed, which at most one such boundary cuts.  The
  * lookup gave up after MAX_STEPS (96) links without trying the tree, and each
  * miss superseded its cached twin (119 of 120 missed).
  */
@@ -44,15 +47,23 @@ static void long_chain(void)
 	enum { N_REG = 120 };
 	struct odpx_priv_state ps;
 	odpx_priv_state(ctx, &ps);
-	size_t stride = (size_t)ps.hmod * PG, span = stride * (N_REG + 8);
+	size_t stride = (size_t)ps.hmod * PG, span = stride * 2 * N_REG, first = 0, best = 0;
 	char *base = mmap(NULL, span, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *pg[N_REG];
 	unsigned n = 0;
 
 	CHECK(base != MAP_FAILED, "mmap %zu: %s", span, strerror(errno));
-	for (size_t off = 0; off < span && n < N_REG; off += stride)	/* a key's wrap skips one */
-		if (odpx_priv_home(ctx, (uintptr_t)base + off, R) == odpx_priv_home(ctx, (uintptr_t)base, R))
-			pg[n++] = base + off;
+	for (size_t off = 0, run = 0; off < span; off += stride) {
+		if (off && odpx_priv_home(ctx, (uintptr_t)base + off, R) !=
+			   odpx_priv_home(ctx, (uintptr_t)base + off - stride, R))
+			run = off;
+		if ((off - run) / stride + 1 > best) {
+			best = (off - run) / stride + 1;
+			first = run;
+		}
+	}
+	for (size_t off = first; n < N_REG && n < best; off += stride)
+		pg[n++] = base + off;
 	CHECK(n == N_REG, "only %u pages in one bucket", n);
 	for (unsigned i = 0; i < N_REG; i++)
 		CHECK_RC(odpx_dereg(ctx, reg(pg[i], PG, R)), 0);
