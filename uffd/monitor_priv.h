@@ -33,7 +33,7 @@ struct watch {
  */
 struct monitor {
 	pthread_mutex_t lock;
-	int uffd, stopfd;
+	int uffd, stopfd, kickfd;	/* kickfd: reader.c, the kick of a burst */
 	enum uffd_mode mode;
 	pthread_t reader;
 	bool running;

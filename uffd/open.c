@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -259,14 +260,21 @@ int monitor_attach(struct monitor_sub *sub, const struct monitor_config *cfg, ch
 	if (!mon.running) {
 		const char *what = "the reader's eventfd";
 
-		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 			r = -errno;
-		else if ((r = reader_start()) < 0)
+		} else if (mon.kickfd < 0 &&
+			   (mon.kickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0) {
+			r = -errno;
+			what = "the reader's timerfd";
+		} else if ((r = reader_start()) < 0) {
 			what = "the reader thread";
+		}
 		if (r < 0) {
 			if (mon.stopfd >= 0)
 				close(mon.stopfd);
-			mon.stopfd = -1;
+			if (mon.kickfd >= 0)
+				close(mon.kickfd);
+			mon.stopfd = mon.kickfd = -1;
 			snprintf(mon.why, sizeof(mon.why), "%s: %s", what, strerror(-r));
 			release_uffd();
 			goto out;
@@ -321,11 +329,12 @@ void monitor_detach(struct monitor_sub *sub)
 		pthread_join(mon.reader, NULL);
 	/* no reader, no subscriber: close (unregistering every range), then forget */
 	close(mon.stopfd);
+	close(mon.kickfd);
 	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
 	vma_close();
 	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = NULL;
-	mon.stopfd = -1;
+	mon.stopfd = mon.kickfd = -1;
 	mon.running = false;
 	pthread_mutex_unlock(&mon.lock);
 	release_uffd();
@@ -372,12 +381,14 @@ void monitor_atfork_child(void)
 		close(mon.uffd);
 	if (mon.stopfd >= 0)
 		close(mon.stopfd);
+	if (mon.kickfd >= 0)
+		close(mon.kickfd);
 	if (mon.reader_stack)	/* a copy of the parent's reader's: nobody runs on it */
 		munmap(mon.reader_stack, mon.reader_stack_len);
 	free(mon.w);
 	memset(&mon, 0, sizeof(mon));
 	pthread_mutex_init(&mon.lock, NULL);
-	mon.uffd = mon.stopfd = -1;
+	mon.uffd = mon.stopfd = mon.kickfd = -1;
 	pthread_mutex_unlock(&life_lock);	/* taken by this thread in prepare */
 	vma_atfork_child();
 }

@@ -79,6 +79,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +96,7 @@ struct monitor mon = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.uffd = -1,
 	.stopfd = -1,
+	.kickfd = -1,
 };
 
 void monitor_lock(void)
@@ -282,53 +284,57 @@ static void read_batch(void)
 }
 
 /*
- * The reader: wait for the uffd or the stop eventfd and read a batch.  The
- * subscribers' unpinners are woken KICK_DELAY_NS after the first event of a
- * burst, not at each event: the caller of a munmap runs again as soon as
- * its event is read, and an unpin woken at once on its CPU would run
- * before it.  Unpinning is deferred work: a miss short of room reaps dead
- * entries itself.  With ODPX_MONITOR_SPIN_US the reader polls without
- * sleeping that long after an event.
+ * The reader: wait for the uffd, the stop eventfd or the kick timerfd, and
+ * read a batch.  The subscribers' unpinners are woken KICK_DELAY_NS after
+ * the first event of a burst, not at each event: the caller of a munmap
+ * runs again as soon as its event is read, and an unpin woken at once on
+ * its CPU would run before it.  The delay is a timerfd armed once a burst,
+ * never a timeout of each wait: arming a timer costs a trap to the
+ * hypervisor in a virtual machine, and every event of a burst would pay
+ * it.  Unpinning is deferred work: a miss short of room reaps dead entries
+ * itself.  With ODPX_MONITOR_SPIN_US the reader polls without sleeping
+ * that long after an event.
  */
 void *reader_main(void *arg)
 {
-	uint64_t spin_until = 0, kick_by = 0;
+	const struct itimerspec kick_in = { .it_value = { 0, (long)KICK_DELAY_NS } };
+	const struct timespec zero = { 0, 0 };
+	uint64_t spin_until = 0, x;
 	unsigned idle_polls = 0;
+	bool kick_armed = false;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "odpx-uffd");	/* in top and a hang's dump */
 	for (;;) {
-		struct pollfd p[2] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 } };
-		struct timespec ts, *timeout = NULL;
+		struct pollfd p[3] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 },
+				       { mon.kickfd, POLLIN, 0 } };
 		uint64_t now = monitor_ns();
 
-		if (kick_by && now >= kick_by) {
-			pthread_mutex_lock(&mon.lock);
-			kick_all();
-			pthread_mutex_unlock(&mon.lock);
-			kick_by = 0;
-		}
-		if (now < spin_until || kick_by) {
-			uint64_t ns = now < spin_until ? 0 : kick_by - now;
-			ts = (struct timespec){ (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
-			timeout = &ts;
-		}
-		if (ppoll(p, 2, timeout, NULL) < 0)
+		if (ppoll(p, 3, now < spin_until ? &zero : NULL, NULL) < 0)
 			continue;	/* no EINTR: signals are masked */
 		if (p[1].revents)
 			break;
+		if (p[2].revents && read(mon.kickfd, &x, sizeof(x)) == sizeof(x)) {
+			pthread_mutex_lock(&mon.lock);
+			kick_all();
+			pthread_mutex_unlock(&mon.lock);
+			kick_armed = false;
+		}
 		if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP))) {
 			if (now < spin_until && !(++idle_polls % YIELD_EVERY))
 				sched_yield();
 			continue;
 		}
 		read_batch();
-		now = monitor_ns();
-		if (!kick_by)
-			kick_by = now + KICK_DELAY_NS;
+		/* a kick that cannot be timed is given at once */
+		if (!kick_armed && !(kick_armed = !timerfd_settime(mon.kickfd, 0, &kick_in, NULL))) {
+			pthread_mutex_lock(&mon.lock);
+			kick_all();
+			pthread_mutex_unlock(&mon.lock);
+		}
 		if (mon.spin_ns) {
 			sched_yield();	/* a caller we just woke on our CPU goes first */
-			spin_until = now + mon.spin_ns;
+			spin_until = monitor_ns() + mon.spin_ns;
 		}
 	}
 	return NULL;
