@@ -27,7 +27,8 @@
  * Operations:
  *   reader     poll (no lock) -> lock -> every seq odd -> read() until empty
  *              -> invalidate() each event's range in every subscriber, log
- *              it, cut the watch -> every seq even -> unlock -> kick().
+ *              it, cut the watch -> every seq even -> unlock; kick() 1 ms
+ *              after the first event of a burst (reader_main()).
  *   hit        seq even? -> find -> CAS a reference -> seq unchanged? keep.
  *   miss       watch (no lock) -> lock: covered? read_begin -> unlock ->
  *              pin (no lock) -> lock: read_retry: an overlapping
