@@ -126,7 +126,7 @@ static int verbs_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t
 		return verr_ptr();
 	b->mr[idx] = mr;
 	*lkey = mr->lkey;
-	*rkey = access & REMOTE_ACCESS ? mr->rkey : 0;
+	*rkey = access & ACC_REMOTE_BITS ? mr->rkey : 0;
 	return 0;
 }
 
@@ -161,7 +161,7 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 
 	vbe_of(ctx)->mr[idx] = mr;
 	e->lkey = mr->lkey;
-	e->rkey = acc & REMOTE_ACCESS ? mr->rkey : 0;
+	e->rkey = acc & ACC_REMOTE_BITS ? mr->rkey : 0;
 	e->access = (uint8_t)acc;
 	e->kind = KIND_CACHED;
 	ST(e->last_use, LD(ctx->clock));
@@ -411,7 +411,7 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 	if (LD(e->span) == span && e->access == acc)
 		return true;
 	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
-	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
+	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
 		range_drop(ctx, idx);	/* ours was the last: a range released meanwhile */
 	return false;
 }
@@ -457,7 +457,7 @@ static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsig
 {
 	int r;
 
-	if (!(access & REMOTE_ACCESS)) {
+	if (!(access & ACC_REMOTE_BITS)) {
 		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
 			take(ctx, b->implicit_idx, out, 0);
 			return 1;
@@ -574,7 +574,7 @@ static void range_drop(struct odpx_ctx *ctx, uint32_t i)
 	struct ibv_mr *mr = NULL;
 
 	pthread_mutex_lock(&b->lock);
-	if ((ctx->ent[i].access & REMOTE_ACCESS) && (mr = ent_evict(ctx, i, true, NULL)))
+	if ((ctx->ent[i].access & ACC_REMOTE_BITS) && (mr = ent_evict(ctx, i, true, NULL)))
 		b->free_stack[b->nfree++] = i;
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
@@ -592,7 +592,7 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
-	if (W_REF(w) == 1 && (e->access & REMOTE_ACCESS))
+	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
 		range_drop(ctx, (uint32_t)(e - ctx->ent));
 	stats_dereg(ctx, 0);
 	return 0;

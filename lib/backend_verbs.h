@@ -12,8 +12,6 @@
 #include "internal.h"
 #include "mode.h"
 
-#define REMOTE_ACCESS (ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE | \
-		       ODPX_ACCESS_REMOTE_ATOMIC)
 #define CHUNK_DEFAULT_BYTES (64UL << 20)
 #define CHUNK_MIN_BYTES (2UL << 20)
 #define CHUNK_MAX_BYTES (2UL << 30)	/* an entry's span holds < 4 GiB */

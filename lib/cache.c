@@ -110,11 +110,9 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
  * so does a kernel without PROCMAP_QUERY (before 6.11), where the only
  * other way, a parse of /proc/self/maps, costs more than a pin.
  */
-#define ACC_WRITE (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_ATOMIC)
-
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
 {
-	bool write = (acc & ACC_WRITE) || ctx->be->id == ODPX_BACKEND_URING;
+	bool write = (acc & ACC_WRITE_BITS) || ctx->be->id == ODPX_BACKEND_URING;
 	struct vma_info v;
 	int r;
 
@@ -600,7 +598,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 static bool remote_uncached(const struct odpx_ctx *ctx, uint32_t acc)
 {
 	return (ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) &&
-	       (acc & (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC));
+	       (acc & ACC_REMOTE_BITS);
 }
 
 /*

@@ -55,7 +55,6 @@ static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
  * matches only an entry of the same page range (no interior hit, no merge),
  * so an rkey never reaches memory the caller did not register.
  */
-#define ACC_REMOTE_BITS (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
 
 static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE_BITS; }
 

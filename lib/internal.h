@@ -32,6 +32,9 @@
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define NIL UINT32_MAX		/* the null entry index */
+/* access bits: a remote class is served by exactly its pages; writes need writable pages */
+#define ACC_REMOTE_BITS (ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_ATOMIC)
+#define ACC_WRITE_BITS (ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_WRITE | ODPX_ACCESS_REMOTE_ATOMIC)
 #define LRU_BUCKETS 257		/* radix-16 heap over 64-bit keys (reserve.c) */
 #define LRU_MARK(b) (NIL - 1 - (b))	/* ends of LRU bucket b's list */
 #define ENTRIES_MAX LRU_MARK(LRU_BUCKETS)	/* max_entries must stay below */

@@ -64,11 +64,5 @@ static int one_mode(void *arg)
 
 int main(void)
 {
-	static const char *const modes[] = { "auto", "wp", "missing" };
-
-	for (unsigned i = 0; i < 3; i++) {
-		int r = run_forked(modes[i], one_mode, NULL);
-		CHECK(r == 0, "%s: %s %d", modes[i], r > 128 ? "signal" : "exit", r > 128 ? r - 128 : r);
-	}
-	return 0;
+	return run_each_uffd_mode(one_mode, NULL);
 }

@@ -6,7 +6,8 @@
  *   - mremap of the whole buffer to 2 MiB, MREMAP_MAYMOVE;
  *   - mremap of the whole buffer to a new address, MREMAP_MAYMOVE | MREMAP_FIXED;
  * each must succeed with the bytes moved along (the watch takes the buffer's whole VMA,
- * uffd/watch.c, which mremap() moves as one).  The old registration is released, the moved
+ * uffd/watch.c, which mremap() moves as one), and the monitor must have seen the move (a
+ * REMAP event counted): a buffer left unwatched would pass the rest without odpx in it.  The old registration is released, the moved
  * range registered again, and RDMA WRITE and READ through the new keys must reach the pages
  * at the new address.  In the uffd modes auto and wp, each in a process of its own.  Missing
  * mode watches exact ranges, which split the VMA, and the kernel's mremap() of a range over
@@ -35,6 +36,7 @@ static void case_of(struct dev *d, struct odpx_ctx *ctx, const char *mode, int f
 	if (memcmp(want + AT, src, PART))
 		dev_fail("%s: RDMA WRITE before the mremap: wrong bytes", mode);
 
+	uint64_t remaps = dv_stats(ctx).inval_remap;
 	if (fixed) {
 		dst = mmap(NULL, MB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (dst == MAP_FAILED)
@@ -61,6 +63,12 @@ static void case_of(struct dev *d, struct odpx_ctx *ctx, const char *mode, int f
 		dev_fail("%s: %s of a buffer registered for RDMA: %s", mode, what, strerror(errno));
 	if (!dev_same(what, q, want, MB))
 		dev_fail("%s: %s: the bytes did not move with the buffer", mode, what);
+	/* the caller runs again once the event is read; it is counted as it is applied */
+	for (int i = 0; i < 200 && dv_stats(ctx).inval_remap == remaps; i++)
+		dev_pause_ms(10);
+	if (dv_stats(ctx).inval_remap == remaps)
+		dev_fail("%s: %s: no REMAP event reached the monitor: the buffer was not watched",
+			 mode, what);
 	dv_dereg(ctx, mr);
 
 	/* the moved range, registered again: both directions through the new keys */
