@@ -350,6 +350,25 @@ static uint32_t slot_of(struct odpx_ctx *ctx, struct odpx_mr *mr)
 	return odpx_priv_slot_of(&st, mr);
 }
 
+/*
+ * @bytes of anonymous memory in a mapping of twice that (*map, *maplen for
+ * munmap) that crosses no multiple of 1 TiB: hash keys are start pages
+ * modulo 1 TiB (index.h), so a pool across one would wrap its keys, and
+ * its homes with them.  One side of the boundary holds @bytes.
+ */
+static unsigned char *map_within_tib(size_t bytes, unsigned char **map, size_t *maplen)
+{
+	const uintptr_t tib = (uintptr_t)1 << 40;
+	unsigned char *m = map_anon(NULL, 2 * bytes);
+	uintptr_t a = (uintptr_t)m, edge = (a + tib) & ~(tib - 1);
+
+	*map = m;
+	*maplen = 2 * bytes;
+	if (edge < a + bytes)	/* [a, a + bytes) crosses it: [edge, edge + bytes) does not */
+		return (unsigned char *)edge;
+	return m;
+}
+
 /* On the null backend (it pins nothing), so a pool can fill the slab. */
 static void home_slots(void)
 {
@@ -373,8 +392,8 @@ static void home_slots(void)
 	      "slab of %u slots, modulus %u, max_entries %lu: not one prime at or above the limit",
 	      st.slots, p, U(caps.limits.max_entries));
 	for (size_t k = 0; k < sizeof(strides) / sizeof(strides[0]); k++) {
-		size_t bytes = N * strides[k] * PG;
-		unsigned char *b = map_anon(NULL, bytes);
+		size_t bytes = N * strides[k] * PG, maplen;
+		unsigned char *m, *b = map_within_tib(bytes, &m, &maplen);
 		for (size_t i = 0; i < N; i++) {
 			CHECK_RC(odpx_reg(ctx, b + i * strides[k] * PG, PG, ODPX_ACCESS_LOCAL_WRITE, &mr[i]), 0);
 			CHECK(slot_of(ctx, mr[i]) == odpx_priv_home(ctx, (uintptr_t)b + i * strides[k] * PG, acc),
@@ -383,7 +402,7 @@ static void home_slots(void)
 		}
 		for (size_t i = 0; i < N; i++)
 			CHECK_RC(odpx_dereg(ctx, mr[i]), 0);
-		munmap(b, bytes);
+		munmap(m, maplen);
 		/* the pool empty again: an engine still unpinning holds home slots */
 		CHECK(WAIT_FOR(stats_of(ctx).entries == 0, 10), "%lu entries outlived their munmap",
 		      U(stats_of(ctx).entries));
