@@ -418,10 +418,14 @@ static void home_slots(void)
 	ctx = open_pin(0);
 	odpx_priv_state(ctx, &st);
 	p = st.hmod;
-	unsigned char *b = map_anon(NULL, (2 * (size_t)p + 1) * PG);
+	size_t maplen;
+	unsigned char *m, *b = map_within_tib((2 * (size_t)p + 1) * PG, &m, &maplen);
 	struct odpx_mr *first = reg_expect(ctx, b, PG, 0, "home: first of a bucket");
 	struct odpx_mr *away[2];
 	for (int i = 0; i < 2; i++) {
+		CHECK(odpx_priv_home(ctx, (uintptr_t)b + (i + 1) * (size_t)p * PG, acc) ==
+		      odpx_priv_home(ctx, (uintptr_t)b, acc), "home: page %dp not in page 0's bucket",
+		      i + 1);
 		away[i] = reg_expect(ctx, b + (i + 1) * (size_t)p * PG, PG, 0, "home: away");
 		CHECK(slot_of(ctx, first) == odpx_priv_home(ctx, (uintptr_t)b, acc) &&
 		      slot_of(ctx, away[i]) != slot_of(ctx, first), "home: slots %u and %u for bucket %u",
@@ -436,7 +440,7 @@ static void home_slots(void)
 		CHECK_RC(odpx_dereg(ctx, again), 0);
 	}
 	CHECK_RC(odpx_dereg(ctx, first), 0);
-	munmap(b, (2 * (size_t)p + 1) * PG);
+	munmap(m, maplen);
 	CHECK_RC(odpx_close(ctx), 0);
 }
 
