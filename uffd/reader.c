@@ -27,8 +27,8 @@
  * Operations:
  *   reader     poll (no lock) -> lock -> every seq odd -> read() until empty
  *              -> invalidate() each event's range in every subscriber, log
- *              it, cut the watch -> every seq even -> unlock; kick() 1 ms
- *              after the first event of a burst (reader_main()).
+ *              it, cut the watch -> every seq even -> unlock; kick() once the
+ *              burst has been quiet 1 ms (reader_main()).
  *   hit        seq even? -> find -> CAS a reference -> seq unchanged? keep.
  *   miss       watch (no lock) -> lock: covered? read_begin -> unlock ->
  *              pin (no lock) -> lock: read_retry: an overlapping
@@ -86,8 +86,9 @@
 
 #include "monitor_priv.h"
 
-/* the kick of what a burst of events killed comes this long after its first event */
-#define KICK_DELAY_NS 1000000ULL
+/* the kick of what a burst killed: once events stop this long, at the latest KICK_MAX_NS in */
+#define KICK_QUIET_NS 1000000ULL
+#define KICK_MAX_NS 20000000ULL
 /* while spinning (opt-in), yield the CPU every YIELD_EVERY empty polls */
 #define YIELD_EVERY 16
 /* "recently": among the last REPIN_WINDOW invalidations (a counter only) */
@@ -286,23 +287,39 @@ static void read_batch(void)
 
 /*
  * The reader: wait for the uffd, the stop eventfd or the kick timerfd, and
- * read a batch.  The subscribers' unpinners are woken KICK_DELAY_NS after
- * the first event of a burst, not at each event: the caller of a munmap
- * runs again as soon as its event is read, and an unpin woken at once on
- * its CPU would run before it.  The delay is a timerfd armed once a burst,
- * never a timeout of each wait: arming a timer costs a trap to the
- * hypervisor in a virtual machine, and every event of a burst would pay
- * it.  Unpinning is deferred work: a miss short of room reaps dead entries
- * itself.  With ODPX_MONITOR_SPIN_US the reader polls without sleeping
- * that long after an event.
+ * read a batch.  The subscribers' unpinners are woken once a burst of
+ * events has been quiet for KICK_QUIET_NS (at the latest KICK_MAX_NS after
+ * its first event), not at each event.  An unpinner that runs during the
+ * burst is a thread of the process awake on another CPU: every later
+ * munmap of the burst must then send that CPU a TLB-shootdown interrupt,
+ * and one woken on the caller's CPU would run before the caller.  The
+ * delay is a timerfd armed once a burst and re-armed at most once each
+ * KICK_QUIET_NS while events go on, never a timeout of each wait: arming
+ * a timer costs a trap to the hypervisor in a virtual machine.  Unpinning
+ * is deferred work: a miss short of room reaps dead entries itself.  With
+ * ODPX_MONITOR_SPIN_US the reader polls without sleeping that long after
+ * an event.
  */
+static bool kick_at(uint64_t in_ns)
+{
+	const struct itimerspec t = { .it_value = { (time_t)(in_ns / 1000000000ULL),
+						    (long)(in_ns % 1000000000ULL) } };
+
+	return !timerfd_settime(mon.kickfd, 0, &t, NULL);
+}
+
+static void kick_now(void)
+{
+	pthread_mutex_lock(&mon.lock);
+	kick_all();
+	pthread_mutex_unlock(&mon.lock);
+}
+
 void *reader_main(void *arg)
 {
-	const struct itimerspec kick_in = { .it_value = { 0, (long)KICK_DELAY_NS } };
 	const struct timespec zero = { 0, 0 };
-	uint64_t spin_until = 0, x;
+	uint64_t spin_until = 0, burst_ns = 0, last_ns = 0, x;
 	unsigned idle_polls = 0;
-	bool kick_armed = false;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "odpx-uffd");	/* in top and a hang's dump */
@@ -316,10 +333,13 @@ void *reader_main(void *arg)
 		if (p[1].revents)
 			break;
 		if (p[2].revents && read(mon.kickfd, &x, sizeof(x)) == sizeof(x)) {
-			pthread_mutex_lock(&mon.lock);
-			kick_all();
-			pthread_mutex_unlock(&mon.lock);
-			kick_armed = false;
+			now = monitor_ns();
+			/* burst_ns: the first event of a burst not yet kicked (0: none) */
+			if (!(last_ns + KICK_QUIET_NS > now && now - burst_ns < KICK_MAX_NS &&
+			      kick_at(last_ns + KICK_QUIET_NS - now))) {
+				kick_now();
+				burst_ns = 0;
+			}
 		}
 		if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP))) {
 			if (now < spin_until && !(++idle_polls % YIELD_EVERY))
@@ -327,11 +347,13 @@ void *reader_main(void *arg)
 			continue;
 		}
 		read_batch();
-		/* a kick that cannot be timed is given at once */
-		if (!kick_armed && !(kick_armed = !timerfd_settime(mon.kickfd, 0, &kick_in, NULL))) {
-			pthread_mutex_lock(&mon.lock);
-			kick_all();
-			pthread_mutex_unlock(&mon.lock);
+		last_ns = monitor_ns();
+		if (!burst_ns) {
+			burst_ns = last_ns;
+			if (!kick_at(KICK_QUIET_NS)) {	/* a kick that cannot be timed is given at once */
+				kick_now();
+				burst_ns = 0;
+			}
 		}
 		if (mon.spin_ns) {
 			sched_yield();	/* a caller we just woke on our CPU goes first */
