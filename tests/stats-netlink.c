@@ -511,7 +511,6 @@ static void test_replay_timing(void)
 	int seg = forge(getpid(), 950, 0), fd;
 	char *map = mmap(NULL, forge_bytes(SEG_COLD_OFF), PROT_READ | PROT_WRITE, MAP_SHARED,
 			 seg, 0);
-	char path[64];
 	struct replay r;
 	pthread_t thr;
 
@@ -546,8 +545,6 @@ static void test_replay_timing(void)
 	atomic_store(&hits_stop, true);
 	pthread_join(thr, NULL);
 	munmap(map, forge_bytes(SEG_COLD_OFF));
-	forge_path(path, sizeof(path), getpid(), 950);
-	unlink(path);
 	close(seg);
 	printf("odpstat with netlink held back every other sample: odpx and MR rates right\n");
 }
