@@ -73,16 +73,9 @@ static _Atomic uint32_t seg_next;
 static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg_priv *seg_list;
 
-void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n)
+void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n)
 {
 	h->version = ODPX_SHM_VERSION;
-	h->hdr_bytes = SEG_HDR_BYTES;
-	h->total_bytes = bytes;
-	h->shards_off = SEG_HDR_BYTES;
-	h->shard_bytes = sizeof(struct stat_shard);
-	h->nshards = STAT_SHARDS + 1;
-	h->cold_off = SEG_COLD_OFF;
-	h->cold_bytes = sizeof(struct cold_stats);
 	h->pid = pid;
 	h->n = n;
 	h->born_ns = odpx_now_ns();
@@ -92,7 +85,7 @@ void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n)
 static void seg_header_of_ctx(struct seg_hdr *h, pid_t pid, unsigned n,
 			      const struct odpx_ctx *ctx)
 {
-	seg_header_init(h, SEG_BYTES, pid, n);
+	seg_header_init(h, pid, n);
 	h->mode = ctx->mode;
 	h->backend = ctx->be ? ctx->be->id : 0;
 	h->flags = ctx->flags;

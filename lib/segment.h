@@ -12,9 +12,10 @@
  *                            goes at odpx_close(), exit or exec().
  *   (private memory no one else sees where a memfd cannot be made)
  *
- *   offset 0        struct seg_hdr (one page)
- *   shards_off      struct stat_shard[nshards]   hot-path counters, per thread
- *   cold_off        struct cold_stats            other counters
+ *   offset 0              struct seg_hdr (one page)
+ *   SEG_HDR_BYTES         struct stat_shard[STAT_SHARDS + 1]   hot-path counters
+ *   SEG_COLD_OFF          struct cold_stats                    other counters
+ *   SEG_BYTES in all: a reader takes another size or version for another layout.
  * The publisher's own state (the detector, the callback, locks) is in its
  * heap, not here.  A reader finds a process's segments in its descriptor
  * table (/proc/<pid>/fd), takes a copy (pread), checks it, and counts a
@@ -90,17 +91,13 @@ struct cold_stats {
 };
 
 #define SEG_HDR_BYTES 4096
-/* a writer's layout: the header, the shards, the cold counters, in pages */
+/* the layout: the header, the shards, the cold counters, in pages */
 #define SEG_COLD_OFF ((uint32_t)(SEG_HDR_BYTES + sizeof(struct stat_shard) * (STAT_SHARDS + 1)))
 #define SEG_BYTES ((SEG_COLD_OFF + sizeof(struct cold_stats) + 4095) & ~(size_t)4095)
 
 struct seg_hdr {
 	_Atomic uint64_t magic;		/* ODPX_SHM_MAGIC, stored last */
 	uint32_t version;		/* ODPX_SHM_VERSION */
-	uint32_t hdr_bytes;		/* SEG_HDR_BYTES */
-	uint64_t total_bytes;		/* of the segment */
-	uint32_t shards_off, shard_bytes, nshards;
-	uint32_t cold_off, cold_bytes;
 	int32_t pid;			/* the writer's: the process whose segment it is */
 	uint32_t n;
 	uint32_t mode, backend;		/* enum odpx_mode, enum odpx_backend */
@@ -129,12 +126,12 @@ struct seg_hdr {
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");
 
 /*
- * A writer's header for segment @n of @pid, @bytes long: the layout and the
- * identity (lib/publish.c).  The writer fills in what its context says,
- * then publishes the header whole: @magic, stored last.  Tests forge
- * segments with the two.
+ * A writer's header for segment @n of @pid: the version and the identity
+ * (lib/publish.c).  The writer fills in what its context says, then
+ * publishes the header whole: @magic, stored last.  Tests forge segments
+ * with the two.
  */
-void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n);
+void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n);
 static inline void seg_header_publish(struct seg_hdr *h)
 {
 	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);

@@ -19,8 +19,6 @@
 #include "counters.h"
 #include "segment.h"
 
-#define SEG_MAX_BYTES (1u << 20)	/* ours are a few pages: more is not a segment of ours */
-
 /*
  * The reason, under the writer's sequence count (segment.h): the header read
  * again until the count is even, non-zero and the same after the text.  A
@@ -61,46 +59,33 @@ static void read_reason(int fd, char *out, size_t n)
  * One segment, read into a copy: every field is fetched once and checked
  * there, and a file that shrinks under us is a short read, not a SIGBUS.
  * -EAGAIN: not a whole segment (being made or closed); -ESTALE: not
- * @pid's (inherited from its writer); -EPROTO: not a layout of this
- * version (or offsets not aligned for the structs read there).
+ * @pid's (inherited from its writer); -EPROTO: not the layout of this
+ * version.
  */
 static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 {
 	struct stat sb;
 	const struct seg_hdr *h;
-	ssize_t got;
 	char *p;
 	int r = 0;
 
 	if (fstat(fd, &sb) < 0)
 		return -errno;
-	if (!S_ISREG(sb.st_mode))
-		return -EPROTO;
-	if ((size_t)sb.st_size < SEG_HDR_BYTES)
+	if (S_ISREG(sb.st_mode) && !sb.st_size)
 		return -EAGAIN;	/* not sized yet */
-	if ((uint64_t)sb.st_size > SEG_MAX_BYTES)
+	if (!S_ISREG(sb.st_mode) || sb.st_size != SEG_BYTES)
 		return -EPROTO;
-	/* the copy aligned as the shards are: their offset is checked against that */
-	if (!(p = aligned_alloc(_Alignof(struct stat_shard), ((size_t)sb.st_size + 63) & ~(size_t)63)))
+	/* aligned as the writer's mapping: the shards are read in place */
+	if (!(p = aligned_alloc(4096, SEG_BYTES)))
 		return -ENOMEM;
-	got = pread(fd, p, (size_t)sb.st_size, 0);
-	if (got < (ssize_t)SEG_HDR_BYTES) {
-		r = got < 0 ? -errno : -EAGAIN;
-		goto out;
-	}
 	h = (const struct seg_hdr *)p;
-	if (atomic_load_explicit(&((struct seg_hdr *)h)->magic, memory_order_relaxed) != ODPX_SHM_MAGIC) {
-		r = -EAGAIN;	/* being created, or closed */
+	if (pread(fd, p, SEG_BYTES, 0) != (ssize_t)SEG_BYTES ||
+	    atomic_load_explicit(&((struct seg_hdr *)h)->magic, memory_order_relaxed) != ODPX_SHM_MAGIC) {
+		r = -EAGAIN;	/* being made, or closed */
 		goto out;
 	}
-	if (h->version != ODPX_SHM_VERSION || h->hdr_bytes != SEG_HDR_BYTES ||
-	    h->shard_bytes != sizeof(struct stat_shard) || h->nshards != STAT_SHARDS + 1 ||
-	    h->cold_bytes != sizeof(struct cold_stats) || h->total_bytes > (uint64_t)got ||
-	    (uint64_t)h->cold_off + h->cold_bytes > h->total_bytes ||
-	    h->shards_off < SEG_HDR_BYTES ||
-	    h->shards_off % _Alignof(struct stat_shard) || h->cold_off % _Alignof(struct cold_stats) ||
-	    (uint64_t)h->shards_off + (uint64_t)h->shard_bytes * h->nshards > h->cold_off) {
-		r = -EPROTO;	/* another odpx version's layout */
+	if (h->version != ODPX_SHM_VERSION) {
+		r = -EPROTO;
 		goto out;
 	}
 	if (h->pid != pid) {
@@ -119,9 +104,9 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->lim_source = h->lim_source;
 	out->idle_ms = h->idle_ms;
 	read_reason(fd, out->reason, sizeof(out->reason));
-	const struct stat_shard *shards = (const void *)(p + h->shards_off);
+	const struct stat_shard *shards = (const void *)(p + SEG_HDR_BYTES);
 
-	stats_region_sum(shards, (const struct cold_stats *)(p + h->cold_off), &out->st);
+	stats_region_sum(shards, (const struct cold_stats *)(p + SEG_COLD_OFF), &out->st);
 #define G(f) atomic_load_explicit(&((struct seg_hdr *)h)->f, memory_order_relaxed)
 	out->st.entries = G(entries);
 	out->st.pinned_bytes = G(pinned_bytes);	/* published at each change */

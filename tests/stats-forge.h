@@ -13,21 +13,14 @@
 #include "../sysfs-stats/counters.h"
 #include "segment.h"
 
-static inline size_t forge_bytes(uint32_t cold_off)
-{
-	return (cold_off + sizeof(struct cold_stats) + 4095) & ~(size_t)4095;
-}
-
 /*
  * Segment @n naming @pid (the caller's own, or another's to test whose a
- * segment is), as its writer would lay it out but at these offsets, @hits
- * in its first shard.  Returns its descriptor, read-write: closing it is
- * the writer's end.
+ * segment is), with @hits in its first shard, as a writer of @version
+ * whose segments are @bytes long would make it.  Returns its descriptor,
+ * read-write: closing it is the writer's end.
  */
-static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t cold_off,
-			   uint64_t hits)
+static inline int forge_at(pid_t pid, unsigned n, uint32_t version, size_t bytes, uint64_t hits)
 {
-	size_t bytes = forge_bytes(cold_off);
 	char name[64];
 	char *p = calloc(1, bytes);
 	struct seg_hdr *h = (struct seg_hdr *)p;
@@ -35,11 +28,9 @@ static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t 
 
 	CHECK(p, "calloc");
 	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	seg_header_init(h, bytes, pid, n);
-	h->shards_off = shards_off;
-	h->cold_off = cold_off;
-	/* maybe misaligned */
-	memcpy(p + shards_off + offsetof(struct stat_shard, hits), &hits, sizeof(hits));
+	seg_header_init(h, pid, n);
+	h->version = version;
+	memcpy(p + SEG_HDR_BYTES + offsetof(struct stat_shard, hits), &hits, sizeof(hits));
 	seg_header_publish(h);
 	fd = memfd_create(name, MFD_CLOEXEC);
 	CHECK(fd >= 0 && fchmod(fd, 0600) == 0 && write(fd, p, bytes) == (ssize_t)bytes,
@@ -48,10 +39,10 @@ static inline int forge_at(pid_t pid, unsigned n, uint32_t shards_off, uint32_t 
 	return fd;
 }
 
-/* The same at the offsets of a writer of this build. */
+/* The same as a writer of this build. */
 static inline int forge(pid_t pid, unsigned n, uint64_t hits)
 {
-	return forge_at(pid, n, SEG_HDR_BYTES, SEG_COLD_OFF, hits);
+	return forge_at(pid, n, ODPX_SHM_VERSION, SEG_BYTES, hits);
 }
 
 #endif
