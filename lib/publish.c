@@ -268,10 +268,9 @@ void stats_gauges_publish(struct odpx_ctx *ctx)
 {
 	struct seg_hdr *h = ctx->stats_region;
 
-	/* on the miss path: two plain stores; the timestamp is the tick's */
+	/* on the miss path: two plain stores (the reason is published as it changes) */
 	PUT(entries, ctx->nentries);
 	PUT(pinned_bytes, ctx->pinned_bytes);
-	stats_seg_reason(ctx);
 }
 
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
@@ -282,7 +281,6 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
-	stats_seg_reason(ctx);
 	st->thrash_state = LD(h->thrash_state);
 	st->thrash_metric = LD(h->thrash_metric);
 	st->thrash_value_milli = LD(h->thrash_value_milli);

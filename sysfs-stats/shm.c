@@ -136,19 +136,20 @@ static bool seen(const struct odpx_seg_info *out, int found, const struct odpx_s
 }
 
 /*
- * The segments in @pid's descriptor table, links "/memfd:odpx.<p>.<n>
+ * The segments in the descriptor table at @dir, links "/memfd:odpx.<p>.<n>
  * (deleted)", opened through it read-only, after @out[*@found]; at most
- * @max in all.  *@err: the first error of a segment that could not be read.
- * Returns 0, or -errno when the table cannot be read (-EACCES: another
- * user's process).
+ * @max in all, those of @pid only.  *@err: the first error of a segment
+ * that could not be read.  Returns the descriptors seen, or -errno when the
+ * table cannot be read (-EACCES: another user's process).
  */
-static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, int *err)
+static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int max, int *found,
+		    int *err)
 {
-	char dir[64], link[300], path[400];
+	char link[300], path[400];
 	struct dirent *d;
+	int fds = 0;
 	DIR *dp;
 
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
 	if (!(dp = opendir(dir)))
 		return -errno;
 	while (*found < max && (d = readdir(dp))) {
@@ -160,6 +161,7 @@ static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, i
 		if (n <= 0)
 			continue;
 		link[n] = 0;
+		fds++;
 		if (strncmp(link, LINK_PREFIX, sizeof(LINK_PREFIX) - 1))
 			continue;
 		/* a FIFO opened at "/memfd:odpx..." and removed reads the same: never wait */
@@ -173,6 +175,34 @@ static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, i
 			++*found;
 		else if (r && r != -ESTALE && r != -EAGAIN && !*err)
 			*err = r;
+	}
+	closedir(dp);
+	return fds;
+}
+
+/*
+ * The segments of @pid, as scan_fds().  Its main thread's view of the
+ * table is empty once that thread has exited: then another thread's.
+ */
+static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, int *err)
+{
+	char dir[64];
+	struct dirent *d;
+	DIR *dp;
+	int r;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	if ((r = scan_fds(dir, pid, out, max, found, err)) != 0 || *found >= max)
+		return r;
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	if (!(dp = opendir(dir)))
+		return 0;
+	while (r <= 0 && (d = readdir(dp))) {
+		char tdir[96];
+
+		snprintf(tdir, sizeof(tdir), "%s/%.20s/fd", dir, d->d_name);
+		if (d->d_name[0] != '.' && atoi(d->d_name) != pid)
+			r = scan_fds(tdir, pid, out, max, found, err);
 	}
 	closedir(dp);
 	return 0;

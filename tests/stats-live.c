@@ -383,7 +383,9 @@ static void target_ends(void)
 /*
  * odpstat -p of a process whose main thread left (pthread_exit()) while
  * another runs: its /proc/<pid>/stat reads Z, yet it has not ended, and
- * odpstat goes on.  (Taking Z alone for the end stopped it after a sample.)
+ * odpstat goes on, showing its context (found through the other thread's
+ * descriptor table: /proc/<pid>/fd lists nothing).  (Taking Z alone for
+ * the end stopped it after a sample.)
  */
 static void leader_exits(void)
 {
@@ -399,10 +401,14 @@ static void leader_exits(void)
 	rows = odpstat_rows(cmd, p, out, sizeof(out));
 	CHECK(!strstr(out, "exited") && rows >= 5, "a process whose main thread left: %d rows, %.300s",
 	      rows, out);
+	snprintf(st, sizeof(st), "# pid %d ctx 0: mode", (int)pid);
+	CHECK(strstr(out, st), "a process whose main thread left: its context not shown: %.300s",
+	      out);
 	CHECK(write(end, "x", 1) == 1, "end the child");
 	waitpid(pid, NULL, 0);
 	close(end);
-	printf("odpstat -p of a process whose main thread left: went on, %d lines\n", rows);
+	printf("odpstat -p of a process whose main thread left: went on, %d lines, its context"
+	       " shown\n", rows);
 }
 
 int main(void)
