@@ -89,7 +89,6 @@ static void seg_header_of_ctx(struct seg_hdr *h, pid_t pid, unsigned n,
 	h->mode = ctx->mode;
 	h->backend = ctx->be ? ctx->be->id : 0;
 	h->flags = ctx->flags;
-	h->tick_ms = ctx->tick_ms;
 	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
 	h->max_entries = ctx->lim.max_entries;
 	h->max_unused_bytes = ctx->lim.max_unused_bytes;

@@ -102,7 +102,6 @@ struct seg_hdr {
 	uint32_t n;
 	uint32_t mode, backend;		/* enum odpx_mode, enum odpx_backend */
 	uint32_t flags;			/* enum odpx_open_flags */
-	uint32_t tick_ms;
 	_Atomic uint32_t reason_seq;	/* 0 none; odd: being written */
 	char reason[192];
 	/* gauges */

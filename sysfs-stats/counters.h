@@ -230,7 +230,6 @@ struct odpx_seg_info {
 	enum odpx_mode mode;
 	enum odpx_backend backend;
 	char reason[192];
-	uint32_t tick_ms;
 	struct odpx_limits lim;		/* 0: a writer that did not publish them */
 	uint32_t lim_source, idle_ms;	/* enum odpx_limit_source; idle release, 0 off */
 	struct odpx_stats st;

@@ -98,7 +98,6 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->born_ns = h->born_ns;
 	out->mode = (enum odpx_mode)h->mode;
 	out->backend = (enum odpx_backend)h->backend;
-	out->tick_ms = h->tick_ms;
 	out->lim = (struct odpx_limits){ h->max_pinned_bytes, h->max_entries, h->max_unused_bytes,
 					 h->max_entry_bytes };
 	out->lim_source = h->lim_source;
