@@ -58,8 +58,6 @@ struct seg_priv {
 	int fd;				/* the memfd, -1 if private; closed in a fork child */
 	void *map;			/* the segment, mapped shared from fd */
 	struct seg_priv *next;		/* on seg_list */
-	pthread_mutex_t reason_lock;	/* publish_reason's */
-	_Atomic uint32_t reason_gen;	/* of the text in the segment */
 };
 
 static _Atomic uint32_t seg_next;
@@ -159,7 +157,6 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 		pv->cb = attr->thrash_cb;
 		pv->cb_arg = attr->thrash_arg;
 	}
-	pthread_mutex_init(&pv->reason_lock, NULL);
 	pv->dev_prev = &pv->sets[0];
 	pv->dev_cur = &pv->sets[1];
 	ctr_set_init(pv->dev_prev);
@@ -234,31 +231,27 @@ void stats_atfork_child(void)
 	pthread_mutex_unlock(&seg_list_lock);	/* ours: the one thread here took it */
 }
 
+_Static_assert(sizeof(((struct seg_hdr *)0)->reason) == sizeof(((struct odpx_ctx *)0)->reason),
+	       "the segment holds the context's reason whole");
+
 /*
  * The reason changes after the open (the verbs backend's choice, a failed
- * attach): copy it again whenever its generation moved.  The segment's
+ * attach): ctx.c calls this after each change.  ctx->reason_lock keeps one
+ * writer of the text at a time, the latest text last; the segment's
  * reason_seq is odd while the text is being written (segment.h).
  */
 void stats_seg_reason(struct odpx_ctx *ctx)
 {
 	struct seg_hdr *h = ctx->stats_region;
-	struct seg_priv *pv = ctx->stats_priv;
-	char text[sizeof(h->reason)];
-	uint32_t gen, seq;
+	uint32_t seq;
 
-	if (LD(ctx->reason_gen) == LD(pv->reason_gen))
-		return;
-	pthread_mutex_lock(&pv->reason_lock);	/* one writer of the segment's text */
-	gen = ctx_reason_copy(ctx, text, sizeof(text));
-	if (gen != LD(pv->reason_gen)) {
-		seq = LD(h->reason_seq);
-		ST(h->reason_seq, seq + 1);
-		atomic_thread_fence(REL);	/* odd before the text */
-		memcpy(h->reason, text, sizeof(h->reason));
-		atomic_store_explicit(&h->reason_seq, seq + 2, REL);
-		ST(pv->reason_gen, gen);
-	}
-	pthread_mutex_unlock(&pv->reason_lock);
+	pthread_mutex_lock(&ctx->reason_lock);
+	seq = LD(h->reason_seq);
+	ST(h->reason_seq, seq + 1);
+	atomic_thread_fence(REL);	/* odd before the text */
+	memcpy(h->reason, ctx->reason, sizeof(h->reason));
+	atomic_store_explicit(&h->reason_seq, seq + 2, REL);
+	pthread_mutex_unlock(&ctx->reason_lock);
 }
 
 #define PUT(f, v) ST(h->f, (v))
