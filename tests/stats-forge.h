@@ -22,7 +22,7 @@
 static inline int forge_at(pid_t pid, unsigned n, uint32_t version, size_t bytes, uint64_t hits)
 {
 	char name[64];
-	char *p = calloc(1, bytes);
+	char *p = calloc(1, bytes > SEG_BYTES ? bytes : SEG_BYTES);	/* @bytes may be short */
 	struct seg_hdr *h = (struct seg_hdr *)p;
 	int fd;
 
