@@ -259,7 +259,6 @@ struct odpx_ctx {
 	struct cold_stats *cs;
 	void *stats_region;		/* holds shards and cs (stats.c) */
 	void *stats_priv;		/* the publisher's own state, never in the shared file */
-	size_t stats_region_bytes;
 
 	struct odpx_ctx *list_next;	/* every open context (ctx.c, ctx_list_lock) */
 	struct monitor_sub sub;		/* pin mode: the monitor's subscriber (cache.c) */

@@ -1,26 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
  * publish.c - the writer side of the stats segment (segment.h: the layout,
- * the liveness lock, the removers' protocol) and the library's thrash
- * detector, run on the engine's tick.
+ * and whose a segment is) and the library's thrash detector, run on the
+ * engine's tick.
  *
- * stats_seg_open() creates the segment as an unnamed /dev/shm file
- * (O_TMPFILE, close-on-exec, 0600), takes its OFD read lock, fills it, and
- * only then names it (linkat): a named segment is always whole and locked.
- * A file already at the name (an earlier process's with the same PID, or
- * this one's before an exec) is replaced when no one holds its lock.  Where
- * /dev/shm cannot be used (read-only, full, no O_TMPFILE or OFD locks, the
- * name held by a live segment of another PID namespace) the segment is a
- * memfd of the same name, which odpstat finds through /proc/<pid>/fd; else
- * private memory, counted as a fallback: odpstat cannot see it.  Stale
- * segments of this uid are unlinked once per process.
+ * stats_seg_open() creates the segment as a memfd (close-on-exec, 0600),
+ * fills it and maps it shared; where no memfd can be made (the descriptor
+ * limit) it is private memory that odpstat cannot see, and the open goes
+ * on: the statistics never fail an open that could work.
  *
- * fork(): a child would share each segment's open file description, and so
- * keep its lock as long as it lives.  stats_atfork_child() closes the
- * child's descriptor and puts private zeroes in place of its mapping, at
- * the same address for the inherited context's close.  A raw clone() child
- * keeps the lock until it exits or execs: readers skip such a segment once
- * the parent's PID is gone (shm.c), but cannot remove it meanwhile.
+ * fork(): stats_atfork_child() closes the child's copy of each descriptor
+ * and puts private zeroes in place of its mapping, at the same address for
+ * the inherited context's close: a child's counters never land in its
+ * parent's segment.  A raw clone() child keeps both until it exits or
+ * execs; readers do not count the segment as its (segment.h).
  *
  * Detector (owner-only state, engine thread only): once per cfg.window_ms
  * the increases of misses, evictions, repins and invalidated entries (and,
@@ -35,7 +28,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -63,21 +55,12 @@ struct seg_priv {
 	struct stats_roots roots;
 	odpx_thrash_cb cb;
 	void *cb_arg;
-	bool on_shm;			/* named in /dev/shm: unlink at close */
-	/*
-	 * -1, the /dev/shm file (holding the OFD lock) or the memfd odpstat
-	 * finds in /proc/<pid>/fd.  Closed in a fork child at once.
-	 */
-	int fd;
+	int fd;				/* the memfd, -1 if private; closed in a fork child */
 	void *map;			/* the segment, mapped shared from fd */
 	struct seg_priv *next;		/* on seg_list */
-	pthread_mutex_t reason_lock;	/* publish_reason's */
-	_Atomic uint32_t reason_gen;	/* of the text in the segment */
-	char path[96];
 };
 
 static _Atomic uint32_t seg_next;
-static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
 
 /*
  * The segments of this process that hold a descriptor, for fork's child
@@ -88,45 +71,22 @@ static pthread_once_t clean_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg_priv *seg_list;
 
-static void clean_stale(void)
-{
-	odpx_seg_clean_stale();
-}
-
-/* @bytes of @fd allocated now: a full tmpfs fails here, not with SIGBUS at a first store */
-static bool seg_size(int fd, size_t bytes)
-{
-	return fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)bytes) == 0 &&
-	       posix_fallocate(fd, 0, (off_t)bytes) == 0;
-}
-
-void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n)
+void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n)
 {
 	h->version = ODPX_SHM_VERSION;
-	h->hdr_bytes = SEG_HDR_BYTES;
-	h->total_bytes = bytes;
-	h->shards_off = SEG_HDR_BYTES;
-	h->shard_bytes = sizeof(struct stat_shard);
-	h->nshards = STAT_SHARDS + 1;
-	h->cold_off = SEG_COLD_OFF;
-	h->cold_bytes = sizeof(struct cold_stats);
-	h->stats_bytes = sizeof(struct odpx_stats);
 	h->pid = pid;
 	h->n = n;
-	h->start_time = proc_start_time(pid);
-	h->pidns = odpx_pidns();
 	h->born_ns = odpx_now_ns();
 }
 
 /* The header of @ctx's segment, published whole: magic last */
-static void seg_header_of_ctx(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n,
+static void seg_header_of_ctx(struct seg_hdr *h, pid_t pid, unsigned n,
 			      const struct odpx_ctx *ctx)
 {
-	seg_header_init(h, bytes, pid, n);
+	seg_header_init(h, pid, n);
 	h->mode = ctx->mode;
 	h->backend = ctx->be ? ctx->be->id : 0;
 	h->flags = ctx->flags;
-	h->tick_ms = ctx->tick_ms;
 	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
 	h->max_entries = ctx->lim.max_entries;
 	h->max_unused_bytes = ctx->lim.max_unused_bytes;
@@ -136,109 +96,53 @@ static void seg_header_of_ctx(struct seg_hdr *h, size_t bytes, pid_t pid, unsign
 	seg_header_publish(h);
 }
 
-/* @fd's file, sized and filled, mapped shared; NULL if it cannot be */
-static void *seg_fill(struct odpx_ctx *ctx, int fd, size_t bytes, pid_t pid, unsigned n)
-{
-	void *p;
-
-	if (!seg_size(fd, bytes))
-		return NULL;
-	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	seg_header_of_ctx(p, bytes, pid, n, ctx);
-	return p;
-}
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U		/* linux/memfd.h, since 6.3 */
+#endif
 
 /*
- * Name @fd's file @path.  A file already there is stale unless a process
- * holds its lock: replaced then, under the removers' protocol
- * (odpx_seg_unlink_dead).  A locked one is a live segment of another PID
- * namespace, or one a cleaner is removing, or a raw clone()'s inherited
- * lock: a few tries, then false (the segment goes to a memfd).  What cannot
- * be locked (not a regular file of ours) is unlinked as before locks.
+ * The segment: a memfd, sized (a full memory cgroup fails here, not with
+ * SIGBUS at a first store), mapped shared; else private memory.  Called
+ * with seg_list_lock held: a fork meanwhile would not find the descriptor
+ * on the list.
  */
-static bool seg_link(int fd, const char *path)
+static void *seg_map(struct odpx_ctx *ctx, pid_t pid, unsigned n, struct seg_priv *pv)
 {
-	char self[64];
-
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	for (int tries = 0; tries < 10; tries++) {
-		struct timespec ms = { 0, 1000000 };
-		int r;
-
-		if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0)
-			return true;
-		if (errno != EEXIST)
-			return false;
-		r = odpx_seg_unlink_dead(path);
-		if (r == 0 && odpx_seg_foreign(path))
-			return false;
-		if (r == 0)
-			nanosleep(&ms, NULL);
-		else if (r < 0 && r != -ENOENT && (odpx_seg_foreign(path) || unlink(path) < 0))
-			return false;
-	}
-	return false;
-}
-
-/*
- * Create, fill and map the backing file: /dev/shm, else a memfd, else
- * private.  Each step that fails falls to the next: the statistics never
- * fail an open that could work.  Called with seg_list_lock held: a fork
- * meanwhile would not find the descriptor on the list.
- */
-static void *seg_map(struct odpx_ctx *ctx, size_t bytes, pid_t pid, unsigned n,
-		     struct seg_priv *pv)
-{
-	struct flock lk = { .l_type = F_RDLCK, .l_whence = SEEK_SET };	/* the whole file */
+	void *p = MAP_FAILED;
 	char name[64];
-	void *p;
 	int fd;
 
 	snprintf(name, sizeof(name), ODPX_SHM_PREFIX "%d.%u", (int)pid, n);
-	snprintf(pv->path, sizeof(pv->path), ODPX_SHM_DIR "/%s", name);
-	pv->fd = -1;
-	fd = open(ODPX_SHM_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		if (fcntl(fd, F_OFD_SETLK, &lk) == 0 && (p = seg_fill(ctx, fd, bytes, pid, n))) {
-			if (seg_link(fd, pv->path)) {
-				pv->fd = fd;	/* kept: its lock says we live */
-				pv->on_shm = true;
-				return p;
-			}
-			munmap(p, bytes);
-		}
+	fd = memfd_create(name, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL)
+		fd = memfd_create(name, MFD_CLOEXEC);	/* a kernel without MFD_NOEXEC_SEAL */
+	if (fd >= 0 && fchmod(fd, 0600) == 0 && ftruncate(fd, SEG_BYTES) == 0 &&
+	    posix_fallocate(fd, 0, SEG_BYTES) == 0)
+		p = mmap(NULL, SEG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED && fd >= 0) {
 		close(fd);
+		fd = -1;
 	}
-	pv->path[0] = 0;
-	if ((fd = memfd_create(name, MFD_CLOEXEC)) >= 0) {
-		if ((p = seg_fill(ctx, fd, bytes, pid, n))) {
-			pv->fd = fd;	/* kept: odpstat finds it in /proc/<pid>/fd */
-			return p;
-		}
-		close(fd);
-	}
-	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		p = mmap(NULL, SEG_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	seg_header_of_ctx(p, bytes, pid, n, ctx);
+	pv->fd = fd;
+	seg_header_of_ctx(p, pid, n, ctx);
 	return p;
 }
 
 int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 {
-	size_t bytes = SEG_BYTES;
 	struct seg_priv *pv = calloc(1, sizeof(*pv));
 	pid_t pid = getpid();
 	unsigned n = atomic_fetch_add_explicit(&seg_next, 1, RLX);
 	char *p;
 
-	pthread_once(&clean_once, clean_stale);
 	if (!pv)
 		return -ENOMEM;
 	pthread_mutex_lock(&seg_list_lock);
-	if (!(p = seg_map(ctx, bytes, pid, n, pv))) {
+	if (!(p = seg_map(ctx, pid, n, pv))) {
 		pthread_mutex_unlock(&seg_list_lock);
 		free(pv);
 		return -ENOMEM;
@@ -253,7 +157,6 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 		pv->cb = attr->thrash_cb;
 		pv->cb_arg = attr->thrash_arg;
 	}
-	pthread_mutex_init(&pv->reason_lock, NULL);
 	pv->dev_prev = &pv->sets[0];
 	pv->dev_cur = &pv->sets[1];
 	ctr_set_init(pv->dev_prev);
@@ -268,7 +171,6 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 		pv->nl_mr = NL_MR_ABSENT;
 
 	ctx->stats_region = p;
-	ctx->stats_region_bytes = bytes;
 	ctx->shards = (struct stat_shard *)(p + SEG_HDR_BYTES);
 	ctx->cs = (struct cold_stats *)(p + SEG_COLD_OFF);
 	return 0;
@@ -281,11 +183,9 @@ void stats_seg_close(struct odpx_ctx *ctx)
 
 	if (!pv)
 		return;	/* an open that failed before the segment */
-	/* a child after fork holds the parent's mapping: never unlink its name */
+	/* a child after fork holds private zeroes there */
 	if (h->pid == getpid()) {
 		atomic_store_explicit(&h->magic, 0, REL);
-		if (pv->on_shm)
-			unlink(pv->path);	/* still locked: no one else removes it */
 		ctr_set_free(pv->dev_prev);
 		ctr_set_free(pv->dev_cur);
 	}
@@ -296,9 +196,9 @@ void stats_seg_close(struct odpx_ctx *ctx)
 			break;
 		}
 	if (pv->fd >= 0)
-		close(pv->fd);	/* the lock goes with it */
+		close(pv->fd);
 	pthread_mutex_unlock(&seg_list_lock);
-	munmap(ctx->stats_region, ctx->stats_region_bytes);
+	munmap(ctx->stats_region, SEG_BYTES);
 	free(pv);
 	ctx->stats_priv = ctx->stats_region = NULL;
 }
@@ -314,17 +214,15 @@ void stats_atfork_parent(void)
 }
 
 /*
- * Neither the child's copy of a descriptor nor its mapping may keep the
- * open file description, and with it the lock, past the parent's close.
- * The mapping becomes private zeroes: the inherited context still points
- * there until its odpx_close() unmaps it.
+ * The child's copies of the descriptors close, and the mappings become
+ * private zeroes: the inherited context still points there until its
+ * odpx_close() unmaps it.
  */
 void stats_atfork_child(void)
 {
 	for (struct seg_priv *pv = seg_list; pv; pv = pv->next) {
 		if (pv->fd < 0)
 			continue;
-		/* failing, the share stays: as after a raw clone() */
 		mmap(pv->map, SEG_BYTES, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		close(pv->fd);
@@ -333,31 +231,27 @@ void stats_atfork_child(void)
 	pthread_mutex_unlock(&seg_list_lock);	/* ours: the one thread here took it */
 }
 
+_Static_assert(sizeof(((struct seg_hdr *)0)->reason) == sizeof(((struct odpx_ctx *)0)->reason),
+	       "the segment holds the context's reason whole");
+
 /*
  * The reason changes after the open (the verbs backend's choice, a failed
- * attach): copy it again whenever its generation moved.  The segment's
+ * attach): ctx.c calls this after each change.  ctx->reason_lock keeps one
+ * writer of the text at a time, the latest text last; the segment's
  * reason_seq is odd while the text is being written (segment.h).
  */
 void stats_seg_reason(struct odpx_ctx *ctx)
 {
 	struct seg_hdr *h = ctx->stats_region;
-	struct seg_priv *pv = ctx->stats_priv;
-	char text[sizeof(h->reason)];
-	uint32_t gen, seq;
+	uint32_t seq;
 
-	if (LD(ctx->reason_gen) == LD(pv->reason_gen))
-		return;
-	pthread_mutex_lock(&pv->reason_lock);	/* one writer of the segment's text */
-	gen = ctx_reason_copy(ctx, text, sizeof(text));
-	if (gen != LD(pv->reason_gen)) {
-		seq = LD(h->reason_seq);
-		ST(h->reason_seq, seq + 1);
-		atomic_thread_fence(REL);	/* odd before the text */
-		memcpy(h->reason, text, sizeof(h->reason));
-		atomic_store_explicit(&h->reason_seq, seq + 2, REL);
-		ST(pv->reason_gen, gen);
-	}
-	pthread_mutex_unlock(&pv->reason_lock);
+	pthread_mutex_lock(&ctx->reason_lock);
+	seq = LD(h->reason_seq);
+	ST(h->reason_seq, seq + 1);
+	atomic_thread_fence(REL);	/* odd before the text */
+	memcpy(h->reason, ctx->reason, sizeof(h->reason));
+	atomic_store_explicit(&h->reason_seq, seq + 2, REL);
+	pthread_mutex_unlock(&ctx->reason_lock);
 }
 
 #define PUT(f, v) ST(h->f, (v))
@@ -366,10 +260,9 @@ void stats_gauges_publish(struct odpx_ctx *ctx)
 {
 	struct seg_hdr *h = ctx->stats_region;
 
-	/* on the miss path: two plain stores; the timestamp is the tick's */
+	/* on the miss path: two plain stores (the reason is published as it changes) */
 	PUT(entries, ctx->nentries);
 	PUT(pinned_bytes, ctx->pinned_bytes);
-	stats_seg_reason(ctx);
 }
 
 void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
@@ -380,8 +273,6 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
-	PUT(gauges_ns, odpx_now_ns());
-	stats_seg_reason(ctx);
 	st->thrash_state = LD(h->thrash_state);
 	st->thrash_metric = LD(h->thrash_metric);
 	st->thrash_value_milli = LD(h->thrash_value_milli);
@@ -483,7 +374,6 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	PUT(thrash_metric, pv->t.metric);
 	PUT(thrash_value_milli, pv->t.value > 0 ? (uint64_t)(pv->t.value * 1000.0) : 0);
 	PUT(thrash_changes, pv->t.changes);
-	atomic_fetch_add_explicit(&h->thrash_windows, 1, RLX);
 	if (changed && pv->cb) {
 		struct odpx_thrash_event ev = {
 			.state = pv->t.state, .prev = was,

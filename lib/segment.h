@@ -6,32 +6,22 @@
  * internals: the file is shared memory of another process, and a change
  * of anything below is a new ODPX_SHM_VERSION.
  *
- *   /dev/shm/odpx.<pid>.<n>   mode 0600, owner only; <n> counts the contexts
- *                             the process opened.  Unlinked at odpx_close().
- *   (memfd "odpx.<pid>.<n>" when /dev/shm cannot be used, full or
- *    read-only; odpstat finds it through /proc/<pid>/fd; else a private
- *    mapping no one else sees)
+ *   memfd "odpx.<pid>.<n>"   mode 0600, close-on-exec; <n> counts the
+ *                            contexts the process opened.  Nothing names it:
+ *                            it lives as long as its writer holds it, and
+ *                            goes at odpx_close(), exit or exec().
+ *   (private memory no one else sees where a memfd cannot be made)
  *
- *   offset 0        struct seg_hdr (one page)
- *   shards_off      struct stat_shard[nshards]   hot-path counters, per thread
- *   cold_off        struct cold_stats            other counters
+ *   offset 0              struct seg_hdr (one page)
+ *   SEG_HDR_BYTES         struct stat_shard[STAT_SHARDS + 1]   hot-path counters
+ *   SEG_COLD_OFF          struct cold_stats                    other counters
+ *   SEG_BYTES in all: a reader takes another size or version for another layout.
  * The publisher's own state (the detector, the callback, locks) is in its
- * heap, not here: any process of the same uid can open the file.  A reader
- * takes a copy (pread), checks it, and trusts a file for one PID only when
- * the file's owner is that process's user.
- *
- * Liveness: the writer holds an OFD read lock on the whole /dev/shm file,
- * taken before the file is named and dropped with the open file description
- * (the descriptor, close-on-exec, and the mapping) at close, exit or
- * exec(); a fork child lets go of its share at once (lib/publish.c).  A
- * named segment of this version whose lock no one holds is dead, whatever
- * its PID (which another process may have by now): readers test it with
- * F_OFD_GETLK, and a remover unlinks a name only while holding the write
- * lock of the file it names (odpx_seg_unlink_dead), so a live segment
- * named meanwhile is never the one removed.  The PID and start time
- * remain a second test (a raw clone() child may hold its parent's lock)
- * and the only one for memfds, which hold no lock: a memfd is found in its
- * writer's own descriptor table.
+ * heap, not here.  A reader finds a process's segments in its descriptor
+ * table (/proc/<pid>/fd), takes a copy (pread), checks it, and counts a
+ * segment as that process's only when the header's @pid is that process's:
+ * a fork or raw clone() child that holds its parent's descriptor is not the
+ * segment's writer (a fork child closes its copy at once, lib/publish.c).
  *
  * Writers never lock for a reader: shards and cold counters are the live
  * counters themselves (relaxed stores and atomic adds, see lib/stats.c);
@@ -57,9 +47,8 @@
 #include "odpx.h"
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 8
+#define ODPX_SHM_VERSION 9
 #define ODPX_SHM_PREFIX "odpx."
-#define ODPX_SHM_DIR "/dev/shm"
 
 /*
  * Counters bumped on the hit path: one line per thread (lib/stats.c), the
@@ -102,33 +91,23 @@ struct cold_stats {
 };
 
 #define SEG_HDR_BYTES 4096
-/* a writer's layout: the header, the shards, the cold counters, in pages */
+/* the layout: the header, the shards, the cold counters, in pages */
 #define SEG_COLD_OFF ((uint32_t)(SEG_HDR_BYTES + sizeof(struct stat_shard) * (STAT_SHARDS + 1)))
 #define SEG_BYTES ((SEG_COLD_OFF + sizeof(struct cold_stats) + 4095) & ~(size_t)4095)
 
 struct seg_hdr {
 	_Atomic uint64_t magic;		/* ODPX_SHM_MAGIC, stored last */
 	uint32_t version;		/* ODPX_SHM_VERSION */
-	uint32_t hdr_bytes;		/* SEG_HDR_BYTES */
-	uint64_t total_bytes;		/* of the segment */
-	uint32_t shards_off, shard_bytes, nshards;
-	uint32_t cold_off, cold_bytes;
-	uint32_t stats_bytes;		/* sizeof(struct odpx_stats) of the writer */
-	int32_t pid;
+	int32_t pid;			/* the writer's: the process whose segment it is */
 	uint32_t n;
-	uint64_t start_time;		/* /proc/<pid>/stat field 22: detects PID reuse */
-	uint64_t pidns;			/* inode of the writer's PID namespace: @pid is its */
 	uint32_t mode, backend;		/* enum odpx_mode, enum odpx_backend */
 	uint32_t flags;			/* enum odpx_open_flags */
-	uint32_t tick_ms;
 	_Atomic uint32_t reason_seq;	/* 0 none; odd: being written */
 	char reason[192];
 	/* gauges */
 	_Atomic uint64_t entries, pinned_bytes, watch_vmas, watch_regs;
-	_Atomic uint64_t gauges_ns;	/* CLOCK_MONOTONIC of the last publication */
 	/* detector */
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
-	_Atomic uint64_t thrash_windows;
 	/*
 	 * CLOCK_MONOTONIC when the writer laid the segment out: with @pid and
 	 * @n, which a process that exec()s gives its first context again, the
@@ -146,12 +125,12 @@ struct seg_hdr {
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");
 
 /*
- * A writer's header for segment @n of @pid, @bytes long: the layout and the
- * identity (lib/publish.c).  The writer fills in what its context says,
- * then publishes the header whole: @magic, stored last.  Tests forge
- * segments with the two.
+ * A writer's header for segment @n of @pid: the version and the identity
+ * (lib/publish.c).  The writer fills in what its context says, then
+ * publishes the header whole: @magic, stored last.  Tests forge segments
+ * with the two.
  */
-void seg_header_init(struct seg_hdr *h, size_t bytes, pid_t pid, unsigned n);
+void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n);
 static inline void seg_header_publish(struct seg_hdr *h)
 {
 	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
@@ -164,7 +143,5 @@ void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *
 		      struct odpx_stats *st);
 /* a region's unused bytes (released minus taken), clamped to [0, @pinned] */
 uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned);
-/* Field 22 of /proc/<pid>/stat: start time in clock ticks since boot (0: none). */
-uint64_t proc_start_time(pid_t pid);
 
 #endif

@@ -230,33 +230,19 @@ struct odpx_seg_info {
 	enum odpx_mode mode;
 	enum odpx_backend backend;
 	char reason[192];
-	uint32_t tick_ms;
 	struct odpx_limits lim;		/* 0: a writer that did not publish them */
 	uint32_t lim_source, idle_ms;	/* enum odpx_limit_source; idle release, 0 off */
 	struct odpx_stats st;
 };
 
 /*
- * Find the segments of @pid (0: every process of the caller's uid), map
- * them read-only and sum their counters; at most @max.  Segments whose
- * writer is gone (no one holds their lock: it exited or exec()ed, whatever
- * its PID does now) are skipped and, when they are the caller's, unlinked.
- * Return the count, or -errno of the first segment that could not be opened
- * (-EACCES for another user's).
+ * Find the segments of @pid (0: every process of the caller's uid) in its
+ * descriptor table, read a copy of each and sum its counters; at most
+ * @max.  Return the count, or -errno of the first segment that could not
+ * be read (-EPROTO: another version's layout) when none was, or of @pid's
+ * descriptor table (-EACCES: another user's process).
  */
 int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max);
-/* The inode of the caller's PID namespace (0 if unknown): a segment's PID is its writer's. */
-uint64_t odpx_pidns(void);
-bool odpx_seg_foreign(const char *path);	/* a segment file of another PID namespace */
-/* Unlink stale segments of this uid (dead owners); returns how many. */
-int odpx_seg_clean_stale(void);
-/*
- * Unlink the segment at @path if no process holds its lock: 1 removed, 0
- * held (live), -EPROTO not a segment of this version (no lock to judge it
- * by), other -errno when it cannot be locked (gone, not a regular file of
- * ours).
- */
-int odpx_seg_unlink_dead(const char *path);
 
 /* ---- thrash.c: the detector ---- */
 

@@ -7,11 +7,12 @@
  * `odpstat -p CHILD --json --once` must show that context (mode pin,
  * backend uring, its reason) with every counter equal to the child's own
  * (the engine's tick counters may only have grown).  `odpstat --json`
- * without -p lists it among the caller's own.  The segment is
- * /dev/shm/odpx.<pid>.0, mode 0600: `setpriv --reuid=nobody odpstat -p
- * CHILD` fails with one line and exit status 1.  odpx_close() unlinks it;
- * a context of a process killed with SIGKILL leaves it behind, and the
- * next scan ignores and removes it.  A missing PID is one line, exit 1.
+ * without -p lists it among the caller's own.  The segment is a memfd
+ * "odpx.<pid>.0" in the child's descriptor table, mode 0600: `setpriv
+ * --reuid=nobody odpstat -p CHILD` fails with one line and exit status 1.
+ * odpx_close() closes it while the process lives on; a process killed with
+ * SIGKILL leaves nothing behind, in /dev/shm or in odpstat's list.  A
+ * missing PID is one line, exit 1.
  * A context closed between odpstat's two samples adds no rate.
  */
 #include <signal.h>
@@ -124,7 +125,8 @@ static void child(int wr, int rd, bool hold_forever)
 	CHECK(write(wr, "r", 1) == 1, "released");
 	CHECK(read(rd, &c, 1) == 1, "go");
 	CHECK_RC(odpx_close(ctx), 0);
-	_exit(0);
+	CHECK(write(wr, "c", 1) == 1, "closed");
+	_exit(read(rd, &c, 1) < 0);
 }
 
 /*
@@ -381,7 +383,9 @@ static void target_ends(void)
 /*
  * odpstat -p of a process whose main thread left (pthread_exit()) while
  * another runs: its /proc/<pid>/stat reads Z, yet it has not ended, and
- * odpstat goes on.  (Taking Z alone for the end stopped it after a sample.)
+ * odpstat goes on, showing its context (found through the other thread's
+ * descriptor table: /proc/<pid>/fd lists nothing).  (Taking Z alone for
+ * the end stopped it after a sample.)
  */
 static void leader_exits(void)
 {
@@ -397,10 +401,14 @@ static void leader_exits(void)
 	rows = odpstat_rows(cmd, p, out, sizeof(out));
 	CHECK(!strstr(out, "exited") && rows >= 5, "a process whose main thread left: %d rows, %.300s",
 	      rows, out);
+	snprintf(st, sizeof(st), "# pid %d ctx 0: mode", (int)pid);
+	CHECK(strstr(out, st), "a process whose main thread left: its context not shown: %.300s",
+	      out);
 	CHECK(write(end, "x", 1) == 1, "end the child");
 	waitpid(pid, NULL, 0);
 	close(end);
-	printf("odpstat -p of a process whose main thread left: went on, %d lines\n", rows);
+	printf("odpstat -p of a process whose main thread left: went on, %d lines, its context"
+	       " shown\n", rows);
 }
 
 int main(void)
@@ -421,7 +429,8 @@ int main(void)
 	      (unsigned long)h.st.evictions, (unsigned long)h.st.hits);
 
 	/* the segment: owner only */
-	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
+	CHECK(seg_fds(pid, path, sizeof(path)) == 1, "process %d: %u segments, want 1", (int)pid,
+	      seg_fds(pid, NULL, 0));
 	CHECK(stat(path, &sb) == 0, "%s: %s", path, strerror(errno));
 	CHECK((sb.st_mode & 07777) == 0600 && sb.st_uid == geteuid(), "%s: mode %o", path,
 	      sb.st_mode & 07777);
@@ -494,24 +503,24 @@ int main(void)
 	printf("odpstat sees a release at once: unused_bytes %lu -> %lu\n",
 	       (unsigned long)h.st.unused_bytes, (unsigned long)json_field(out, pid, "unused_bytes"));
 
-	/* close unlinks */
-	CHECK(write(go, "x", 1) == 1, "go");
+	/* the close closes it; the process lives on */
+	CHECK(write(go, "x", 1) == 1 && read(back, &c, 1) == 1, "close");
+	CHECK(!seg_fds(pid, NULL, 0), "a segment left in process %d after odpx_close", (int)pid);
+	close(go);
 	close(back);
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child");
-	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
-	CHECK(access(path, F_OK) < 0 && errno == ENOENT, "%s left after odpx_close", path);
 
-	/* SIGKILL leaves it; the next scan ignores and removes it */
+	/* SIGKILL leaves nothing */
 	pid = spawn(&go, &back, &h, true);
 	close(back);
-	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
+	CHECK(seg_fds(pid, NULL, 0) == 1, "no segment before the kill");
 	CHECK(kill(pid, SIGKILL) == 0 && waitpid(pid, &st, 0) == pid, "kill");
-	CHECK(access(path, F_OK) == 0, "stale segment expected");
 	snprintf(cmd, sizeof(cmd), "%s --json --once 0.05", odpstat);
 	CHECK(run(cmd, out, sizeof(out)) == 0, "odpstat after kill");
 	snprintf(cmd, sizeof(cmd), "{\"pid\":%d,", (int)pid);
 	CHECK(!strstr(out, cmd), "a dead process's context listed");
-	CHECK(access(path, F_OK) < 0, "stale %s not cleaned", path);
+	snprintf(path, sizeof(path), "/dev/shm/odpx.%d.0", (int)pid);
+	CHECK(access(path, F_OK) < 0, "%s left by a killed process", path);
 
 	/* errors like procps: one line, status 1 */
 	snprintf(cmd, sizeof(cmd), "%s -p %d --once 2>&1", odpstat, (int)pid);

@@ -509,9 +509,8 @@ static void test_replay_timing(void)
 	static char buf[4096];
 	static const uint32_t mrn[1] = { 7 };
 	int seg = forge(getpid(), 950, 0), fd;
-	char *map = mmap(NULL, forge_bytes(SEG_COLD_OFF), PROT_READ | PROT_WRITE, MAP_SHARED,
+	char *map = mmap(NULL, SEG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
 			 seg, 0);
-	char path[64];
 	struct replay r;
 	pthread_t thr;
 
@@ -545,9 +544,7 @@ static void test_replay_timing(void)
 	replay_end(&r);
 	atomic_store(&hits_stop, true);
 	pthread_join(thr, NULL);
-	munmap(map, forge_bytes(SEG_COLD_OFF));
-	forge_path(path, sizeof(path), getpid(), 950);
-	unlink(path);
+	munmap(map, SEG_BYTES);
 	close(seg);
 	printf("odpstat with netlink held back every other sample: odpx and MR rates right\n");
 }

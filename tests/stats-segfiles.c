@@ -1,101 +1,54 @@
 // SPDX-License-Identifier: MIT
 /*
- * stats-segfiles: what others can leave under the segment names in
- * /dev/shm neither stops a context nor is read as a segment.
- *   - a FIFO (another user's, when we are root) at the very name a process
- *     will give its first segment: odpx_open() in that process returns, and
- *     its counters are still found.  The open of the old file, to read its
- *     header, waited for a writer forever.
- *   - a segment whose shard or cold-counter offset is not aligned for its
- *     struct (shards_off 4097): rejected, -EPROTO, where the same segment
- *     with aligned offsets is read.  It was read, through misaligned loads.
+ * stats-segfiles: what a descriptor table may hold beside segments is not
+ * read as one, and odpstat follows a process's segments as they come and go.
+ *   - a FIFO opened at "/memfd:odpx.<pid>.0" and removed, whose link in
+ *     /proc/<pid>/fd reads as a segment's: odpx_seg_scan() returns, and the
+ *     segment beside it is found.  Opening it without O_NONBLOCK waits for
+ *     a writer forever.  (Root only: it needs a FIFO in /.)
+ *   - a segment of another layout (another version, a page more or less):
+ *     rejected, -EPROTO, where the same segment of this layout is read.
  *   - odpstat -p of a process with 65 contexts reads all of them (it read
  *     64), and a 66th first seen during the run adds no rate that interval.
  *   - a context that takes the name of one gone before it (pid.0 again,
  *     after an exec()) is a new context to odpstat: it adds no rate in the
  *     interval where it is first seen.  Its counts were taken as the old
  *     one's grown.
- * Everything runs in a mount namespace of its own with a tmpfs on /dev/shm;
- * without the privilege for one it skips, saying so.
+ * The segments are forged in this process's own descriptor table.
  */
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "stats-forge.h"
 
-static void fifo_at_our_name(void)
+/* false: not run, for want of root */
+static bool fifo_at_a_segment_link(void)
 {
-	char path[64], c;
-	int go[2], st;
-	pid_t g;
+	struct odpx_seg_info si[4];
+	char path[64];
+	int fifo, seg, k;
 
-	CHECK(pipe(go) == 0, "pipe");
-	fflush(stdout);
-	if (!(g = fork())) {
-		struct odpx_seg_info si[4];
-		struct odpx_ctx *ctx;
-		struct odpx_mr *mr;
-		char *p = map_anon(NULL, 4096);
-		int k;
-
-		close(go[1]);
-		CHECK(read(go[0], &c, 1) == 1, "the FIFO is planted");
-		alarm(10);	/* a deadline: SIGALRM ends a process stuck in the open */
-		CHECK_RC(odpx_open_uring(NULL, &ctx), 0);
-		alarm(0);
-		CHECK_RC(odpx_reg(ctx, p, 4096, 0, &mr), 0);
-		CHECK_RC(odpx_dereg(ctx, mr), 0);
-		k = odpx_seg_scan(getpid(), si, 4);
-		CHECK(k == 1 && si[0].st.misses == 1, "after a FIFO at its name: %d segments", k);
-		CHECK_RC(odpx_close(ctx), 0);
-		_exit(0);
+	snprintf(path, sizeof(path), "/memfd:" ODPX_SHM_PREFIX "%d.0", (int)getpid());
+	if (mkfifo(path, 0600) < 0) {
+		CHECK(errno == EACCES && geteuid() != 0, "mkfifo %s: %s", path, strerror(errno));
+		printf("mkfifo %s: %s as uid %d: the FIFO case not run\n", path, strerror(errno),
+		       (int)geteuid());
+		return false;
 	}
-	close(go[0]);
-	/* no context opened in this process before the fork: the child's first is <n> 0 */
-	snprintf(path, sizeof(path), "/dev/shm/" ODPX_SHM_PREFIX "%d.0", (int)g);
-	CHECK(mkfifo(path, 0666) == 0, "mkfifo %s: %s", path, strerror(errno));
-	if (geteuid() == 0)
-		CHECK(chown(path, 65534, 65534) == 0, "chown: %s", strerror(errno));
-	CHECK(write(go[1], "x", 1) == 1, "go");
-	CHECK(waitpid(g, &st, 0) == g, "waitpid");
-	CHECK(!(WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM),
-	      "odpx_open still blocked after 10 s on a FIFO at %s", path);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child: status %#x", st);
-	close(go[1]);
+	fifo = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	unlink(path);
-	printf("a FIFO at a context's segment name: the open returned, counters found\n");
-}
-
-/*
- * A process of ours that lives until @hold[1] closes.  Close-on-exec: an
- * odpstat started meanwhile must not hold it, or a failed case would leave
- * the two waiting for each other for ever (odpstat -p ends with the holder).
- */
-static pid_t holder(int hold[2])
-{
-	pid_t g;
-	char c;
-
-	CHECK(pipe2(hold, O_CLOEXEC) == 0, "pipe");
-	fflush(stdout);
-	if (!(g = fork())) {
-		close(hold[1]);
-		_exit(read(hold[0], &c, 1) < 0);
-	}
-	close(hold[0]);
-	return g;
-}
-
-static void holder_end(pid_t g, int hold[2])
-{
-	int st;
-
-	close(hold[1]);
-	CHECK(waitpid(g, &st, 0) == g && WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder %#x", st);
+	CHECK(fifo >= 0, "open %s: %s", path, strerror(errno));
+	seg = forge(getpid(), 1, 1);
+	alarm(10);	/* a deadline: SIGALRM ends a scan stuck in the open */
+	k = odpx_seg_scan(getpid(), si, 4);
+	alarm(0);
+	CHECK(k == 1 && si[0].n == 1, "beside a FIFO that reads as a segment: %d segments", k);
+	close(seg);
+	close(fifo);
+	printf("a FIFO whose link reads as a segment's: the scan returned, the segment found\n");
+	return true;
 }
 
 static int count_of(const char *s, const char *what)
@@ -107,29 +60,28 @@ static int count_of(const char *s, const char *what)
 	return n;
 }
 
-static void misaligned(void)
+static void other_layouts(void)
 {
+	static const struct { uint32_t version; size_t bytes; } bad[] = {
+		{ ODPX_SHM_VERSION - 1, SEG_BYTES }, { ODPX_SHM_VERSION + 1, SEG_BYTES },
+		{ ODPX_SHM_VERSION, SEG_BYTES + 4096 }, { ODPX_SHM_VERSION, SEG_BYTES - 4096 },
+	};
 	struct odpx_seg_info si[4];
-	char path[64];
-	int hold[2], k, fd;
-	pid_t g = holder(hold);	/* a live process of ours for the segments to name */
+	pid_t g = getpid();
+	int k, fd;
 
-	forge_path(path, sizeof(path), g, 0);
 	fd = forge(g, 0, 1);
 	k = odpx_seg_scan(g, si, 4);
 	CHECK(k == 1, "a well-formed forged segment: %d found (the forgery is wrong)", k);
 	close(fd);
-	fd = forge_at(g, 0, SEG_HDR_BYTES + 1, SEG_COLD_OFF + 8, 1);
-	k = odpx_seg_scan(g, si, 4);
-	CHECK(k == -EPROTO, "shards_off %u: odpx_seg_scan %d, want -EPROTO", SEG_HDR_BYTES + 1, k);
-	close(fd);
-	fd = forge_at(g, 0, SEG_HDR_BYTES, SEG_COLD_OFF + 4, 1);
-	k = odpx_seg_scan(g, si, 4);
-	CHECK(k == -EPROTO, "cold_off %u: odpx_seg_scan %d, want -EPROTO", SEG_COLD_OFF + 4, k);
-	close(fd);
-	unlink(path);
-	holder_end(g, hold);
-	printf("segments with misaligned offsets: rejected (-EPROTO)\n");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		fd = forge_at(g, 0, bad[i].version, bad[i].bytes, 1);
+		k = odpx_seg_scan(g, si, 4);
+		CHECK(k == -EPROTO, "version %u, %zu bytes: odpx_seg_scan %d, want -EPROTO",
+		      bad[i].version, bad[i].bytes, k);
+		close(fd);
+	}
+	printf("segments of other layouts: rejected (-EPROTO)\n");
 }
 
 /* odpstat -p @g, JSON lines every 0.1 s, at most 100; its output in *@f */
@@ -170,8 +122,8 @@ static const char *hits_of(const char *line)
 static void many_contexts(void)
 {
 	char *line = NULL;
-	int hold[2], rows = 0, seen_new = 0, fds[66];
-	pid_t g = holder(hold), sp;
+	int rows = 0, seen_new = 0, fds[66];
+	pid_t g = getpid(), sp;
 	size_t cap = 0;
 	FILE *f;
 
@@ -196,13 +148,8 @@ static void many_contexts(void)
 	fclose(f);
 	free(line);
 	CHECK(seen_new == 2, "the 66th context not in 2 of odpstat's %d lines", rows);
-	for (unsigned i = 0; i < 66; i++) {
-		char path[64];
-		forge_path(path, sizeof(path), g, i);
-		unlink(path);
+	for (unsigned i = 0; i < 66; i++)
 		close(fds[i]);
-	}
-	holder_end(g, hold);
 	printf("odpstat -p of a process with 65 contexts: all read; a 66th first seen adds"
 	       " no rate\n");
 }
@@ -210,15 +157,15 @@ static void many_contexts(void)
 /*
  * odpstat -p of a process whose context pid.0 (10^9 hits) is replaced by
  * another of the same name (2 * 10^9 hits), as a process that exec()s and
- * opens a context again: the name is renamed over the old file (odpstat
- * never finds it missing), then the old writer lets go of its lock.  No
- * line may show a rate: neither context counts while odpstat runs.
+ * opens a context again: the old memfd closes, the new one opens at once
+ * (a sample between the two may find none).  No line may show a rate:
+ * neither context counts while odpstat runs.
  */
 static void name_reused(void)
 {
-	char path[64], *line = NULL;
-	int hold[2], rows = 0, after = 0, old_fd, new_fd = -1;
-	pid_t g = holder(hold), sp;
+	char *line = NULL;
+	int rows = 0, after = 0, old_fd, new_fd = -1;
+	pid_t g = getpid(), sp;
 	size_t cap = 0;
 	FILE *f;
 
@@ -227,15 +174,17 @@ static void name_reused(void)
 	while (after < 3 && getline(&line, &cap, f) > 0) {
 		const char *hits = hits_of(line);
 
-		CHECK(count_of(line, "\"ctx\":") == 1, "line %d: %d contexts, want 1", rows + 1,
-		      count_of(line, "\"ctx\":"));
+		int ctxs = count_of(line, "\"ctx\":");
+
+		CHECK(ctxs == 1 || (ctxs == 0 && rows == 1), "line %d: %d contexts, want 1",
+		      rows + 1, ctxs);
 		CHECK(!strncmp(hits, "0.000,", 6), "line %d (%s the name was taken again): %.30s"
 		      " hits/s from contexts neither of which counts", rows + 1,
 		      new_fd < 0 ? "before" : "after", hits);
 		after += new_fd >= 0;
 		if (++rows == 1) {
-			new_fd = forge(g, 0, 2000000000);	/* renamed over pid.0 */
 			close(old_fd);				/* its writer exec()ed */
+			new_fd = forge(g, 0, 2000000000);	/* and opened pid.0 again */
 		}
 	}
 	kill(sp, SIGTERM);
@@ -243,23 +192,18 @@ static void name_reused(void)
 	fclose(f);
 	free(line);
 	CHECK(after == 3, "only %d of odpstat's lines after the name was taken again", after);
-	forge_path(path, sizeof(path), g, 0);
-	unlink(path);
 	close(new_fd);
-	holder_end(g, hold);
 	printf("a context that takes a gone one's name is new to odpstat: no rate\n");
-}
-
-static int cases(void)
-{
-	fifo_at_our_name();
-	misaligned();
-	many_contexts();
-	name_reused();
-	return 0;
 }
 
 int main(void)
 {
-	return run_in_private_shm(cases);
+	bool fifo = fifo_at_a_segment_link();
+
+	other_layouts();
+	many_contexts();
+	name_reused();
+	if (!fifo)	/* the rest passed */
+		SKIP("the FIFO case needs root here");
+	return 0;
 }

@@ -90,37 +90,34 @@ static inline int run_each_uffd_mode(int (*fn)(void *), void *arg)
 }
 
 /*
- * In a child of its own: a /dev/shm of this test alone (a tmpfs mounted with
- * @flags and @opts in a private mount namespace), so that no other odpx
- * process's cleaner removes, or its segments add to, what the test looks
- * at.  Skips only where unprivileged.
+ * The stats segments in @pid's descriptor table: its links that read
+ * "/memfd:odpx.*" (segment.h).  The path of the last one found into
+ * @path[@len] unless NULL.
  */
-static inline void private_shm(unsigned long flags, const char *opts)
+static inline unsigned seg_fds(pid_t pid, char *path, size_t len)
 {
-	if (unshare(CLONE_NEWNS) < 0) {	/* only the lack of privilege is a reason to skip */
-		CHECK(errno == EPERM && geteuid() != 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
-		SKIP("unshare(CLONE_NEWNS): %s as uid %d: no private mount of /dev/shm",
-		     strerror(errno), (int)geteuid());
+	char dir[32], link[300], fd[64];
+	struct dirent *d;
+	unsigned n = 0;
+	DIR *dp;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	CHECK((dp = opendir(dir)), "opendir %s: %s", dir, strerror(errno));
+	while ((d = readdir(dp))) {
+		ssize_t k;
+
+		snprintf(fd, sizeof(fd), "%s/%.20s", dir, d->d_name);	/* a number */
+		if ((k = readlink(fd, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[k] = 0;
+		if (strncmp(link, "/memfd:odpx.", 12))
+			continue;
+		n++;
+		if (path)
+			snprintf(path, len, "%s", fd);
 	}
-	CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "private mounts: %s",
-	      strerror(errno));
-	CHECK(mount("odpx-test", "/dev/shm", "tmpfs", flags, opts) == 0,
-	      "mount tmpfs on /dev/shm: %s", strerror(errno));
-}
-
-static inline int private_shm_child(void *fn)
-{
-	private_shm(0, "mode=1777");
-	return ((int (*)(void))fn)();
-}
-
-/* A test's main: @fn in a private /dev/shm; its status (77: skipped) */
-static inline int run_in_private_shm(int (*fn)(void))
-{
-	int r = run_forked(NULL, private_shm_child, (void *)fn);
-
-	CHECK(r == 0 || r == 77, "%s %d", r > 128 ? "signal" : "exit", r > 128 ? r - 128 : r);
-	return r;
+	closedir(dp);
+	return n;
 }
 
 /* The directory of this program (build/tests), into @dir[4096]. */
