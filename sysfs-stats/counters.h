@@ -335,8 +335,26 @@ const char *thrash_metric_str(enum odpx_thrash_metric m);
 enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
 				  struct thrash_in *in);
 
-/* ---- odpstat.c ---- */
+/* ---- odpstat.c, with what odpx-info takes from it ---- */
 int odpstat_main(int argc, char **argv);
 void json_str(FILE *f, const char *s);	/* @s quoted and escaped for JSON */
+
+/* An RDMA device's ODP caps and limits (ibv_query_device_ex), as odpx_query(3) gives them. */
+struct devcaps {
+	char name[64];
+	bool queried;
+	char err[96];		/* why not */
+	uint64_t general;	/* enum ibv_odp_general_caps */
+	uint32_t rc, uc, ud, xrc;
+	uint64_t max_mr, max_mr_size, max_pd;
+};
+struct ibv_context;
+/*
+ * The caps of every RDMA device (@dev: that one only) into @out, at most
+ * @max; returns how many.  @fn, unless NULL, sees each device while it is
+ * open (NULL: it did not open).
+ */
+int devcaps_query(const char *dev, struct devcaps *out, int max,
+		  void (*fn)(struct ibv_context *c, const struct devcaps *d));
 
 #endif

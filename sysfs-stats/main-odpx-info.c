@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "counters.h"	/* json_str, ctr_read_file */
+#include "counters.h"	/* json_str, ctr_read_file, devcaps_query */
 #ifdef ODPX_HAVE_VERBS
 #include <infiniband/verbs.h>
 #endif
@@ -321,33 +321,26 @@ static struct odpx_ctx *uring(void)
 }
 
 #ifdef ODPX_HAVE_VERBS
-static void device(struct ibv_device *dev)
+/* A device's section: its caps, and the mode odpx_open_verbs() picks with defaults */
+static void device(struct ibv_context *c, const struct devcaps *d)
 {
-	struct ibv_context *c = ibv_open_device(dev);
-	struct ibv_device_attr_ex ax;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd = c ? ibv_alloc_pd(c) : NULL;
 	struct odpx_ctx *ctx;
 	enum odpx_mode m;
 	const char *why;
 
-	section(ibv_get_device_name(dev));
+	section(d->name);
+	if (d->queried) {
+		kv("odp", "%s", d->general & IBV_ODP_SUPPORT ? "yes" : "no");
+		kv("odp_implicit", "%s", d->general & IBV_ODP_SUPPORT_IMPLICIT ? "yes" : "no");
+		kv("rc_odp_caps", "%#x", d->rc);
+		kv("uc_odp_caps", "%#x", d->uc);
+		kv("ud_odp_caps", "%#x", d->ud);
+		knum("max_mr_size", (unsigned long long)d->max_mr_size);
+	}
 	if (!c) {
-		kv("usable", "no: ibv_open_device: %s", strerror(errno));
-		section_end();
-		return;
-	}
-	memset(&ax, 0, sizeof(ax));
-	if (ibv_query_device_ex(c, NULL, &ax) == 0) {
-		kv("odp", "%s", ax.odp_caps.general_caps & IBV_ODP_SUPPORT ? "yes" : "no");
-		kv("odp_implicit", "%s",
-		   ax.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT ? "yes" : "no");
-		kv("rc_odp_caps", "%#x", ax.odp_caps.per_transport_caps.rc_odp_caps);
-		kv("uc_odp_caps", "%#x", ax.odp_caps.per_transport_caps.uc_odp_caps);
-		kv("ud_odp_caps", "%#x", ax.odp_caps.per_transport_caps.ud_odp_caps);
-		knum("max_mr_size", (unsigned long long)ax.orig_attr.max_mr_size);
-	}
-	pd = ibv_alloc_pd(c);
-	if (!pd) {
+		kv("usable", "no: %s", d->err);
+	} else if (!pd) {
 		kv("usable", "no: ibv_alloc_pd: %s", strerror(errno));
 	} else if (odpx_open_verbs(pd, NULL, &ctx) < 0) {
 		kv("usable", "no");
@@ -362,7 +355,6 @@ static void device(struct ibv_device *dev)
 	}
 	if (pd)
 		ibv_dealloc_pd(pd);
-	ibv_close_device(c);
 	section_end();
 }
 #endif
@@ -371,14 +363,9 @@ static void devices(void)
 {
 	section("rdma_devices");
 #ifdef ODPX_HAVE_VERBS
-	int n = 0;
-	struct ibv_device **l = ibv_get_device_list(&n);
+	struct devcaps caps[16];
 
-	for (int i = 0; l && i < n; i++)
-		device(l[i]);
-	if (l)
-		ibv_free_device_list(l);
-	if (!json && n == 0)
+	if (!devcaps_query(NULL, caps, 16, device) && !json)
 		printf("  none\n");
 #else
 	if (!json)
