@@ -155,8 +155,6 @@ int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s);
 int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s);
 /* and, into *@start unless NULL, the start time of @pid (field 22; 0 if none) */
 int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s, uint64_t *start);
-/* RDMA devices under <sys>/class/infiniband; returns the count, names in @names */
-int src_devices(const struct stats_roots *r, char names[][64], int max);
 
 /* ---- netlink.c: RDMA netlink (NETLINK_RDMA, the nldev client) ---- */
 
