@@ -293,7 +293,7 @@ struct thrash_in {
 	uint64_t misses, evictions, repins, invals, evict_remiss;
 	bool have_pin, have_evict_remiss;
 	/* memory (ODP modes): the process's memory cgroup, else /proc/vmstat; pages */
-	uint64_t mem_refaults, mem_majfaults, mem_scanned;
+	uint64_t mem_refaults, mem_majfaults;
 	double mem_secs;	/* of the memory counts, read at other times (0: secs) */
 	bool have_mem;
 };
@@ -319,7 +319,7 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in);
 const char *thrash_state_str(enum odpx_thrash_state s);
 /*
  * Memory inputs between two samples: SRC_MEMCG if both have it, else
- * SRC_VMSTAT's (refaults, major faults, pages scanned).  Returns the source
+ * SRC_VMSTAT's (refaults, major faults).  Returns the source
  * used, SRC_MAX for none.
  */
 enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,

@@ -390,8 +390,8 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 {
 	double dt_files = src_secs(a, b, SRC_VMSTAT), dt_odpx = src_secs(a, b, SRC_ODPX), dt_dev;
 	double dt_port = src_secs(a, b, SRC_NL_PORT);
-	struct thrash_in in = { .secs = dt_odpx };
-	enum ctr_source dev;
+	struct thrash_in in = { .secs = dt_odpx, .mem_secs = dt_files };
+	bool odp = false;
 
 	memset(rw, 0, sizeof(*rw));
 	in.misses = inc_each(a, b, SRC_ODPX, "misses");
@@ -400,30 +400,20 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	in.invals = inc_each(a, b, SRC_ODPX, "inval_entries");
 	in.evict_remiss = inc_each(a, b, SRC_ODPX, "evict_remiss");
 	in.have_evict_remiss = true;	/* every segment of this layout counts it */
-	for (int i = 0; i < b->nseg; i++)
-		if (b->seg[i].mode == ODPX_MODE_PIN)
-			in.have_pin = true;
-	dev = thrash_dev_inputs(&a->c, &b->c, &in);
-	in.dev_secs = dt_dev = src_secs(a, b, dev);
-	/* the memory side in the ODP modes, as the library: the device faults what is reclaimed */
-	struct thrash_in mem = { .mem_secs = dt_files };
-
-	rw->mem = thrash_mem_inputs(&a->c, &b->c, &mem);
-	for (int i = 0; i < b->nseg; i++)
-		if (b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT) {
-			in.have_mem = mem.have_mem;
-			in.mem_refaults = mem.mem_refaults;
-			in.mem_majfaults = mem.mem_majfaults;
-			in.mem_scanned = mem.mem_scanned;
-			in.mem_secs = dt_files;
-			break;
-		}
+	for (int i = 0; i < b->nseg; i++) {
+		in.have_pin |= b->seg[i].mode == ODPX_MODE_PIN;
+		odp |= b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT;
+	}
+	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(&a->c, &b->c, &in));
+	/* the memory side in the ODP modes only, as the library: the device faults what is reclaimed */
+	rw->mem = thrash_mem_inputs(&a->c, &b->c, &in);
+	in.have_mem &= odp;
 	thrash_step(t, &in);
 
 	uint64_t hits = inc_each(a, b, SRC_ODPX, "hits");
 	rw->hit_ratio = hits + in.misses ? (double)hits / (double)(hits + in.misses) : NAN;
-	rw->v[RFLT] = (double)mem.mem_refaults / dt_files;
-	rw->mem_majflt = (double)mem.mem_majfaults / dt_files;
+	rw->v[RFLT] = (double)in.mem_refaults / dt_files;
+	rw->mem_majflt = (double)in.mem_majfaults / dt_files;
 	rw->v[HIT] = (double)hits / dt_odpx;
 	rw->v[MISS] = (double)in.misses / dt_odpx;
 	rw->v[EVICT] = (double)in.evictions / dt_odpx;
