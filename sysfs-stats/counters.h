@@ -81,16 +81,13 @@ static inline double ctr_now_s(void)
 }
 /*
  * Increase of the counters of @src named @name between two samples: each
- * place (where) against its own earlier value, summed.  A place gone from
- * @cur adds nothing.  A place new in @cur adds its whole value only when
- * @prev listed the MRs of its device whole (the device's "mrs" gauge of
- * SRC_NL_MR, see nl_collect): that MR was registered in between and counted
- * from 0.  Any other new place (a context or a device not read before, an MR
- * of a device whose statistics the earlier sample lacks) may have counted
- * long before: it adds nothing until the next interval.  (An increase of
- * the sums took a place that went for a reset of the whole, and counted
- * everything the others ever counted.)  MR numbers are the kernel's
- * restrack IDs, allocated cyclically: not reused between two samples.
+ * place (where) against its own earlier value, summed (a sum's increase
+ * would take a place that went for a reset of the whole).  A place gone
+ * from @cur adds nothing.  A place new in @cur adds its whole value only
+ * when @prev listed the MRs of its device whole (the device's "mrs" gauge
+ * of SRC_NL_MR, see nl_collect): that MR was registered in between (MR
+ * numbers, restrack IDs, are allocated cyclically); any other may have
+ * counted long before and adds nothing until the next interval.
  * *@found, unless NULL: both samples have the counter, or such a listing.
  */
 uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enum ctr_source src,
@@ -259,27 +256,17 @@ int odpx_seg_unlink_dead(const char *path);
 /* ---- thrash.c: the detector ---- */
 
 /*
- * Thresholds.  Rates are per second over the window; ratios compare counts
- * of the same window.  A window with less than min_rate faults and misses
- * per second is idle.  A state is entered after enter_n consecutive windows
- * at least as bad as it (THRASH: over a threshold), and THRASH is left after
- * exit_n consecutive windows under exit_factor x every threshold, for the
- * worst class among them; OK and WARMING likewise (thrash.c).  Defaults in
- * thrash.c, overridden by the string form "key=value,..." (ODPX_THRASH,
+ * Thresholds: rates per second over the window, ratios of counts of the
+ * same window; their meaning and defaults are odpstat(1)'s THRASH DETECTOR
+ * (the table of keys in thrash.c), set by "key=value,..." (ODPX_THRASH,
  * odpstat --thresholds).
  */
 struct thrash_cfg {
-	double min_rate;		/* events/s below which a window is idle: 10 */
-	double fault_rate;		/* device faulted pages/s: 50000 */
-	double inval_ratio;		/* invalidated / faulted pages: 0.5 */
-	double refault_ratio;		/* refaulted / faulted: 0.2 */
-	double repin_ratio;		/* repins / misses, new memory (WARMING): 0.25 */
-	double evict_miss_ratio;	/* evictions / misses: 0.5 */
-	double warm_ratio;		/* invalidations below this x faults: warming: 0.05 */
-	double exit_factor;		/* 0.5 */
-	unsigned enter_n, exit_n;	/* 2, 3 */
-	unsigned window_ms;		/* library: windows of ticks, 1000 */
-	double mem_refault_rate;	/* memory cgroup (or system) refaulted pages/s: 1000 */
+	double min_rate, fault_rate, inval_ratio, refault_ratio, repin_ratio;
+	double evict_miss_ratio, warm_ratio, exit_factor;
+	unsigned enter_n, exit_n;
+	unsigned window_ms;		/* the library's window */
+	double mem_refault_rate;
 };
 
 /* The inputs of one window: counter increases over @secs seconds. */

@@ -95,8 +95,9 @@ static void section_end(void)
 	}
 }
 
-static void kv(const char *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void kv(const char *k, const char *fmt, ...)
+/* One pair: its value a JSON string, or with @num a JSON number */
+__attribute__((format(printf, 3, 4)))
+static void pair(bool num, const char *k, const char *fmt, ...)
 {
 	char v[512];
 	va_list ap;
@@ -104,26 +105,20 @@ static void kv(const char *k, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(v, sizeof(v), fmt, ap);
 	va_end(ap);
-	if (json) {
-		sep();
-		json_str(stdout, k);
-		putchar(':');
-		json_str(stdout, v);
-	} else {
+	if (!json) {
 		printf("  %-26s %s\n", k, v);
+		return;
 	}
+	sep();
+	json_str(stdout, k);
+	putchar(':');
+	if (num)
+		fputs(v, stdout);
+	else
+		json_str(stdout, v);
 }
-
-static void knum(const char *k, unsigned long long v)
-{
-	if (json) {
-		sep();
-		json_str(stdout, k);
-		printf(":%llu", v);
-	} else {
-		printf("  %-26s %llu\n", k, v);
-	}
-}
+#define kv(k, ...) pair(false, k, __VA_ARGS__)
+#define knum(k, v) pair(true, k, "%llu", (unsigned long long)(v))
 
 /* ---- what the process and the kernel offer ---- */
 
@@ -180,7 +175,7 @@ static void limits(struct odpx_ctx *ctx)
 	section("limits");
 	getrlimit(RLIMIT_MEMLOCK, &rl);
 	if (rl.rlim_cur != RLIM_INFINITY)
-		knum("rlimit_memlock_bytes", (unsigned long long)rl.rlim_cur);
+		knum("rlimit_memlock_bytes", rl.rlim_cur);
 	else
 		kv("rlimit_memlock_bytes", "unlimited");
 	kv("cap_ipc_lock", "%s", has_ipc_lock() ? "yes" : "no");
@@ -189,18 +184,18 @@ static void limits(struct odpx_ctx *ctx)
 		section_end();
 		return;
 	}
-	knum("max_pinned_bytes", (unsigned long long)c.limits.max_pinned_bytes);
+	knum("max_pinned_bytes", c.limits.max_pinned_bytes);
 	kv("max_pinned_bytes_from", "%s",
 	   c.max_pinned_source < ODPX_LIMIT_RESERVED ? src[c.max_pinned_source] : "?");
-	knum("max_entries", (unsigned long long)c.limits.max_entries);
-	knum("max_unused_bytes", (unsigned long long)c.limits.max_unused_bytes);
-	knum("max_entry_bytes", (unsigned long long)c.limits.max_entry_bytes);
+	knum("max_entries", c.limits.max_entries);
+	knum("max_unused_bytes", c.limits.max_unused_bytes);
+	knum("max_entry_bytes", c.limits.max_entry_bytes);
 	knum("idle_ms", c.idle_ms);
 	if (c.comp_mask & ODPX_QUERY_WATCH)
 		knum("watch_max", c.watch_max);
 	if (c.comp_mask & ODPX_QUERY_URING) {
 		knum("uring_slots", c.uring_slots);
-		knum("uring_slot_max_bytes", (unsigned long long)c.uring_slot_max_bytes);
+		knum("uring_slot_max_bytes", c.uring_slot_max_bytes);
 	}
 	section_end();
 }
@@ -256,7 +251,7 @@ static void userfaultfd(void)
 		return;
 	}
 	kv("available", "yes");
-	knum("features", (unsigned long long)have);
+	knum("features", have);
 	for (size_t i = 0; i < sizeof(uffd_features) / sizeof(uffd_features[0]); i++)
 		if (have & uffd_features[i].bit)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
@@ -336,7 +331,7 @@ static void device(struct ibv_context *c, const struct devcaps *d)
 		kv("rc_odp_caps", "%#x", d->rc);
 		kv("uc_odp_caps", "%#x", d->uc);
 		kv("ud_odp_caps", "%#x", d->ud);
-		knum("max_mr_size", (unsigned long long)d->max_mr_size);
+		knum("max_mr_size", d->max_mr_size);
 	}
 	if (!c) {
 		kv("usable", "no: %s", d->err);

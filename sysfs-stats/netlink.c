@@ -337,12 +337,10 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 		 uint32_t stat_res)
 {
 	char req[MNL_SOCKET_BUFFER_SIZE];
-	char *rx = malloc(MNL_SOCKET_DUMP_SIZE);
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
-	int r = 0;
+	bool end = false;
+	int r;
 
-	if (!rx)
-		return -ENOMEM;
 	nlh->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd);
 	nlh->nlmsg_flags = NLM_F_REQUEST | (dump ? NLM_F_DUMP : 0);
 	nlh->nlmsg_seq = ++c->seq;
@@ -353,35 +351,22 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 	if (stat_res)
 		mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_STAT_RES, stat_res);
 	c->len = 0;
-	if (mnl_socket_sendto(c->sk, nlh, nlh->nlmsg_len) < 0) {
-		r = -errno;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = mnl_socket_recvfrom(c->sk, rx, MNL_SOCKET_DUMP_SIZE);
-		const struct nlmsghdr *m = (const struct nlmsghdr *)rx;
+	if (mnl_socket_sendto(c->sk, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	while (!end) {
+		if ((r = grow(c, MNL_SOCKET_DUMP_SIZE)) < 0)
+			return r;
+		ssize_t n = mnl_socket_recvfrom(c->sk, c->buf + c->len, MNL_SOCKET_DUMP_SIZE);
+		const struct nlmsghdr *m = (const struct nlmsghdr *)(c->buf + c->len);
 		int left = (int)n;
-		bool end = !dump;
 
-		if (n < 0) {
-			r = errno == EAGAIN ? -ETIMEDOUT : -errno;
-			goto out;
-		}
-		if ((r = grow(c, (size_t)n)) < 0)
-			goto out;
-		memcpy(c->buf + c->len, rx, (size_t)n);
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		c->len += (size_t)n;
-		while (mnl_nlmsg_ok(m, left)) {
-			if (m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR)
-				end = true;
-			m = mnl_nlmsg_next(m, &left);
-		}
-		if (end)
-			break;
+		for (end = !dump; mnl_nlmsg_ok(m, left); m = mnl_nlmsg_next(m, &left))
+			end |= m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR;
 	}
-out:
-	free(rx);
-	return r;
+	return 0;
 }
 
 /* One reply into c->buf, named @what: from the kernel (and recorded), or replayed. */
