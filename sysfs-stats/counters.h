@@ -157,7 +157,7 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s,
 
 struct nl_mr {
 	char dev[64];
-	uint32_t dev_index, mrn, rkey, lkey, pdn, pid;
+	uint32_t mrn, rkey, lkey, pdn, pid;
 	uint64_t mrlen;
 	bool has_keys, has_pid;
 };

@@ -172,7 +172,6 @@ static int mr_entry(nl_tb tb, void *arg)
 	if (!tb[RDMA_NLDEV_ATTR_RES_MRN])
 		return -EBADMSG;
 	snprintf(m.dev, sizeof(m.dev), "%s", t->dev);
-	m.dev_index = t->dev_index;
 	m.mrn = mnl_attr_get_u32(tb[RDMA_NLDEV_ATTR_RES_MRN]);
 	m.rkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_RKEY, 0);
 	m.lkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_LKEY, 0);
