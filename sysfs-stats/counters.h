@@ -59,6 +59,8 @@ struct ctr_set {
 	size_t nerr, errcap;
 };
 
+/* Room for @n elements of @size in the array *@array of *@cap: 0 or -ENOMEM */
+int ctr_grow(void *array, size_t *cap, size_t n, size_t size);
 void ctr_set_init(struct ctr_set *s);
 void ctr_set_clear(struct ctr_set *s);	/* keeps the memory */
 void ctr_set_free(struct ctr_set *s);

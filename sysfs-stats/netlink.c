@@ -147,20 +147,6 @@ static int hwcounter(nl_tb tb, void *arg)
 	return 0;
 }
 
-static int add_mr(struct nl_result *res, const struct nl_mr *m)
-{
-	if (res->nmr == res->mrcap) {
-		size_t cap = res->mrcap ? res->mrcap * 2 : 16;
-		struct nl_mr *v = realloc(res->mr, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		res->mr = v;
-		res->mrcap = cap;
-	}
-	res->mr[res->nmr++] = *m;
-	return 0;
-}
-
 /* RES_MR_ENTRY { ... } of a RES_MR table: an MR of the dump, and its statistics */
 static int mr_entry(nl_tb tb, void *arg)
 {
@@ -181,8 +167,9 @@ static int mr_entry(nl_tb tb, void *arg)
 	m.has_pid = tb[RDMA_NLDEV_ATTR_RES_PID] != NULL;
 	if (tb[RDMA_NLDEV_ATTR_RES_MRLEN]) {
 		m.mrlen = mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_RES_MRLEN]);
-		if ((r = add_mr(t->res, &m)) < 0)
+		if ((r = ctr_grow(&t->res->mr, &t->res->mrcap, t->res->nmr + 1, sizeof(m))) < 0)
 			return r;
+		t->res->mr[t->res->nmr++] = m;
 	}
 	if (!tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS])
 		return 0;
@@ -293,20 +280,6 @@ static void record(const char *dir, const char *what, const void *buf, size_t le
 	close(fd);
 }
 
-/* Room for @more bytes after the @c->len in c->buf. */
-static int grow(struct nl_conn *c, size_t more)
-{
-	if (c->len + more > c->cap) {
-		size_t cap = (c->len + more) * 2;
-		char *b = realloc(c->buf, cap);
-		if (!b)
-			return -ENOMEM;
-		c->buf = b;
-		c->cap = cap;
-	}
-	return 0;
-}
-
 /* Read the reply <replay>/<what>.bin whole: absent, the query failed. */
 static int replay(struct nl_conn *c, const char *what)
 {
@@ -319,7 +292,7 @@ static int replay(struct nl_conn *c, const char *what)
 		return -errno;
 	c->len = 0;
 	do {
-		if ((r = grow(c, 65536)) < 0)
+		if ((r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) < 0)
 			break;
 		n = read(fd, c->buf + c->len, 65536);
 		if (n < 0)
@@ -353,7 +326,7 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 	if (mnl_socket_sendto(c->sk, nlh, nlh->nlmsg_len) < 0)
 		return -errno;
 	while (!end) {
-		if ((r = grow(c, MNL_SOCKET_DUMP_SIZE)) < 0)
+		if ((r = ctr_grow(&c->buf, &c->cap, c->len + MNL_SOCKET_DUMP_SIZE, 1)) < 0)
 			return r;
 		ssize_t n = mnl_socket_recvfrom(c->sk, c->buf + c->len, MNL_SOCKET_DUMP_SIZE);
 		const struct nlmsghdr *m = (const struct nlmsghdr *)(c->buf + c->len);

@@ -54,19 +54,28 @@ void ctr_set_free(struct ctr_set *s)
 	ctr_set_init(s);
 }
 
+int ctr_grow(void *array, size_t *cap, size_t n, size_t size)
+{
+	size_t c = n < 8 ? 16 : 2 * n;
+	void *v;
+
+	if (n <= *cap)
+		return 0;
+	memcpy(&v, array, sizeof(v));
+	if (!(v = realloc(v, c * size)))
+		return -ENOMEM;
+	memcpy(array, &v, sizeof(v));
+	*cap = c;
+	return 0;
+}
+
 int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const char *name,
 	    uint64_t value, bool gauge)
 {
 	struct ctr *c;
 
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct ctr *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (ctr_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0)
+		return -ENOMEM;
 	c = &s->v[s->n++];
 	memset(c, 0, sizeof(*c));
 	snprintf(c->name, sizeof(c->name), "%s", name);
@@ -81,14 +90,8 @@ void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (s->nerr == s->errcap) {
-		size_t cap = s->errcap ? s->errcap * 2 : 8;
-		struct ctr_err *e = realloc(s->err, cap * sizeof(*e));
-		if (!e)
-			return;
-		s->err = e;
-		s->errcap = cap;
-	}
+	if (ctr_grow(&s->err, &s->errcap, s->nerr + 1, sizeof(*s->err)) < 0)
+		return;
 	s->err[s->nerr].src = (uint8_t)src;
 	va_start(ap, fmt);
 	vsnprintf(s->err[s->nerr].msg, sizeof(s->err[0].msg), fmt, ap);
