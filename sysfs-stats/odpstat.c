@@ -69,7 +69,8 @@ struct sample {
 	struct ctr_set c;
 	struct nl_result nl;
 	struct odpx_seg_info *seg;	/* grown to hold every context found */
-	int nseg, cap;
+	int nseg;
+	size_t cap;
 };
 
 struct opts {
@@ -293,16 +294,13 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 		}
 	}
 	/* a full array may have left contexts out: grow it and scan again */
-	while ((s->t_odpx = ctr_now_s(), r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
-		int cap = s->cap ? 2 * s->cap : 64;
-		struct odpx_seg_info *v = realloc(s->seg, (size_t)cap * sizeof(*v));
-		if (!v) {
-			ctr_error(&s->c, SRC_ODPX, "odpx segments: out of memory: only %d contexts read",
+	while ((s->t_odpx = ctr_now_s(), r = odpx_seg_scan(o->pid, s->seg, (int)s->cap)) ==
+	       (int)s->cap) {
+		if (ctr_grow(&s->seg, &s->cap, s->cap + 1, sizeof(*s->seg)) < 0) {
+			ctr_error(&s->c, SRC_ODPX, "odpx segments: out of memory: only %zu contexts read",
 				  s->cap);
 			break;
 		}
-		s->seg = v;
-		s->cap = cap;
 	}
 	if (r < 0) {
 		if (o->pid)
