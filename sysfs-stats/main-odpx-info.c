@@ -42,25 +42,25 @@
 #define UFFD_FEATURE_WP_ASYNC (1 << 15)
 #endif
 
-/* The variables of odpx(7), with their defaults as the manual states them. */
+/* The variables of odpx(7) (which says what each does), with their defaults as it states them */
 static const struct var {
-	const char *name, *dflt, *what;
+	const char *name, *dflt;
 } vars[] = {
-	{ "ODPX_MODE", "auto", "force a mode: auto, implicit, explicit, pin, direct" },
-	{ "ODPX_UFFD_MODE", "auto", "the monitor's userfaultfd mode: auto, wp-async, wp, missing" },
-	{ "ODPX_WATCH_MAX", "vm.max_map_count/8, at most 16384", "watched-range budget" },
-	{ "ODPX_WATCH_WIDEN_KB", "64", "widest gap a watch bridges, KiB" },
-	{ "ODPX_REMOVE_QUARANTINE_MS", "100", "direct after a DONTNEED of the range, ms" },
-	{ "ODPX_MONITOR_SPIN_US", "0", "the monitor polls after an event, us" },
-	{ "ODPX_ENGINE_LINGER_US", "100", "the engine waits on a timer after work, us" },
-	{ "ODPX_IDLE_MS", "300000", "registrations unused this long are released, ms" },
-	{ "ODPX_CHECK_PROT", "1", "pin-mode hits check the pages' protection" },
-	{ "ODPX_THRASH", "built in (odpstat(1))", "thrash detector window and thresholds" },
-	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },
-	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug", "root of the debugfs counter sources" },
-	{ "ODPX_PROCFS_ROOT", "/proc", "root of the procfs counter sources" },
-	{ "ODPX_NO_NETLINK", "unset", "set: neither odpstat nor the detector reads RDMA netlink" },
-	{ "ODPX_LOG", "warn", "stderr lines for fallbacks: none, warn, info, debug" },
+	{ "ODPX_MODE", "auto" },
+	{ "ODPX_UFFD_MODE", "auto" },
+	{ "ODPX_WATCH_MAX", "vm.max_map_count/8, at most 16384" },
+	{ "ODPX_WATCH_WIDEN_KB", "64" },
+	{ "ODPX_REMOVE_QUARANTINE_MS", "100" },
+	{ "ODPX_MONITOR_SPIN_US", "0" },
+	{ "ODPX_ENGINE_LINGER_US", "100" },
+	{ "ODPX_IDLE_MS", "300000" },
+	{ "ODPX_CHECK_PROT", "1" },
+	{ "ODPX_THRASH", "built in (odpstat(1))" },
+	{ "ODPX_SYSFS_ROOT", "/sys" },
+	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug" },
+	{ "ODPX_PROCFS_ROOT", "/proc" },
+	{ "ODPX_NO_NETLINK", "unset" },
+	{ "ODPX_LOG", "warn" },
 };
 
 static bool json;
