@@ -59,6 +59,8 @@ struct ctr_set {
 	size_t nerr, errcap;
 };
 
+/* Room for @n elements of @size in the array *@array of *@cap: 0 or -ENOMEM */
+int ctr_grow(void *array, size_t *cap, size_t n, size_t size);
 void ctr_set_init(struct ctr_set *s);
 void ctr_set_clear(struct ctr_set *s);	/* keeps the memory */
 void ctr_set_free(struct ctr_set *s);
@@ -81,16 +83,13 @@ static inline double ctr_now_s(void)
 }
 /*
  * Increase of the counters of @src named @name between two samples: each
- * place (where) against its own earlier value, summed.  A place gone from
- * @cur adds nothing.  A place new in @cur adds its whole value only when
- * @prev listed the MRs of its device whole (the device's "mrs" gauge of
- * SRC_NL_MR, see nl_collect): that MR was registered in between and counted
- * from 0.  Any other new place (a context or a device not read before, an MR
- * of a device whose statistics the earlier sample lacks) may have counted
- * long before: it adds nothing until the next interval.  (An increase of
- * the sums took a place that went for a reset of the whole, and counted
- * everything the others ever counted.)  MR numbers are the kernel's
- * restrack IDs, allocated cyclically: not reused between two samples.
+ * place (where) against its own earlier value, summed (a sum's increase
+ * would take a place that went for a reset of the whole).  A place gone
+ * from @cur adds nothing.  A place new in @cur adds its whole value only
+ * when @prev listed the MRs of its device whole (the device's "mrs" gauge
+ * of SRC_NL_MR, see nl_collect): that MR was registered in between (MR
+ * numbers, restrack IDs, are allocated cyclically); any other may have
+ * counted long before and adds nothing until the next interval.
  * *@found, unless NULL: both samples have the counter, or such a listing.
  */
 uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enum ctr_source src,
@@ -155,14 +154,12 @@ int src_vmstat_read(const struct stats_roots *r, struct ctr_set *s);
 int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s);
 /* and, into *@start unless NULL, the start time of @pid (field 22; 0 if none) */
 int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s, uint64_t *start);
-/* RDMA devices under <sys>/class/infiniband; returns the count, names in @names */
-int src_devices(const struct stats_roots *r, char names[][64], int max);
 
 /* ---- netlink.c: RDMA netlink (NETLINK_RDMA, the nldev client) ---- */
 
 struct nl_mr {
 	char dev[64];
-	uint32_t dev_index, mrn, rkey, lkey, pdn, pid;
+	uint32_t mrn, rkey, lkey, pdn, pid;
 	uint64_t mrlen;
 	bool has_keys, has_pid;
 };
@@ -247,27 +244,17 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max);
 /* ---- thrash.c: the detector ---- */
 
 /*
- * Thresholds.  Rates are per second over the window; ratios compare counts
- * of the same window.  A window with less than min_rate faults and misses
- * per second is idle.  A state is entered after enter_n consecutive windows
- * at least as bad as it (THRASH: over a threshold), and THRASH is left after
- * exit_n consecutive windows under exit_factor x every threshold, for the
- * worst class among them; OK and WARMING likewise (thrash.c).  Defaults in
- * thrash.c, overridden by the string form "key=value,..." (ODPX_THRASH,
+ * Thresholds: rates per second over the window, ratios of counts of the
+ * same window; their meaning and defaults are odpstat(1)'s THRASH DETECTOR
+ * (the table of keys in thrash.c), set by "key=value,..." (ODPX_THRASH,
  * odpstat --thresholds).
  */
 struct thrash_cfg {
-	double min_rate;		/* events/s below which a window is idle: 10 */
-	double fault_rate;		/* device faulted pages/s: 50000 */
-	double inval_ratio;		/* invalidated / faulted pages: 0.5 */
-	double refault_ratio;		/* refaulted / faulted: 0.2 */
-	double repin_ratio;		/* repins / misses, new memory (WARMING): 0.25 */
-	double evict_miss_ratio;	/* evictions / misses: 0.5 */
-	double warm_ratio;		/* invalidations below this x faults: warming: 0.05 */
-	double exit_factor;		/* 0.5 */
-	unsigned enter_n, exit_n;	/* 2, 3 */
-	unsigned window_ms;		/* library: windows of ticks, 1000 */
-	double mem_refault_rate;	/* memory cgroup (or system) refaulted pages/s: 1000 */
+	double min_rate, fault_rate, inval_ratio, refault_ratio, repin_ratio;
+	double evict_miss_ratio, warm_ratio, exit_factor;
+	unsigned enter_n, exit_n;
+	unsigned window_ms;		/* the library's window */
+	double mem_refault_rate;
 };
 
 /* The inputs of one window: counter increases over @secs seconds. */
@@ -281,7 +268,7 @@ struct thrash_in {
 	uint64_t misses, evictions, repins, invals, evict_remiss;
 	bool have_pin, have_evict_remiss;
 	/* memory (ODP modes): the process's memory cgroup, else /proc/vmstat; pages */
-	uint64_t mem_refaults, mem_majfaults, mem_scanned;
+	uint64_t mem_refaults, mem_majfaults;
 	double mem_secs;	/* of the memory counts, read at other times (0: secs) */
 	bool have_mem;
 };
@@ -307,7 +294,7 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in);
 const char *thrash_state_str(enum odpx_thrash_state s);
 /*
  * Memory inputs between two samples: SRC_MEMCG if both have it, else
- * SRC_VMSTAT's (refaults, major faults, pages scanned).  Returns the source
+ * SRC_VMSTAT's (refaults, major faults).  Returns the source
  * used, SRC_MAX for none.
  */
 enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
@@ -321,8 +308,26 @@ const char *thrash_metric_str(enum odpx_thrash_metric m);
 enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
 				  struct thrash_in *in);
 
-/* ---- odpstat.c ---- */
+/* ---- odpstat.c, with what odpx-info takes from it ---- */
 int odpstat_main(int argc, char **argv);
 void json_str(FILE *f, const char *s);	/* @s quoted and escaped for JSON */
+
+/* An RDMA device's ODP caps and limits (ibv_query_device_ex), as odpx_query(3) gives them. */
+struct devcaps {
+	char name[64];
+	bool queried;
+	char err[96];		/* why not */
+	uint64_t general;	/* enum ibv_odp_general_caps */
+	uint32_t rc, uc, ud, xrc;
+	uint64_t max_mr, max_mr_size, max_pd;
+};
+struct ibv_context;
+/*
+ * The caps of every RDMA device (@dev: that one only) into @out, at most
+ * @max; returns how many.  @fn, unless NULL, sees each device while it is
+ * open (NULL: it did not open).
+ */
+int devcaps_query(const char *dev, struct devcaps *out, int max,
+		  void (*fn)(struct ibv_context *c, const struct devcaps *d));
 
 #endif

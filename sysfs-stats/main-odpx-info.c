@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "counters.h"	/* json_str, ctr_read_file */
+#include "counters.h"	/* json_str, ctr_read_file, devcaps_query */
 #ifdef ODPX_HAVE_VERBS
 #include <infiniband/verbs.h>
 #endif
@@ -42,25 +42,25 @@
 #define UFFD_FEATURE_WP_ASYNC (1 << 15)
 #endif
 
-/* The variables of odpx(7), with their defaults as the manual states them. */
+/* The variables of odpx(7) (which says what each does), with their defaults as it states them */
 static const struct var {
-	const char *name, *dflt, *what;
+	const char *name, *dflt;
 } vars[] = {
-	{ "ODPX_MODE", "auto", "force a mode: auto, implicit, explicit, pin, direct" },
-	{ "ODPX_UFFD_MODE", "auto", "the monitor's userfaultfd mode: auto, wp-async, wp, missing" },
-	{ "ODPX_WATCH_MAX", "vm.max_map_count/8, at most 16384", "watched-range budget" },
-	{ "ODPX_WATCH_WIDEN_KB", "64", "widest gap a watch bridges, KiB" },
-	{ "ODPX_REMOVE_QUARANTINE_MS", "100", "direct after a DONTNEED of the range, ms" },
-	{ "ODPX_MONITOR_SPIN_US", "0", "the monitor polls after an event, us" },
-	{ "ODPX_ENGINE_LINGER_US", "100", "the engine waits on a timer after work, us" },
-	{ "ODPX_IDLE_MS", "300000", "registrations unused this long are released, ms" },
-	{ "ODPX_CHECK_PROT", "1", "pin-mode hits check the pages' protection" },
-	{ "ODPX_THRASH", "built in (odpstat(1))", "thrash detector window and thresholds" },
-	{ "ODPX_SYSFS_ROOT", "/sys", "root of the sysfs counter sources" },
-	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug", "root of the debugfs counter sources" },
-	{ "ODPX_PROCFS_ROOT", "/proc", "root of the procfs counter sources" },
-	{ "ODPX_NO_NETLINK", "unset", "set: neither odpstat nor the detector reads RDMA netlink" },
-	{ "ODPX_LOG", "warn", "stderr lines for fallbacks: none, warn, info, debug" },
+	{ "ODPX_MODE", "auto" },
+	{ "ODPX_UFFD_MODE", "auto" },
+	{ "ODPX_WATCH_MAX", "vm.max_map_count/8, at most 16384" },
+	{ "ODPX_WATCH_WIDEN_KB", "64" },
+	{ "ODPX_REMOVE_QUARANTINE_MS", "100" },
+	{ "ODPX_MONITOR_SPIN_US", "0" },
+	{ "ODPX_ENGINE_LINGER_US", "100" },
+	{ "ODPX_IDLE_MS", "300000" },
+	{ "ODPX_CHECK_PROT", "1" },
+	{ "ODPX_THRASH", "built in (odpstat(1))" },
+	{ "ODPX_SYSFS_ROOT", "/sys" },
+	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug" },
+	{ "ODPX_PROCFS_ROOT", "/proc" },
+	{ "ODPX_NO_NETLINK", "unset" },
+	{ "ODPX_LOG", "warn" },
 };
 
 static bool json;
@@ -95,8 +95,9 @@ static void section_end(void)
 	}
 }
 
-static void kv(const char *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void kv(const char *k, const char *fmt, ...)
+/* One pair: its value a JSON string, or with @num a JSON number */
+__attribute__((format(printf, 3, 4)))
+static void pair(bool num, const char *k, const char *fmt, ...)
 {
 	char v[512];
 	va_list ap;
@@ -104,26 +105,20 @@ static void kv(const char *k, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(v, sizeof(v), fmt, ap);
 	va_end(ap);
-	if (json) {
-		sep();
-		json_str(stdout, k);
-		putchar(':');
-		json_str(stdout, v);
-	} else {
+	if (!json) {
 		printf("  %-26s %s\n", k, v);
+		return;
 	}
+	sep();
+	json_str(stdout, k);
+	putchar(':');
+	if (num)
+		fputs(v, stdout);
+	else
+		json_str(stdout, v);
 }
-
-static void knum(const char *k, unsigned long long v)
-{
-	if (json) {
-		sep();
-		json_str(stdout, k);
-		printf(":%llu", v);
-	} else {
-		printf("  %-26s %llu\n", k, v);
-	}
-}
+#define kv(k, ...) pair(false, k, __VA_ARGS__)
+#define knum(k, v) pair(true, k, "%llu", (unsigned long long)(v))
 
 /* ---- what the process and the kernel offer ---- */
 
@@ -180,7 +175,7 @@ static void limits(struct odpx_ctx *ctx)
 	section("limits");
 	getrlimit(RLIMIT_MEMLOCK, &rl);
 	if (rl.rlim_cur != RLIM_INFINITY)
-		knum("rlimit_memlock_bytes", (unsigned long long)rl.rlim_cur);
+		knum("rlimit_memlock_bytes", rl.rlim_cur);
 	else
 		kv("rlimit_memlock_bytes", "unlimited");
 	kv("cap_ipc_lock", "%s", has_ipc_lock() ? "yes" : "no");
@@ -189,18 +184,18 @@ static void limits(struct odpx_ctx *ctx)
 		section_end();
 		return;
 	}
-	knum("max_pinned_bytes", (unsigned long long)c.limits.max_pinned_bytes);
+	knum("max_pinned_bytes", c.limits.max_pinned_bytes);
 	kv("max_pinned_bytes_from", "%s",
 	   c.max_pinned_source < ODPX_LIMIT_RESERVED ? src[c.max_pinned_source] : "?");
-	knum("max_entries", (unsigned long long)c.limits.max_entries);
-	knum("max_unused_bytes", (unsigned long long)c.limits.max_unused_bytes);
-	knum("max_entry_bytes", (unsigned long long)c.limits.max_entry_bytes);
+	knum("max_entries", c.limits.max_entries);
+	knum("max_unused_bytes", c.limits.max_unused_bytes);
+	knum("max_entry_bytes", c.limits.max_entry_bytes);
 	knum("idle_ms", c.idle_ms);
 	if (c.comp_mask & ODPX_QUERY_WATCH)
 		knum("watch_max", c.watch_max);
 	if (c.comp_mask & ODPX_QUERY_URING) {
 		knum("uring_slots", c.uring_slots);
-		knum("uring_slot_max_bytes", (unsigned long long)c.uring_slot_max_bytes);
+		knum("uring_slot_max_bytes", c.uring_slot_max_bytes);
 	}
 	section_end();
 }
@@ -256,7 +251,7 @@ static void userfaultfd(void)
 		return;
 	}
 	kv("available", "yes");
-	knum("features", (unsigned long long)have);
+	knum("features", have);
 	for (size_t i = 0; i < sizeof(uffd_features) / sizeof(uffd_features[0]); i++)
 		if (have & uffd_features[i].bit)
 			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
@@ -321,33 +316,26 @@ static struct odpx_ctx *uring(void)
 }
 
 #ifdef ODPX_HAVE_VERBS
-static void device(struct ibv_device *dev)
+/* A device's section: its caps, and the mode odpx_open_verbs() picks with defaults */
+static void device(struct ibv_context *c, const struct devcaps *d)
 {
-	struct ibv_context *c = ibv_open_device(dev);
-	struct ibv_device_attr_ex ax;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd = c ? ibv_alloc_pd(c) : NULL;
 	struct odpx_ctx *ctx;
 	enum odpx_mode m;
 	const char *why;
 
-	section(ibv_get_device_name(dev));
+	section(d->name);
+	if (d->queried) {
+		kv("odp", "%s", d->general & IBV_ODP_SUPPORT ? "yes" : "no");
+		kv("odp_implicit", "%s", d->general & IBV_ODP_SUPPORT_IMPLICIT ? "yes" : "no");
+		kv("rc_odp_caps", "%#x", d->rc);
+		kv("uc_odp_caps", "%#x", d->uc);
+		kv("ud_odp_caps", "%#x", d->ud);
+		knum("max_mr_size", d->max_mr_size);
+	}
 	if (!c) {
-		kv("usable", "no: ibv_open_device: %s", strerror(errno));
-		section_end();
-		return;
-	}
-	memset(&ax, 0, sizeof(ax));
-	if (ibv_query_device_ex(c, NULL, &ax) == 0) {
-		kv("odp", "%s", ax.odp_caps.general_caps & IBV_ODP_SUPPORT ? "yes" : "no");
-		kv("odp_implicit", "%s",
-		   ax.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT ? "yes" : "no");
-		kv("rc_odp_caps", "%#x", ax.odp_caps.per_transport_caps.rc_odp_caps);
-		kv("uc_odp_caps", "%#x", ax.odp_caps.per_transport_caps.uc_odp_caps);
-		kv("ud_odp_caps", "%#x", ax.odp_caps.per_transport_caps.ud_odp_caps);
-		knum("max_mr_size", (unsigned long long)ax.orig_attr.max_mr_size);
-	}
-	pd = ibv_alloc_pd(c);
-	if (!pd) {
+		kv("usable", "no: %s", d->err);
+	} else if (!pd) {
 		kv("usable", "no: ibv_alloc_pd: %s", strerror(errno));
 	} else if (odpx_open_verbs(pd, NULL, &ctx) < 0) {
 		kv("usable", "no");
@@ -362,7 +350,6 @@ static void device(struct ibv_device *dev)
 	}
 	if (pd)
 		ibv_dealloc_pd(pd);
-	ibv_close_device(c);
 	section_end();
 }
 #endif
@@ -371,14 +358,9 @@ static void devices(void)
 {
 	section("rdma_devices");
 #ifdef ODPX_HAVE_VERBS
-	int n = 0;
-	struct ibv_device **l = ibv_get_device_list(&n);
+	struct devcaps caps[16];
 
-	for (int i = 0; l && i < n; i++)
-		device(l[i]);
-	if (l)
-		ibv_free_device_list(l);
-	if (!json && n == 0)
+	if (!devcaps_query(NULL, caps, 16, device) && !json)
 		printf("  none\n");
 #else
 	if (!json)

@@ -44,12 +44,6 @@
 
 #define NL_TB 256	/* attribute numbers we keep; later ones are skipped */
 
-/* The per-MR ODP counters mlx5 reports (drivers/infiniband/hw/mlx5/restrack.c). */
-const char *const nl_mr_odp_names[] = {
-	"page_faults", "page_faults_handled", "page_invalidations",
-	"page_invalidations_handled", "page_prefetch",
-};
-
 void nl_result_free(struct nl_result *res)
 {
 	free(res->mr);
@@ -63,37 +57,65 @@ void nl_result_free(struct nl_result *res)
 
 typedef const struct nlattr *nl_tb[NL_TB];
 
+/* The type of every attribute the parser reads, in any nest (one enum numbers them all). */
+static const uint8_t attr_type[NL_TB] = {
+	[RDMA_NLDEV_ATTR_DEV_INDEX] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_DEV_NAME] = MNL_TYPE_NUL_STRING,
+	[RDMA_NLDEV_ATTR_PORT_INDEX] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_RES_MR] = MNL_TYPE_NESTED,
+	[RDMA_NLDEV_ATTR_RES_MRN] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_RES_RKEY] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_RES_LKEY] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_RES_PDN] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_RES_PID] = MNL_TYPE_U32,
+	[RDMA_NLDEV_ATTR_RES_MRLEN] = MNL_TYPE_U64,
+	[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS] = MNL_TYPE_NESTED,
+	[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME] = MNL_TYPE_NUL_STRING,
+	[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE] = MNL_TYPE_U64,
+};
+
 /*
- * Walk [p, p+len) as attributes into @tb.  -EBADMSG when an attribute is
- * shorter than its header, runs past the end, or bytes other than the
- * last attribute's padding are left over.
+ * Walk [p, p+len) as attributes: those of @entry (a table's entries), each
+ * parsed into a table and given to @fn; or, with @entry 0, every one into
+ * @tb.  -EBADMSG when an attribute is shorter than its header, runs past
+ * the end, is not of the type attr_type says, or bytes other than the last
+ * attribute's padding are left over.
  */
-static int walk(const void *p, size_t len, nl_tb tb)
+static int walk(const void *p, size_t len, nl_tb tb, uint16_t entry,
+		int (*fn)(nl_tb tb, void *arg), void *arg)
 {
 	const struct nlattr *a = p;
-	int left = (int)len;
+	int left = (int)len, r;
+	nl_tb etb;
 
-	memset(tb, 0, sizeof(nl_tb));
+	if (tb)
+		memset(tb, 0, sizeof(nl_tb));
 	while (left > 0) {
 		if (!mnl_attr_ok(a, left))
 			return -EBADMSG;
 		uint16_t t = mnl_attr_get_type(a);
-		if (t < NL_TB)
+		if (t < NL_TB && attr_type[t] && mnl_attr_validate(a, attr_type[t]) < 0)
+			return -EBADMSG;
+		if (tb && t < NL_TB)
 			tb[t] = a;
+		if (entry && t == entry) {
+			if (walk(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a), etb, 0, NULL,
+				 NULL) < 0)
+				return -EBADMSG;
+			if ((r = fn(etb, arg)) < 0)
+				return r;
+		}
 		left -= (int)MNL_ALIGN(a->nla_len);
 		a = mnl_attr_next(a);
 	}
 	return left > -4 ? 0 : -EBADMSG;
 }
 
-static int walk_nest(const struct nlattr *nest, nl_tb tb)
+/* The entries of the table @nest: @fn on each */
+static int walk_table(const struct nlattr *nest, uint16_t entry, int (*fn)(nl_tb tb, void *arg),
+		      void *arg)
 {
-	return walk(mnl_attr_get_payload(nest), mnl_attr_get_payload_len(nest), tb);
-}
-
-static bool ok_type(const nl_tb tb, int t, enum mnl_attr_data_type type)
-{
-	return !tb[t] || mnl_attr_validate(tb[t], type) >= 0;
+	return walk(mnl_attr_get_payload(nest), mnl_attr_get_payload_len(nest), NULL, entry, fn, arg);
 }
 
 static uint32_t u32_or(const nl_tb tb, int t, uint32_t dflt)
@@ -101,146 +123,99 @@ static uint32_t u32_or(const nl_tb tb, int t, uint32_t dflt)
 	return tb[t] ? mnl_attr_get_u32(tb[t]) : dflt;
 }
 
-/* STAT_HWCOUNTERS { HWCOUNTER_ENTRY { NAME VALUE } ... } into counters. */
-static int parse_hwcounters(const struct nlattr *table, struct ctr_set *s, enum ctr_source src,
-			    const char *where)
-{
-	const struct nlattr *e = mnl_attr_get_payload(table);
-	int left = (int)mnl_attr_get_payload_len(table), n = 0;
+/* Where a table's entries go: the counters of @src at @where, the MRs of @dev */
+struct table {
+	struct nl_result *res;
+	enum ctr_source src;
+	const char *where, *dev;
+	uint32_t dev_index;
+};
 
-	while (left > 0) {
-		nl_tb tb;
-		if (!mnl_attr_ok(e, left))
-			return -EBADMSG;
-		if (mnl_attr_get_type(e) == RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY) {
-			if (walk_nest(e, tb) < 0 ||
-			    !tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME] ||
-			    !tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE] ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, MNL_TYPE_NUL_STRING) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, MNL_TYPE_U64))
-				return -EBADMSG;
-			if (s && ctr_add(s, src, where,
-					 mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME]),
-					 mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE]),
-					 false) < 0)
-				return -ENOMEM;
-			n++;
-		}
-		left -= (int)MNL_ALIGN(e->nla_len);
-		e = mnl_attr_next(e);
-	}
-	return left > -4 ? n : -EBADMSG;
-}
-
-static int add_mr(struct nl_result *res, const struct nl_mr *m)
+/* HWCOUNTER_ENTRY { NAME VALUE } of a STAT_HWCOUNTERS table */
+static int hwcounter(nl_tb tb, void *arg)
 {
-	if (res->nmr == res->mrcap) {
-		size_t cap = res->mrcap ? res->mrcap * 2 : 16;
-		struct nl_mr *v = realloc(res->mr, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		res->mr = v;
-		res->mrcap = cap;
-	}
-	res->mr[res->nmr++] = *m;
+	const struct table *t = arg;
+
+	if (!tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME] ||
+	    !tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE])
+		return -EBADMSG;
+	if (t->res->ctrs && ctr_add(t->res->ctrs, t->src, t->where,
+				    mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME]),
+				    mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE]),
+				    false) < 0)
+		return -ENOMEM;
 	return 0;
 }
 
-/* RES_MR { RES_MR_ENTRY { ... } ... } */
-static int parse_mr_table(const struct nlattr *table, struct nl_result *res, const char *dev,
-			  uint32_t dev_index)
+/* RES_MR_ENTRY { ... } of a RES_MR table: an MR of the dump, and its statistics */
+static int mr_entry(nl_tb tb, void *arg)
 {
-	const struct nlattr *e = mnl_attr_get_payload(table);
-	int left = (int)mnl_attr_get_payload_len(table), r;
+	const struct table *t = arg;
+	struct nl_mr m = { 0 };
+	char where[64];
+	int r;
 
-	while (left > 0) {
-		nl_tb tb;
-		if (!mnl_attr_ok(e, left))
-			return -EBADMSG;
-		if (mnl_attr_get_type(e) == RDMA_NLDEV_ATTR_RES_MR_ENTRY) {
-			struct nl_mr m = { 0 };
-			if (walk_nest(e, tb) < 0 || !tb[RDMA_NLDEV_ATTR_RES_MRN])
-				return -EBADMSG;
-			if (!ok_type(tb, RDMA_NLDEV_ATTR_RES_MRN, MNL_TYPE_U32) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_RKEY, MNL_TYPE_U32) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_LKEY, MNL_TYPE_U32) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_PDN, MNL_TYPE_U32) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_PID, MNL_TYPE_U32) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_RES_MRLEN, MNL_TYPE_U64) ||
-			    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, MNL_TYPE_NESTED))
-				return -EBADMSG;
-			snprintf(m.dev, sizeof(m.dev), "%s", dev);
-			m.dev_index = dev_index;
-			m.mrn = mnl_attr_get_u32(tb[RDMA_NLDEV_ATTR_RES_MRN]);
-			m.rkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_RKEY, 0);
-			m.lkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_LKEY, 0);
-			m.has_keys = tb[RDMA_NLDEV_ATTR_RES_LKEY] != NULL;
-			m.pdn = u32_or(tb, RDMA_NLDEV_ATTR_RES_PDN, 0);
-			m.pid = u32_or(tb, RDMA_NLDEV_ATTR_RES_PID, 0);
-			m.has_pid = tb[RDMA_NLDEV_ATTR_RES_PID] != NULL;
-			if (tb[RDMA_NLDEV_ATTR_RES_MRLEN]) {
-				m.mrlen = mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_RES_MRLEN]);
-				if ((r = add_mr(res, &m)) < 0)
-					return r;
-			}
-			if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
-				char where[64];
-				res->nmr_stats++;
-				snprintf(where, sizeof(where), "%.40s/mr%u", dev, m.mrn);
-				r = parse_hwcounters(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], res->ctrs,
-						     SRC_NL_MR, where);
-				if (r < 0)
-					return r;
-			}
-		}
-		left -= (int)MNL_ALIGN(e->nla_len);
-		e = mnl_attr_next(e);
+	if (!tb[RDMA_NLDEV_ATTR_RES_MRN])
+		return -EBADMSG;
+	snprintf(m.dev, sizeof(m.dev), "%s", t->dev);
+	m.mrn = mnl_attr_get_u32(tb[RDMA_NLDEV_ATTR_RES_MRN]);
+	m.rkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_RKEY, 0);
+	m.lkey = u32_or(tb, RDMA_NLDEV_ATTR_RES_LKEY, 0);
+	m.has_keys = tb[RDMA_NLDEV_ATTR_RES_LKEY] != NULL;
+	m.pdn = u32_or(tb, RDMA_NLDEV_ATTR_RES_PDN, 0);
+	m.pid = u32_or(tb, RDMA_NLDEV_ATTR_RES_PID, 0);
+	m.has_pid = tb[RDMA_NLDEV_ATTR_RES_PID] != NULL;
+	if (tb[RDMA_NLDEV_ATTR_RES_MRLEN]) {
+		m.mrlen = mnl_attr_get_u64(tb[RDMA_NLDEV_ATTR_RES_MRLEN]);
+		if ((r = ctr_grow(&t->res->mr, &t->res->mrcap, t->res->nmr + 1, sizeof(m))) < 0)
+			return r;
+		t->res->mr[t->res->nmr++] = m;
 	}
-	return left > -4 ? 0 : -EBADMSG;
+	if (!tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS])
+		return 0;
+	t->res->nmr_stats++;
+	snprintf(where, sizeof(where), "%.40s/mr%u", t->dev, m.mrn);
+	return walk_table(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY,
+			  hwcounter, &(struct table){ .res = t->res, .src = SRC_NL_MR, .where = where });
 }
 
 static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
 {
 	unsigned op = nlh->nlmsg_type & ((1U << 10) - 1);
-	char dev[64] = "";
-	uint32_t idx = 0;
+	struct table t = { .res = res, .dev = "" };
+	char where[64];
 	nl_tb tb;
 	int r;
 
 	if ((nlh->nlmsg_type >> 10) != RDMA_NL_NLDEV)
 		return -EPROTO;
-	if (walk(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), tb) < 0)
-		return -EBADMSG;
-	if (!ok_type(tb, RDMA_NLDEV_ATTR_DEV_INDEX, MNL_TYPE_U32) ||
-	    !ok_type(tb, RDMA_NLDEV_ATTR_DEV_NAME, MNL_TYPE_NUL_STRING) ||
-	    !ok_type(tb, RDMA_NLDEV_ATTR_PORT_INDEX, MNL_TYPE_U32) ||
-	    !ok_type(tb, RDMA_NLDEV_ATTR_RES_MR, MNL_TYPE_NESTED) ||
-	    !ok_type(tb, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, MNL_TYPE_NESTED))
+	if (walk(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), tb, 0, NULL, NULL) < 0)
 		return -EBADMSG;
 	if (tb[RDMA_NLDEV_ATTR_DEV_NAME])
-		snprintf(dev, sizeof(dev), "%s", mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_DEV_NAME]));
-	idx = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
+		t.dev = mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_DEV_NAME]);
+	t.dev_index = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
 	if ((tb[RDMA_NLDEV_ATTR_RES_MR] || tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS] ||
-	     op == RDMA_NLDEV_CMD_GET) && (!dev[0] || !tb[RDMA_NLDEV_ATTR_DEV_INDEX]))
+	     op == RDMA_NLDEV_CMD_GET) && (!t.dev[0] || !tb[RDMA_NLDEV_ATTR_DEV_INDEX]))
 		return -EBADMSG;	/* every such reply names its device */
 	if (op == RDMA_NLDEV_CMD_GET && res->ndev < 16) {
-		snprintf(res->devs[res->ndev], sizeof(res->devs[0]), "%s", dev);
-		res->dev_index[res->ndev] = idx;
+		snprintf(res->devs[res->ndev], sizeof(res->devs[0]), "%s", t.dev);
+		res->dev_index[res->ndev] = t.dev_index;
 		res->dev_ports[res->ndev] = u32_or(tb, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
 		res->ndev++;
 	}
 	if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
-		char where[64];
 		if (!tb[RDMA_NLDEV_ATTR_PORT_INDEX])
 			return -EBADMSG;
-		snprintf(where, sizeof(where), "%.40s/%u", dev,
+		snprintf(where, sizeof(where), "%.40s/%u", t.dev,
 			 mnl_attr_get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]));
-		r = parse_hwcounters(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], res->ctrs, SRC_NL_PORT, where);
+		r = walk_table(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS],
+			       RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY, hwcounter,
+			       &(struct table){ .res = res, .src = SRC_NL_PORT, .where = where });
 		if (r < 0)
 			return r;
 	}
 	if (tb[RDMA_NLDEV_ATTR_RES_MR] &&
-	    (r = parse_mr_table(tb[RDMA_NLDEV_ATTR_RES_MR], res, dev, idx)) < 0)
+	    (r = walk_table(tb[RDMA_NLDEV_ATTR_RES_MR], RDMA_NLDEV_ATTR_RES_MR_ENTRY, mr_entry, &t)) < 0)
 		return r;
 	return 0;
 }
@@ -305,20 +280,6 @@ static void record(const char *dir, const char *what, const void *buf, size_t le
 	close(fd);
 }
 
-/* Room for @more bytes after the @c->len in c->buf. */
-static int grow(struct nl_conn *c, size_t more)
-{
-	if (c->len + more > c->cap) {
-		size_t cap = (c->len + more) * 2;
-		char *b = realloc(c->buf, cap);
-		if (!b)
-			return -ENOMEM;
-		c->buf = b;
-		c->cap = cap;
-	}
-	return 0;
-}
-
 /* Read the reply <replay>/<what>.bin whole: absent, the query failed. */
 static int replay(struct nl_conn *c, const char *what)
 {
@@ -331,7 +292,7 @@ static int replay(struct nl_conn *c, const char *what)
 		return -errno;
 	c->len = 0;
 	do {
-		if ((r = grow(c, 65536)) < 0)
+		if ((r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) < 0)
 			break;
 		n = read(fd, c->buf + c->len, 65536);
 		if (n < 0)
@@ -348,12 +309,10 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 		 uint32_t stat_res)
 {
 	char req[MNL_SOCKET_BUFFER_SIZE];
-	char *rx = malloc(MNL_SOCKET_DUMP_SIZE);
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
-	int r = 0;
+	bool end = false;
+	int r;
 
-	if (!rx)
-		return -ENOMEM;
 	nlh->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd);
 	nlh->nlmsg_flags = NLM_F_REQUEST | (dump ? NLM_F_DUMP : 0);
 	nlh->nlmsg_seq = ++c->seq;
@@ -364,35 +323,22 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 	if (stat_res)
 		mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_STAT_RES, stat_res);
 	c->len = 0;
-	if (mnl_socket_sendto(c->sk, nlh, nlh->nlmsg_len) < 0) {
-		r = -errno;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = mnl_socket_recvfrom(c->sk, rx, MNL_SOCKET_DUMP_SIZE);
-		const struct nlmsghdr *m = (const struct nlmsghdr *)rx;
+	if (mnl_socket_sendto(c->sk, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	while (!end) {
+		if ((r = ctr_grow(&c->buf, &c->cap, c->len + MNL_SOCKET_DUMP_SIZE, 1)) < 0)
+			return r;
+		ssize_t n = mnl_socket_recvfrom(c->sk, c->buf + c->len, MNL_SOCKET_DUMP_SIZE);
+		const struct nlmsghdr *m = (const struct nlmsghdr *)(c->buf + c->len);
 		int left = (int)n;
-		bool end = !dump;
 
-		if (n < 0) {
-			r = errno == EAGAIN ? -ETIMEDOUT : -errno;
-			goto out;
-		}
-		if ((r = grow(c, (size_t)n)) < 0)
-			goto out;
-		memcpy(c->buf + c->len, rx, (size_t)n);
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		c->len += (size_t)n;
-		while (mnl_nlmsg_ok(m, left)) {
-			if (m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR)
-				end = true;
-			m = mnl_nlmsg_next(m, &left);
-		}
-		if (end)
-			break;
+		for (end = !dump; mnl_nlmsg_ok(m, left); m = mnl_nlmsg_next(m, &left))
+			end |= m->nlmsg_type == NLMSG_DONE || m->nlmsg_type == NLMSG_ERROR;
 	}
-out:
-	free(rx);
-	return r;
+	return 0;
 }
 
 /* One reply into c->buf, named @what: from the kernel (and recorded), or replayed. */

@@ -57,15 +57,6 @@ static const struct {
 #undef G
 };
 
-struct devcaps {
-	char name[64];
-	bool queried;
-	char err[96];
-	uint64_t general;
-	uint32_t rc, uc, ud, xrc;
-	uint64_t max_mr, max_mr_size, max_pd;	/* what odpx_query(3) gives a context */
-};
-
 /*
  * One sample.  Each source is timed where it is read (the netlink queries
  * take up to 2 s each): @t before the files (sysfs, debugfs, procfs),
@@ -78,7 +69,8 @@ struct sample {
 	struct ctr_set c;
 	struct nl_result nl;
 	struct odpx_seg_info *seg;	/* grown to hold every context found */
-	int nseg, cap;
+	int nseg;
+	size_t cap;
 };
 
 struct opts {
@@ -136,7 +128,8 @@ static const char *backend_str(enum odpx_backend b)
 
 /* ---- device capabilities ---- */
 
-static int query_caps(const char *dev, struct devcaps *out, int max)
+int devcaps_query(const char *dev, struct devcaps *out, int max,
+		  void (*fn)(struct ibv_context *c, const struct devcaps *d))
 {
 	int n = 0;
 #ifdef ODPX_HAVE_VERBS
@@ -156,6 +149,8 @@ static int query_caps(const char *dev, struct devcaps *out, int max)
 		n++;
 		if (!(c = ibv_open_device(list[i]))) {
 			snprintf(d->err, sizeof(d->err), "ibv_open_device: %s", strerror(errno));
+			if (fn)
+				fn(NULL, d);
 			continue;
 		}
 		memset(&ax, 0, sizeof(ax));
@@ -173,6 +168,8 @@ static int query_caps(const char *dev, struct devcaps *out, int max)
 			d->max_mr_size = ax.orig_attr.max_mr_size;
 			d->max_pd = (uint64_t)ax.orig_attr.max_pd;
 		}
+		if (fn)
+			fn(c, d);
 		ibv_close_device(c);
 	}
 	if (list)
@@ -238,6 +235,12 @@ static void add_seg_counters(struct sample *s)
 	}
 }
 
+/* Whether MR @m is one odpstat reports: any, or of the process of -p */
+static bool mr_of(const struct opts *o, const struct nl_mr *m)
+{
+	return !o->pid || (m->has_pid && m->pid == (uint32_t)o->pid);
+}
+
 /*
  * 0, 1 when the process of -p ended after the first sample, or -errno (said).
  * A start time other than the first sample's is another process given the
@@ -274,37 +277,30 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 		r = nl_collect(o->dev, &s->nl, first ? o->record : NULL, o->replay);
 		if (r < 0 && r != -EPROTONOSUPPORT && r != -ENODEV)
 			ctr_error(&s->c, SRC_NL_PORT, "RDMA netlink: %s", strerror(-r));
-		/* port counters through netlink only where sysfs had none */
-		for (size_t i = 0; i < s->c.n; i++) {
-			struct ctr *c = &s->c.v[i];
-			if (c->src == SRC_NL_PORT && ctr_find(&s->c, SRC_HW_COUNTERS, c->where, c->name))
-				c->src = SRC_MAX;	/* hidden duplicate */
-		}
+		/* port counters through netlink only where sysfs had none (read before: kept) */
 		size_t k = 0;
 		for (size_t i = 0; i < s->c.n; i++)
-			if (s->c.v[i].src != SRC_MAX)
+			if (s->c.v[i].src != SRC_NL_PORT ||
+			    !ctr_find(&s->c, SRC_HW_COUNTERS, s->c.v[i].where, s->c.v[i].name))
 				s->c.v[k++] = s->c.v[i];
 		s->c.n = k;
 		for (size_t i = 0; i < s->nl.nmr; i++) {
 			struct nl_mr *m = &s->nl.mr[i];
 			char where[64];
-			if (o->pid && (!m->has_pid || m->pid != (uint32_t)o->pid))
+			if (!mr_of(o, m))
 				continue;
 			snprintf(where, sizeof(where), "%.40s/mr%u", m->dev, m->mrn);
 			ctr_add(&s->c, SRC_NL_RES_MR, where, "mrlen", m->mrlen, true);
 		}
 	}
 	/* a full array may have left contexts out: grow it and scan again */
-	while ((s->t_odpx = ctr_now_s(), r = odpx_seg_scan(o->pid, s->seg, s->cap)) == s->cap) {
-		int cap = s->cap ? 2 * s->cap : 64;
-		struct odpx_seg_info *v = realloc(s->seg, (size_t)cap * sizeof(*v));
-		if (!v) {
-			ctr_error(&s->c, SRC_ODPX, "odpx segments: out of memory: only %d contexts read",
+	while ((s->t_odpx = ctr_now_s(), r = odpx_seg_scan(o->pid, s->seg, (int)s->cap)) ==
+	       (int)s->cap) {
+		if (ctr_grow(&s->seg, &s->cap, s->cap + 1, sizeof(*s->seg)) < 0) {
+			ctr_error(&s->c, SRC_ODPX, "odpx segments: out of memory: only %zu contexts read",
 				  s->cap);
 			break;
 		}
-		s->seg = v;
-		s->cap = cap;
 	}
 	if (r < 0) {
 		if (o->pid)
@@ -365,10 +361,25 @@ static double src_secs(const struct sample *a, const struct sample *b, enum ctr_
 	return dt > 1e-6 ? dt : 1e-6;
 }
 
+/* The rate columns (odpstat(1), COLUMNS): header, width, precision, key under "rates" in JSON */
+enum { HIT, MISS, EVICT, INVAL, REPIN, PIN_MB, DFLT, DINV, RETRY, RNR, MINFLT, MAJFLT, RFLT, NCOL };
+static const struct {
+	const char *head;
+	int width, prec;
+	const char *key;	/* NULL: rflt/s is "refault_pages" under "memory" */
+} cols[NCOL] = {
+	{ "hit/s", 8, 0, "hits" }, { "miss/s", 7, 0, "misses" }, { "evict/s", 7, 0, "evictions" },
+	{ "inval/s", 7, 0, "invalidations" }, { "repin/s", 7, 0, "repins" },
+	{ "pin_MiB", 8, 1, "pinned_mib" }, { "dflt/s", 8, 0, "dev_fault_pages" },
+	{ "dinval/s", 8, 0, "dev_inval_pages" }, { "retry/s", 7, 0, "retries" },
+	{ "rnr/s", 6, 0, "rnr" }, { "minflt/s", 8, 0, "minflt" }, { "majflt/s", 7, 0, "majflt" },
+	{ "rflt/s", 7, 0, NULL },
+};
+
 struct row {
-	double hit, miss, evict, inval, repin, pin_mb, dflt, dinv, retry, rnr, minflt, majflt;
+	double v[NCOL];
 	double hit_ratio;		/* hits / (hits + misses), NAN with neither */
-	double mem_refault, mem_majflt;	/* pages/s of the memory the detector reads */
+	double mem_majflt;		/* pages/s of the memory the detector reads, as v[RFLT] */
 	enum ctr_source mem;		/* its source: SRC_MEMCG, SRC_VMSTAT, SRC_MAX none */
 };
 
@@ -377,8 +388,8 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 {
 	double dt_files = src_secs(a, b, SRC_VMSTAT), dt_odpx = src_secs(a, b, SRC_ODPX), dt_dev;
 	double dt_port = src_secs(a, b, SRC_NL_PORT);
-	struct thrash_in in = { .secs = dt_odpx };
-	enum ctr_source dev;
+	struct thrash_in in = { .secs = dt_odpx, .mem_secs = dt_files };
+	bool odp = false;
 
 	memset(rw, 0, sizeof(*rw));
 	in.misses = inc_each(a, b, SRC_ODPX, "misses");
@@ -387,51 +398,38 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	in.invals = inc_each(a, b, SRC_ODPX, "inval_entries");
 	in.evict_remiss = inc_each(a, b, SRC_ODPX, "evict_remiss");
 	in.have_evict_remiss = true;	/* every segment of this layout counts it */
-	for (int i = 0; i < b->nseg; i++)
-		if (b->seg[i].mode == ODPX_MODE_PIN)
-			in.have_pin = true;
-	dev = thrash_dev_inputs(&a->c, &b->c, &in);
-	in.dev_secs = dt_dev = src_secs(a, b, dev);
-	/* the memory side in the ODP modes, as the library: the device faults what is reclaimed */
-	struct thrash_in mem = { .mem_secs = dt_files };
-
-	rw->mem = thrash_mem_inputs(&a->c, &b->c, &mem);
-	for (int i = 0; i < b->nseg; i++)
-		if (b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT) {
-			in.have_mem = mem.have_mem;
-			in.mem_refaults = mem.mem_refaults;
-			in.mem_majfaults = mem.mem_majfaults;
-			in.mem_scanned = mem.mem_scanned;
-			in.mem_secs = dt_files;
-			break;
-		}
+	for (int i = 0; i < b->nseg; i++) {
+		in.have_pin |= b->seg[i].mode == ODPX_MODE_PIN;
+		odp |= b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT;
+	}
+	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(&a->c, &b->c, &in));
+	/* the memory side in the ODP modes only, as the library: the device faults what is reclaimed */
+	rw->mem = thrash_mem_inputs(&a->c, &b->c, &in);
+	in.have_mem &= odp;
 	thrash_step(t, &in);
 
 	uint64_t hits = inc_each(a, b, SRC_ODPX, "hits");
 	rw->hit_ratio = hits + in.misses ? (double)hits / (double)(hits + in.misses) : NAN;
-	rw->mem_refault = (double)mem.mem_refaults / dt_files;
-	rw->mem_majflt = (double)mem.mem_majfaults / dt_files;
-	rw->hit = (double)hits / dt_odpx;
-	rw->miss = (double)in.misses / dt_odpx;
-	rw->evict = (double)in.evictions / dt_odpx;
-	rw->inval = (double)in.invals / dt_odpx;
-	rw->repin = (double)in.repins / dt_odpx;
-	rw->pin_mb = (double)ctr_sum(&b->c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
-	rw->dflt = (double)in.dev_faults / dt_dev;
-	rw->dinv = (double)in.dev_inval / dt_dev;
-	rw->retry = (double)(inc_match(a, b, SRC_HW_COUNTERS, "retry", "rnr") +
-			     inc_match(a, b, SRC_HW_COUNTERS, "timeout", "rnr")) / dt_files +
-		    (double)(inc_match(a, b, SRC_NL_PORT, "retry", "rnr") +
-			     inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt_port;
-	rw->rnr = (double)inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) / dt_files +
-		  (double)inc_match(a, b, SRC_NL_PORT, "rnr", NULL) / dt_port;
-	if (o->pid) {
-		rw->minflt = (double)inc_each(a, b, SRC_PROC_PID, "minflt") / dt_files;
-		rw->majflt = (double)inc_each(a, b, SRC_PROC_PID, "majflt") / dt_files;
-	} else {
-		rw->minflt = (double)inc_each(a, b, SRC_VMSTAT, "pgfault") / dt_files;
-		rw->majflt = (double)inc_each(a, b, SRC_VMSTAT, "pgmajfault") / dt_files;
-	}
+	rw->v[RFLT] = (double)in.mem_refaults / dt_files;
+	rw->mem_majflt = (double)in.mem_majfaults / dt_files;
+	rw->v[HIT] = (double)hits / dt_odpx;
+	rw->v[MISS] = (double)in.misses / dt_odpx;
+	rw->v[EVICT] = (double)in.evictions / dt_odpx;
+	rw->v[INVAL] = (double)in.invals / dt_odpx;
+	rw->v[REPIN] = (double)in.repins / dt_odpx;
+	rw->v[PIN_MB] = (double)ctr_sum(&b->c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
+	rw->v[DFLT] = (double)in.dev_faults / dt_dev;
+	rw->v[DINV] = (double)in.dev_inval / dt_dev;
+	rw->v[RETRY] = (double)(inc_match(a, b, SRC_HW_COUNTERS, "retry", "rnr") +
+				inc_match(a, b, SRC_HW_COUNTERS, "timeout", "rnr")) / dt_files +
+		       (double)(inc_match(a, b, SRC_NL_PORT, "retry", "rnr") +
+				inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt_port;
+	rw->v[RNR] = (double)inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) / dt_files +
+		     (double)inc_match(a, b, SRC_NL_PORT, "rnr", NULL) / dt_port;
+	rw->v[MINFLT] = (double)inc_each(a, b, o->pid ? SRC_PROC_PID : SRC_VMSTAT,
+					 o->pid ? "minflt" : "pgfault") / dt_files;
+	rw->v[MAJFLT] = (double)inc_each(a, b, o->pid ? SRC_PROC_PID : SRC_VMSTAT,
+					 o->pid ? "majflt" : "pgmajfault") / dt_files;
 }
 
 /* ---- output ---- */
@@ -460,24 +458,32 @@ static void json_rate(FILE *f, double v)
 }
 
 /*
- * MRs of device @dev the MR dump listed (*@listed) and how many of them carry
- * per-MR ODP statistics: none of several is a driver without them (rxe), or
- * no ODP MR among them (mlx5 reports ODP MRs only).
+ * The MRs of device @dev the MR dump listed, how many of them carry per-MR
+ * ODP statistics (none of several: a driver without them, rxe, or no ODP MR
+ * among them, mlx5 reports ODP MRs only), and those odpstat reports (mr_of).
  */
-static unsigned mr_stats_of(const struct sample *s, const char *dev, unsigned *listed)
-{
-	char where[80];
-	unsigned n = 0;
+struct mr_count {
+	unsigned listed, with, mine;
+	uint64_t mine_bytes;
+};
 
-	*listed = 0;
+static struct mr_count mrs_of(const struct opts *o, const struct sample *s, const char *dev)
+{
+	struct mr_count n = { 0 };
+	char where[80];
+
 	for (size_t i = 0; i < s->nl.nmr; i++) {
 		if (strcmp(s->nl.mr[i].dev, dev))
 			continue;
-		(*listed)++;
+		n.listed++;
+		if (mr_of(o, &s->nl.mr[i])) {
+			n.mine++;
+			n.mine_bytes += s->nl.mr[i].mrlen;
+		}
 		snprintf(where, sizeof(where), "%.40s/mr%u", dev, s->nl.mr[i].mrn);
 		for (size_t k = 0; k < s->c.n; k++)
 			if (s->c.v[k].src == SRC_NL_MR && !strcmp(s->c.v[k].where, where)) {
-				n++;
+				n.with++;
 				break;
 			}
 	}
@@ -500,13 +506,11 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 	fputs(",\"hit_ratio\":", f);
 	json_rate(f, rw->hit_ratio);
 	fprintf(f, ",\"memory\":{\"source\":\"%s\",\"refault_pages\":%.3f,\"majflt\":%.3f}",
-		rw->mem == SRC_MAX ? "none" : ctr_source_name(rw->mem), rw->mem_refault,
-		rw->mem_majflt);
-	fprintf(f, ",\"rates\":{\"hits\":%.3f,\"misses\":%.3f,\"evictions\":%.3f,"
-		"\"invalidations\":%.3f,\"repins\":%.3f,\"pinned_mib\":%.3f,\"dev_fault_pages\":%.3f,"
-		"\"dev_inval_pages\":%.3f,\"retries\":%.3f,\"rnr\":%.3f,\"minflt\":%.3f,\"majflt\":%.3f}",
-		rw->hit, rw->miss, rw->evict, rw->inval, rw->repin, rw->pin_mb, rw->dflt, rw->dinv,
-		rw->retry, rw->rnr, rw->minflt, rw->majflt);
+		rw->mem == SRC_MAX ? "none" : ctr_source_name(rw->mem), rw->v[RFLT], rw->mem_majflt);
+	for (int i = 0; i < NCOL; i++)
+		if (cols[i].key)
+			fprintf(f, "%s\"%s\":%.3f", i ? "," : ",\"rates\":{", cols[i].key, rw->v[i]);
+	fputc('}', f);
 	fputs(",\"devices\":[", f);
 	for (int i = 0; i < ncaps; i++) {
 		char line[512];
@@ -550,17 +554,17 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 	}
 	fputs("],\"per_mr_stats\":[", f);
 	for (int d = 0; d < b->nl.ndev; d++) {
-		unsigned listed, with = mr_stats_of(b, b->nl.devs[d], &listed);
+		struct mr_count n = mrs_of(o, b, b->nl.devs[d]);
 		fprintf(f, "%s{\"dev\":", d ? "," : "");
 		json_str(f, b->nl.devs[d]);
-		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", listed, with,
-			with ? "present" : listed ? "absent" : "unknown");
+		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", n.listed, n.with,
+			n.with ? "present" : n.listed ? "absent" : "unknown");
 	}
 	fputs("],\"mrs\":[", f);
 	int nm = 0;
 	for (size_t i = 0; i < b->nl.nmr; i++) {
 		const struct nl_mr *m = &b->nl.mr[i];
-		if (o->pid && (!m->has_pid || m->pid != (uint32_t)o->pid))
+		if (!mr_of(o, m))
 			continue;
 		fprintf(f, "%s{\"dev\":", nm++ ? "," : "");
 		json_str(f, m->dev);
@@ -608,23 +612,15 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 	}
 	if (o->netlink) {
 		for (int d = 0; d < s->nl.ndev; d++) {
-			unsigned n = 0;
-			uint64_t bytes = 0;
+			struct mr_count n = mrs_of(o, s, s->nl.devs[d]);
 			if (o->dev && strcmp(o->dev, s->nl.devs[d]))
 				continue;
-			for (size_t i = 0; i < s->nl.nmr; i++)
-				if (!strcmp(s->nl.mr[i].dev, s->nl.devs[d]) &&
-				    (!o->pid || s->nl.mr[i].pid == (uint32_t)o->pid)) {
-					n++;
-					bytes += s->nl.mr[i].mrlen;
-				}
-			unsigned listed, with = mr_stats_of(s, s->nl.devs[d], &listed);
 			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.devs[d],
-			       n, o->pid ? " of this PID" : "", (double)bytes / 1048576.0);
-			if (with)
-				printf("%u of its %u MRs\n", with, listed);
-			else if (listed)
-				printf("absent (none of its %u MRs carries any)\n", listed);
+			       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
+			if (n.with)
+				printf("%u of its %u MRs\n", n.with, n.listed);
+			else if (n.listed)
+				printf("absent (none of its %u MRs carries any)\n", n.listed);
 			else
 				printf("unknown (no MR)\n");
 		}
@@ -656,9 +652,10 @@ static void print_header(const struct opts *o)
 {
 	if (o->stamp)
 		printf("%-8s ", "time");
-	printf("%-8s %-16s %9s %5s %8s %7s %7s %7s %7s %8s %8s %8s %7s %6s %8s %7s %7s\n", "state",
-	       "metric", "value", "hit%", "hit/s", "miss/s", "evict/s", "inval/s", "repin/s",
-	       "pin_MiB", "dflt/s", "dinval/s", "retry/s", "rnr/s", "minflt/s", "majflt/s", "rflt/s");
+	printf("%-8s %-16s %9s %5s", "state", "metric", "value", "hit%");
+	for (int i = 0; i < NCOL; i++)
+		printf(" %*s", cols[i].width, cols[i].head);
+	putchar('\n');
 }
 
 static void print_row(const struct opts *o, const struct thrash *t, const struct row *r)
@@ -676,10 +673,11 @@ static void print_row(const struct opts *o, const struct thrash *t, const struct
 	}
 	if (!isnan(r->hit_ratio))
 		snprintf(hr, sizeof(hr), "%.1f", r->hit_ratio * 100);
-	printf("%-8s %-16s %9.3f %5s %8.0f %7.0f %7.0f %7.0f %7.0f %8.1f %8.0f %8.0f %7.0f %6.0f %8.0f "
-	       "%7.0f %7.0f\n", thrash_state_str(t->state), thrash_metric_str(t->metric),
-	       isfinite(t->value) ? t->value : 0.0, hr, r->hit, r->miss, r->evict, r->inval, r->repin,
-	       r->pin_mb, r->dflt, r->dinv, r->retry, r->rnr, r->minflt, r->majflt, r->mem_refault);
+	printf("%-8s %-16s %9.3f %5s", thrash_state_str(t->state), thrash_metric_str(t->metric),
+	       isfinite(t->value) ? t->value : 0.0, hr);
+	for (int i = 0; i < NCOL; i++)
+		printf(" %*.*f", cols[i].width, cols[i].prec, r->v[i]);
+	putchar('\n');
 	fflush(stdout);
 }
 
@@ -692,17 +690,13 @@ static int screen_rows(void)
 	return 22;
 }
 
+/* Until @t on ctr_now_s()'s clock */
 static void sleep_until(double t)
 {
-	for (;;) {
-		double left = t - ctr_now_s();
-		struct timespec ts;
-		if (left <= 0)
-			return;
-		ts.tv_sec = (time_t)left;
-		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
-		nanosleep(&ts, NULL);
-	}
+	struct timespec ts = { (time_t)t, (long)((t - (double)(time_t)t) * 1e9) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
 }
 
 static void usage(FILE *f)
@@ -827,7 +821,7 @@ int odpstat_main(int argc, char **argv)
 		if (stat(path, &sb) < 0)
 			return die("%d: no such process", (int)o.pid);
 	}
-	ncaps = query_caps(o.dev, caps, MAX_DEVS);
+	ncaps = devcaps_query(o.dev, caps, MAX_DEVS, NULL);
 	if (o.dev) {
 		char path[PATH_MAX + 128];
 		struct stat sb;

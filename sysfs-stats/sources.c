@@ -54,19 +54,28 @@ void ctr_set_free(struct ctr_set *s)
 	ctr_set_init(s);
 }
 
+int ctr_grow(void *array, size_t *cap, size_t n, size_t size)
+{
+	size_t c = n < 8 ? 16 : 2 * n;
+	void *v;
+
+	if (n <= *cap)
+		return 0;
+	memcpy(&v, array, sizeof(v));
+	if (!(v = realloc(v, c * size)))
+		return -ENOMEM;
+	memcpy(array, &v, sizeof(v));
+	*cap = c;
+	return 0;
+}
+
 int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const char *name,
 	    uint64_t value, bool gauge)
 {
 	struct ctr *c;
 
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct ctr *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (ctr_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0)
+		return -ENOMEM;
 	c = &s->v[s->n++];
 	memset(c, 0, sizeof(*c));
 	snprintf(c->name, sizeof(c->name), "%s", name);
@@ -81,14 +90,8 @@ void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (s->nerr == s->errcap) {
-		size_t cap = s->errcap ? s->errcap * 2 : 8;
-		struct ctr_err *e = realloc(s->err, cap * sizeof(*e));
-		if (!e)
-			return;
-		s->err = e;
-		s->errcap = cap;
-	}
+	if (ctr_grow(&s->err, &s->errcap, s->nerr + 1, sizeof(*s->err)) < 0)
+		return;
 	s->err[s->nerr].src = (uint8_t)src;
 	va_start(ap, fmt);
 	vsnprintf(s->err[s->nerr].msg, sizeof(s->err[0].msg), fmt, ap);
@@ -174,52 +177,58 @@ void stats_roots_init(struct stats_roots *r, const char *sys, const char *debugf
 
 int ctr_parse_value(const char *t, size_t len, uint64_t *v)
 {
-	size_t i = 0, end = len;
-	uint64_t x = 0;
-	int base = 10;
+	char buf[128], *end;
+	size_t i = 0;
+	bool hex;
 
-	while (i < end && isspace((unsigned char)t[i]))
+	while (len && isspace((unsigned char)t[len - 1]))
+		len--;
+	while (i < len && isspace((unsigned char)t[i]))
 		i++;
-	while (end > i && isspace((unsigned char)t[end - 1]))
-		end--;
-	if (i == end)
+	if (i == len)
 		return -ENODATA;
-	if (end - i > 2 && t[i] == '0' && (t[i + 1] == 'x' || t[i + 1] == 'X')) {
-		base = 16;
-		i += 2;
-	}
-	for (; i < end; i++) {
-		int d;
-		char c = t[i];
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (base == 16 && c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (base == 16 && c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
-			return -EINVAL;
-		if (x > (UINT64_MAX - (uint64_t)d) / (uint64_t)base)
-			return -ERANGE;
-		x = x * (uint64_t)base + (uint64_t)d;
-	}
+	if (len - i >= sizeof(buf))
+		return -ERANGE;
+	memcpy(buf, t + i, len - i);
+	buf[len - i] = 0;
+	hex = buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X');
+	/* strtoull() takes a sign and blanks: a digit comes first */
+	if (!(hex ? isxdigit((unsigned char)buf[2]) : isdigit((unsigned char)buf[0])))
+		return -EINVAL;
+	errno = 0;
+	unsigned long long x = strtoull(buf, &end, hex ? 16 : 10);
+	if (end != buf + (len - i))
+		return -EINVAL;
+	if (errno)
+		return -ERANGE;
 	*v = x;
 	return 0;
 }
 
+/* The first @cap - 1 bytes of @path into @buf, NUL-terminated: their length, or -errno */
+static ssize_t read_text(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	ssize_t n = fd < 0 ? -errno : read(fd, buf, cap - 1);
+
+	if (n < 0 && fd >= 0)
+		n = -errno;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
+}
+
 int ctr_read_file(const char *path, uint64_t *v)
 {
-	char buf[128];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	char buf[129];
+	ssize_t n = read_text(path, buf, sizeof(buf));
 
-	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? -ENOENT : -errno;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
+	if (n == -ENOENT || n == -ENOTDIR)
+		return -ENOENT;
 	if (n < 0)
-		return -errno;
-	if (n == (ssize_t)sizeof(buf))
+		return (int)n;
+	if (n == (ssize_t)sizeof(buf) - 1)
 		return -EINVAL;	/* no counter is that long */
 	return ctr_parse_value(buf, (size_t)n, v);
 }
@@ -234,193 +243,135 @@ static const char *why(int r)
 	}
 }
 
-/* Read the named files of @dir as counters; absent ones are skipped. */
-static int read_named(struct ctr_set *s, enum ctr_source src, const char *dir, const char *where,
-		      const char *const *names, size_t n)
+static int not_dot(const struct dirent *d)
 {
-	char path[PATH_MAX + 64];
-	int added = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v;
-		int r;
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		r = ctr_read_file(path, &v);
-		if (r == -ENOENT)
-			continue;
-		if (r < 0) {
-			ctr_error(s, src, "%s: %s", path, why(r));
-			continue;
-		}
-		if (ctr_add(s, src, where, names[i], v, false) == 0)
-			added++;
-	}
-	return added;
+	return d->d_name[0] != '.';
 }
 
-/* Read every regular file of @dir as a counter (hw_counters). */
-static int read_all(struct ctr_set *s, enum ctr_source src, const char *dir, const char *where)
+/* The entries of @dir but the dot files, sorted: their count, 0 if it cannot be read */
+static int list(const char *dir, struct dirent ***l)
+{
+	int n = scandir(dir, l, not_dot, alphasort);
+
+	if (n < 0)
+		*l = NULL;
+	return n < 0 ? 0 : n;
+}
+
+static void list_free(struct dirent **l, int n)
+{
+	while (n-- > 0)
+		free(l[n]);
+	free(l);
+}
+
+/*
+ * Counters of @src at @where from the files of @dir: those of @names (NULL
+ * ended; an absent one is skipped), or with @names NULL every file but
+ * lifespan (hw_counters: the refresh period of the others in ms, a setting).
+ */
+static int read_dir(struct ctr_set *s, enum ctr_source src, const char *dir, const char *where,
+		    const char *const *names)
 {
 	char path[PATH_MAX + 300];
-	struct dirent *d;
-	DIR *dp = opendir(dir);
-	int added = 0;
+	struct dirent **l = NULL;
+	int n = names ? 0 : list(dir, &l), added = 0, r;
+	uint64_t v;
 
-	if (!dp)
-		return 0;
-	while ((d = readdir(dp))) {
-		uint64_t v;
-		int r;
-		if (d->d_name[0] == '.')
+	for (int i = 0; names ? names[i] != NULL : i < n; i++) {
+		const char *name = names ? names[i] : l[i]->d_name;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		if (!strcmp(name, "lifespan") || (r = ctr_read_file(path, &v)) == -ENOENT ||
+		    (r == -EISDIR && !names))
 			continue;
-		/* lifespan is the refresh period of the others, in ms: a setting */
-		if (!strcmp(d->d_name, "lifespan"))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
-		r = ctr_read_file(path, &v);
-		if (r == -ENOENT || r == -EISDIR)
-			continue;
-		if (r < 0) {
+		if (r < 0)
 			ctr_error(s, src, "%s: %s", path, why(r));
-			continue;
-		}
-		if (ctr_add(s, src, where, d->d_name, v, false) == 0)
+		else if (ctr_add(s, src, where, name, v, false) == 0)
 			added++;
 	}
-	closedir(dp);
+	list_free(l, n);
 	return added;
 }
-
-static void read_line_file(const char *path, char *out, size_t len)
-{
-	FILE *f = fopen(path, "re");
-
-	out[0] = 0;
-	if (!f)
-		return;
-	if (fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = 0;
-	fclose(f);
-}
-
-static const char *const uverbs_files[] = {
-	"num_page_faults", "num_page_fault_pages", "num_invalidations",
-	"num_invalidation_pages", "num_prefetches_handled", "num_prefetch_pages",
-	"invalidations_faults_contentions",
-};
 
 int src_uverbs_read(const struct stats_roots *r, const char *dev, struct ctr_set *s)
 {
-	char dir[PATH_MAX + 64], path[PATH_MAX + 512], ibdev[64];
-	struct dirent *d;
-	DIR *dp;
-	int added = 0;
+	static const char *const files[] = {
+		"num_page_faults", "num_page_fault_pages", "num_invalidations",
+		"num_invalidation_pages", "num_prefetches_handled", "num_prefetch_pages",
+		"invalidations_faults_contentions", NULL,
+	};
+	char dir[PATH_MAX + 64], sub[PATH_MAX + 400], ibdev[64];
+	struct dirent **l;
+	int n, added = 0;
 
 	snprintf(dir, sizeof(dir), "%s/class/infiniband_verbs", r->sys);
-	if (!(dp = opendir(dir)))
-		return 0;
-	while ((d = readdir(dp))) {
-		char sub[PATH_MAX + 400];
-		if (strncmp(d->d_name, "uverbs", 6))
+	n = list(dir, &l);
+	for (int i = 0; i < n; i++) {
+		if (strncmp(l[i]->d_name, "uverbs", 6))
 			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", dir, d->d_name);
-		snprintf(path, sizeof(path), "%s/ibdev", sub);
-		read_line_file(path, ibdev, sizeof(ibdev));
+		snprintf(sub, sizeof(sub), "%s/%s/ibdev", dir, l[i]->d_name);
+		read_text(sub, ibdev, sizeof(ibdev));
+		ibdev[strcspn(ibdev, "\n")] = 0;
 		if (dev && strcmp(dev, ibdev))
 			continue;
-		added += read_named(s, SRC_UVERBS, sub, ibdev[0] ? ibdev : d->d_name, uverbs_files,
-				    sizeof(uverbs_files) / sizeof(uverbs_files[0]));
+		*strrchr(sub, '/') = 0;
+		added += read_dir(s, SRC_UVERBS, sub, ibdev[0] ? ibdev : l[i]->d_name, files);
 	}
-	closedir(dp);
+	list_free(l, n);
 	return added;
 }
-
-static const char *const odp_stats_files[] = {
-	"num_odp_mrs", "num_odp_mr_pages", "num_prefetch", "num_mrs_not_found",
-	"num_failed_resolutions",
-};
 
 int src_debugfs_read(const struct stats_roots *r, struct ctr_set *s)
 {
-	char dir[PATH_MAX + 64];
-	struct dirent *d;
-	DIR *dp;
-	int added = 0;
+	static const char *const files[] = {
+		"num_odp_mrs", "num_odp_mr_pages", "num_prefetch", "num_mrs_not_found",
+		"num_failed_resolutions", NULL,
+	};
+	char dir[PATH_MAX + 64], sub[PATH_MAX + 400];
+	struct dirent **l;
+	int n, added = 0;
 
 	snprintf(dir, sizeof(dir), "%s/mlx5", r->debugfs);
-	if (!(dp = opendir(dir)))
-		return 0;
-	while ((d = readdir(dp))) {
-		char sub[PATH_MAX + 400];
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(sub, sizeof(sub), "%s/%s/odp_stats", dir, d->d_name);
-		added += read_named(s, SRC_DEBUGFS, sub, d->d_name, odp_stats_files,
-				    sizeof(odp_stats_files) / sizeof(odp_stats_files[0]));
+	n = list(dir, &l);
+	for (int i = 0; i < n; i++) {
+		snprintf(sub, sizeof(sub), "%s/%s/odp_stats", dir, l[i]->d_name);
+		added += read_dir(s, SRC_DEBUGFS, sub, l[i]->d_name, files);
 	}
-	closedir(dp);
+	list_free(l, n);
 	return added;
-}
-
-int src_devices(const struct stats_roots *r, char names[][64], int max)
-{
-	char dir[PATH_MAX + 64];
-	struct dirent *d;
-	DIR *dp;
-	int n = 0;
-
-	snprintf(dir, sizeof(dir), "%s/class/infiniband", r->sys);
-	if (!(dp = opendir(dir)))
-		return 0;
-	while ((d = readdir(dp)) && n < max) {
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(names[n++], 64, "%.63s", d->d_name);
-	}
-	closedir(dp);
-	/* stable order for the columns and the tests */
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-			char t[64];
-			memcpy(t, names[j], 64);
-			memcpy(names[j], names[j - 1], 64);
-			memcpy(names[j - 1], t, 64);
-		}
-	return n;
 }
 
 int src_hw_counters_read(const struct stats_roots *r, const char *dev, struct ctr_set *s)
 {
-	char devs[32][64];
-	int nd = src_devices(r, devs, 32), added = 0;
+	char dir[PATH_MAX + 160], sub[PATH_MAX + 400], where[64];
+	struct dirent **devs, **ports;
+	int nd, np, added = 0;
 
+	snprintf(dir, sizeof(dir), "%s/class/infiniband", r->sys);
+	nd = list(dir, &devs);
 	for (int i = 0; i < nd; i++) {
-		char dir[PATH_MAX + 160], where[64];
-		struct dirent *d;
-		DIR *dp;
+		const char *name = devs[i]->d_name;
 
-		if (dev && strcmp(dev, devs[i]))
+		if (dev && strcmp(dev, name))
 			continue;
 		/* device-wide counters (some drivers), then per port */
-		snprintf(dir, sizeof(dir), "%s/class/infiniband/%.64s/hw_counters", r->sys, devs[i]);
-		added += read_all(s, SRC_HW_COUNTERS, dir, devs[i]);
-		snprintf(dir, sizeof(dir), "%s/class/infiniband/%.64s/ports", r->sys, devs[i]);
-		if (!(dp = opendir(dir)))
-			continue;
-		while ((d = readdir(dp))) {
-			char sub[PATH_MAX + 400];
-			if (d->d_name[0] == '.')
-				continue;
-			snprintf(sub, sizeof(sub), "%s/%.200s/hw_counters", dir, d->d_name);
-			snprintf(where, sizeof(where), "%.40s/%.8s", devs[i], d->d_name);
-			added += read_all(s, SRC_HW_COUNTERS, sub, where);
+		snprintf(sub, sizeof(sub), "%s/%.64s/hw_counters", dir, name);
+		added += read_dir(s, SRC_HW_COUNTERS, sub, name, NULL);
+		snprintf(sub, sizeof(sub), "%s/%.64s/ports", dir, name);
+		np = list(sub, &ports);
+		for (int k = 0; k < np; k++) {
+			char pdir[PATH_MAX + 700];
+			snprintf(pdir, sizeof(pdir), "%s/%.200s/hw_counters", sub, ports[k]->d_name);
+			snprintf(where, sizeof(where), "%.40s/%.8s", name, ports[k]->d_name);
+			added += read_dir(s, SRC_HW_COUNTERS, pdir, where, NULL);
 		}
-		closedir(dp);
+		list_free(ports, np);
 	}
+	list_free(devs, nd);
 	return added;
 }
 
-/* /proc/vmstat: the fault counters and the locked-page gauge. */
 /* "name value" lines of @path, those @keep accepts: counters of @src at @where. */
 static int read_kv_file(struct ctr_set *s, enum ctr_source src, const char *path,
 			const char *where, bool (*keep)(const char *name))
@@ -514,31 +465,20 @@ int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 static bool pid_ended(const struct stats_roots *r, pid_t pid)
 {
 	char path[PATH_MAX + 64], buf[512], *p;
-	struct dirent *d;
+	struct dirent **l;
 	bool ended = true;
-	DIR *dir;
+	int n;
 
 	snprintf(path, sizeof(path), "%s/%d/task", r->proc, (int)pid);
-	if (!(dir = opendir(path)))
-		return true;
-	while (ended && (d = readdir(dir))) {
-		int fd;
-		ssize_t n;
-
-		if (d->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%d/task/%.20s/stat", r->proc, (int)pid, d->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;	/* gone meanwhile */
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = 0;
-		if ((p = strrchr(buf, ')')) && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X')
+	n = list(path, &l);
+	for (int i = 0; ended && i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%d/task/%.20s/stat", r->proc, (int)pid, l[i]->d_name);
+		/* a task gone meanwhile is no running one */
+		if (read_text(path, buf, sizeof(buf)) > 0 && (p = strrchr(buf, ')')) && p[1] == ' ' &&
+		    p[2] != 'Z' && p[2] != 'X')
 			ended = false;
 	}
-	closedir(dir);
+	list_free(l, n);
 	return ended;
 }
 
@@ -550,20 +490,15 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s,
 {
 	char path[PATH_MAX + 32], buf[1024], where[24], *p, *tok, *save = NULL;
 	uint64_t minflt = 0, majflt = 0;
-	int fd, field = 2;
+	int field = 2;
 	bool got_min = false, got_maj = false;
 	ssize_t n;
 
 	if (start)
 		*start = 0;
 	snprintf(path, sizeof(path), "%s/%d/stat", r->proc, (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
+	if ((n = read_text(path, buf, sizeof(buf))) < 0)
+		return n == -ENOENT ? -ESRCH : (int)n;
 	if (!(p = strrchr(buf, ')'))) {
 		ctr_error(s, SRC_PROC_PID, "%s: no ')' after the command name", path);
 		return -EINVAL;

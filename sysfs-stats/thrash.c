@@ -1,59 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
  * thrash.c - the thrash detector: counter increases over a window in, a
- * state (OK, WARMING, THRASH) and the metric that decided it out.
+ * state (OK, WARMING, THRASH) and the metric that decided it out.  The
+ * rules, thresholds and hysteresis are those of odpstat(1), THRASH
+ * DETECTOR: classify() is its list, the worst class found winning, and
+ * thrash_step() its hysteresis.
  *
- * One window is classified first (raw), from the device side (ODP: pages
- * faulted, invalidated, faulted again) and the pin-cache side (misses,
- * evictions, re-pins), the worse of the two winning:
- *
- *   idle: fewer than min_rate faults and misses per second        -> OK
- *   device: refaulted/faulted >= refault_ratio                     -> THRASH
- *           invalidated/faulted >= inval_ratio                     -> THRASH
- *           faulted/s >= fault_rate with any invalidation          -> THRASH
- *           invalidated < warm_ratio x faulted                     -> WARMING
- *   pin:    evict-then-miss/misses >= evict_miss_ratio             -> THRASH
- *           repins/misses >= repin_ratio                           -> WARMING
- *           no eviction and no invalidation                        -> WARMING
- *   memory: refaulted pages/s >= mem_refault_rate                  -> THRASH
- *           major faults/s >= mem_refault_rate                     -> WARMING
- *   else OK
- *
- * The memory side is the kernel's view of the process's pages in the ODP
- * modes, where the device faults what the kernel reclaimed: a workingset
- * refault is a page faulted in again while its shadow entry says it was
- * still in the working set when reclaim took it, which is thrashing by the
- * kernel's own measure.  Its source is the memory cgroup of the process
- * (memory.stat), else /proc/vmstat: the cgroup's or the system's pages,
- * not the process's alone.
- *
- * Hysteresis: while in THRASH, the thresholds are multiplied by
- * exit_factor (a window must fall clearly below them to count as "not
- * thrashing").  States are ordered OK < WARMING < THRASH, and a run is a
- * sequence of consecutive windows all on the same side of the current
- * state (all worse, or all better); a window classified as the current
- * state ends it, and one on the other side starts a run that way.  A run
- * of enter_n windows (exit_n when it leaves THRASH) changes the state to
- * the one every window of the run supports: the best class of a run
- * upwards, the worst of a run downwards.  So in THRASH, windows of OK and
- * WARMING in turn leave it for WARMING; in OK, windows of WARMING and
- * THRASH in turn enter WARMING, not THRASH.  (Counted per class, two
- * classes in turn would reset each other's runs and the state would never
- * change.)  The metric and value reported are those of the
- * run's last window of the new state's class.
+ * A run counts the windows on one side of the state, whatever their class:
+ * counted per class, two classes in turn would reset each other's runs and
+ * the state would never change.  The metric and value reported are those
+ * of the run's last window of the new state's class.
  *
  * In pin mode only an eviction followed by a miss on the same range is the
- * working set not fitting.  A re-pin (a miss on a range the monitor
- * invalidated recently) registers memory that was unmapped, zapped or moved:
- * new pages at an old address, the application allocating, which alone is
- * growth (WARMING), never THRASH.
+ * working set not fitting; a re-pin registers new pages at an old address
+ * (the application allocating), which alone is growth, never THRASH.  A
+ * caller without evict_remiss counts takes min(evictions, misses): in a
+ * cache at its limits each miss of a cycled working set evicts one range
+ * that is missed again later.
  *
- * Evictions followed by a miss on the same range come from the cache itself
- * (stats.evict_remiss: a miss at the start of a recently evicted range whose
- * memory was not invalidated since, stats.repin_fresh when it was); a
- * reader without it (an older segment) falls back to min(evictions,
- * misses): in a cache at its limits each miss of a cycled working set
- * evicts one range that is missed again later.
+ * The memory side is the workingset refaults of the process's memory
+ * cgroup, else of the system: the kernel's own measure of thrashing, of
+ * those pages, not the process's alone.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -62,34 +29,34 @@
 
 #include "counters.h"
 
-void thrash_cfg_default(struct thrash_cfg *c)
-{
-	c->min_rate = 10;
-	c->fault_rate = 50000;
-	c->inval_ratio = 0.5;
-	c->refault_ratio = 0.2;
-	c->repin_ratio = 0.25;
-	c->evict_miss_ratio = 0.5;
-	c->warm_ratio = 0.05;
-	c->exit_factor = 0.5;
-	c->enter_n = 2;
-	c->exit_n = 3;
-	c->window_ms = 1000;
-	c->mem_refault_rate = 1000;
-}
-
+/* The keys of "key=value,..." (odpstat(1), THRASH DETECTOR) and their defaults */
 static const struct {
 	const char *key;
 	size_t off;
 	bool integer;
+	double dflt;
 } keys[] = {
-#define K(f, i) { #f, offsetof(struct thrash_cfg, f), i }
-	K(min_rate, false), K(fault_rate, false), K(inval_ratio, false),
-	K(refault_ratio, false), K(repin_ratio, false), K(evict_miss_ratio, false),
-	K(warm_ratio, false), K(exit_factor, false), K(enter_n, true), K(exit_n, true),
-	K(window_ms, true), K(mem_refault_rate, false),
+#define K(f, i, d) { #f, offsetof(struct thrash_cfg, f), i, d }
+	K(min_rate, false, 10), K(fault_rate, false, 50000), K(inval_ratio, false, 0.5),
+	K(refault_ratio, false, 0.2), K(repin_ratio, false, 0.25), K(evict_miss_ratio, false, 0.5),
+	K(warm_ratio, false, 0.05), K(exit_factor, false, 0.5), K(enter_n, true, 2),
+	K(exit_n, true, 3), K(window_ms, true, 1000), K(mem_refault_rate, false, 1000),
 #undef K
 };
+
+static void set(struct thrash_cfg *c, size_t i, double v)
+{
+	if (keys[i].integer)
+		*(unsigned *)((char *)c + keys[i].off) = (unsigned)v;
+	else
+		*(double *)((char *)c + keys[i].off) = v;
+}
+
+void thrash_cfg_default(struct thrash_cfg *c)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		set(c, i, keys[i].dflt);
+}
 
 int thrash_cfg_parse(struct thrash_cfg *c, const char *spec, char *err, size_t errlen)
 {
@@ -126,10 +93,7 @@ int thrash_cfg_parse(struct thrash_cfg *c, const char *spec, char *err, size_t e
 			r = -EINVAL;
 			break;
 		}
-		if (keys[i].integer)
-			*(unsigned *)((char *)&n + keys[i].off) = (unsigned)v;
-		else
-			*(double *)((char *)&n + keys[i].off) = v;
+		set(&n, i, v);
 	}
 	free(dup);
 	if (r == 0 && n.exit_factor > 1) {
@@ -143,7 +107,7 @@ int thrash_cfg_parse(struct thrash_cfg *c, const char *spec, char *err, size_t e
 
 void thrash_init(struct thrash *t, const struct thrash_cfg *c)
 {
-	struct thrash_cfg cfg = *c;
+	struct thrash_cfg cfg = *c;	/* @c may be &t->cfg */
 
 	memset(t, 0, sizeof(*t));
 	t->cfg = cfg;
@@ -311,7 +275,7 @@ enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_s
  * Memory inputs: the pages the kernel reclaimed and had to fault in again
  * while their shadow entries said they were still in the working set
  * (workingset_refault_anon + _file, or workingset_refault before 5.9),
- * major faults (swap-ins and file reads) and pages scanned by reclaim, of
+ * and major faults (swap-ins and file reads), of
  * the process's memory cgroup if it was read twice, else of the system.
  */
 enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
@@ -320,13 +284,11 @@ enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_s
 	static const char *const refaults[] = {
 		"workingset_refault_anon", "workingset_refault_file", "workingset_refault",
 	};
-	static const char *const scans[] = { "pgscan", "pgscan_kswapd", "pgscan_direct",
-					     "pgscan_khugepaged" };
 	static const enum ctr_source srcs[] = { SRC_MEMCG, SRC_VMSTAT };
 
 	for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
 		bool found = false, f;
-		uint64_t r = 0, sc = 0;
+		uint64_t r = 0;
 
 		for (size_t k = 0; k < sizeof(refaults) / sizeof(refaults[0]); k++) {
 			f = false;
@@ -335,11 +297,8 @@ enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_s
 		}
 		if (!found)
 			continue;
-		for (size_t k = 0; k < sizeof(scans) / sizeof(scans[0]); k++)
-			sc += ctr_inc_each(prev, cur, srcs[i], scans[k], NULL);
 		in->have_mem = true;
 		in->mem_refaults += r;
-		in->mem_scanned += sc;
 		in->mem_majfaults += ctr_inc_each(prev, cur, srcs[i], "pgmajfault", NULL);
 		return srcs[i];
 	}
