@@ -305,7 +305,7 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			r[k++] = r[i];
 		}
 		/* a batch that failed is no repeat: sent again, it may be served */
-		if (k && ctx->be->advise(ctx, r, k) == 0)
+		if (k && ctx->be->advise(ctx, r, k, false) == 0)
 			for (size_t i = 0; i < k; i++)
 				remember(ctx, e, &r[i], now);
 		return n;

@@ -116,7 +116,7 @@ enum { ST_FREE = 0, ST_ALIVE = 1, ST_DEAD = 2 };
 struct backend_ops {
 	const char *name;
 	enum odpx_backend id;
-	/* pin [start, start+len) into entry @idx, fill lkey/rkey; -errno */
+	/* pin [start, start+len) into entry @idx, fill lkey/rkey; -errno (pin cache only) */
 	int (*pin)(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start,
 		   size_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
 	void (*unpin)(struct odpx_ctx *ctx, uint32_t idx);
@@ -144,8 +144,11 @@ struct backend_ops {
 	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
 	/* reg() checks arguments, then is cache_reg(): its hits may be served inline */
 	bool reg_is_cache;
-	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr); 0 or -errno. */
-	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
+	/*
+	 * Optional: prefetch hints (ODP modes: ibv_advise_mr), coalesced by the
+	 * engine, or one of ODPX_PREFETCH_SYNC's with @flush; 0 or -errno.
+	 */
+	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool flush);
 	/*
 	 * Optional, with reg(): odpx_reg_ex()'s ODPX_REG_TRY/PARTIAL from the
 	 * MRs that exist, never registering or waiting; -EAGAIN if none serves.

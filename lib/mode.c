@@ -2,8 +2,7 @@
 /*
  * mode.c - which mode a verbs context runs in, and why; the pure helpers of
  * the verbs backend (error conversion, prefetch scatter lists); the verbs
- * counters and the synchronous prefetch, reachable from the core without
- * linking libibverbs.
+ * synchronous prefetch, reachable from the core without linking libibverbs.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -255,33 +254,27 @@ size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge, struct
 	return nb;
 }
 
-/* ---- the core's view of the verbs backend ---- */
-
-static struct verbs_common *verbs_common_of(struct odpx_ctx *ctx)
-{
-	return ctx->be && ctx->be->id == ODPX_BACKEND_VERBS ? ctx->be_priv : NULL;
-}
-
 /*
  * mode_prefetch_sync - serve a prefetch now and return when it is done (what
- * ODPX_PREFETCH_SYNC asks of odpx_prefetch): ibv_advise_mr with
- * IBV_ADVISE_MR_FLAG_FLUSH in the ODP modes, a pre-pin into the cache in pin
- * mode; counted and ignored in direct mode.  Return: 0 or -errno.
+ * ODPX_PREFETCH_SYNC asks of odpx_prefetch): the backend's advise with a
+ * flush (ibv_advise_mr with IBV_ADVISE_MR_FLAG_FLUSH) in the ODP modes, a
+ * pre-pin into the cache in pin mode; counted and ignored in direct mode.
+ * Return: 0 or -errno.
  */
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
 {
-	struct verbs_common *vc = verbs_common_of(ctx);
+	struct pf_range pg = { addr & ~(PAGE_SIZE - 1), (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1),
+			       flags & (ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT) };
 	int r;
 
-	flags &= ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT;
-	if (ctx->mode == ODPX_MODE_DIRECT) {
-		stats_prefetch(ctx);
-		return 0;
-	}
-	if (ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT)
-		return vc && vc->prefetch_sync ? vc->prefetch_sync(ctx, addr, len, flags)
-					       : -EOPNOTSUPP;
 	stats_prefetch(ctx);
+	if (ctx->mode == ODPX_MODE_DIRECT)
+		return 0;
+	if (ctx->mode != ODPX_MODE_PIN) {
+		r = ctx->be->advise ? ctx->be->advise(ctx, &pg, 1, true) : -EOPNOTSUPP;
+		return r < 0 ? odpx_fail(r, "ibv_advise_mr(FLUSH) of %#lx-%#lx: %s",
+					 (unsigned long)pg.start, (unsigned long)pg.end, strerror(-r)) : 0;
+	}
 	r = prepin(ctx, &(struct pf_range){ addr, addr + len, 0 });
 	if (r == 0)
 		STAT_INC(ctx, prefetch_issued);
