@@ -13,7 +13,7 @@
  *   producer: publish work; fence; if (xchg(sleeping, 0)) write(eventfd)
  * Either the engine sees the work before sleeping or the producer sees it
  * asleep; only the producer that flips sleeping rings, so a busy engine costs
- * producers no system call.  The eventfd is watched by a multishot poll.
+ * producers no system call.  The eventfd is watched by a poll on the ring.
  *
  * Linger: after a wake-up that found work, the engine does not go to sleep
  * on the doorbell at once: it waits up to linger_ns on its ring with a
@@ -28,13 +28,13 @@
  * ODPX_ENGINE_LINGER_US, default 100 us; 0: never linger, ring whenever the
  * engine has drained).
  *
- * Ring: two requests, each queued again when it ends: a multishot poll on
- * the doorbell (a one-shot poll where the kernel refuses multishot, before
- * 5.13), a timeout for the tick.  The engine looks at its CQ on every
- * pass, not only after a sleep (no system call while nothing ended): an
- * engine that always has work never sleeps, and its ticks (trim, counters)
- * would wait for the work to end.  What ended is queued again and
- * submitted at once, and every sleep submits what is still queued
+ * Ring: two requests, each queued again when it ends: a one-shot poll on
+ * the doorbell (queued again with the next sleep's submission, it costs no
+ * system call of its own), a timeout for the tick.  The engine looks at its
+ * CQ on every pass, not only after a sleep (no system call while nothing
+ * ended): an engine that always has work never sleeps, and its ticks (trim,
+ * counters) would wait for the work to end.  A tick that ended is queued
+ * again and submitted at once, and every sleep submits what is still queued
  * (io_uring_submit_and_wait*): none is left queued but not submitted while
  * the engine sleeps with no deadline, when nothing, not even engine_stop(),
  * could wake it.  A submission the kernel refuses (-EAGAIN, -ENOMEM: no
@@ -72,7 +72,6 @@ struct engine {
 	pthread_t thr;
 	_Atomic bool stop;
 	unsigned unarmed;	/* UD_* of requests to queue again (engine only) */
-	bool poll_oneshot;	/* the kernel refused a multishot poll (before 5.13) */
 	struct __kernel_timespec tick, linger;
 	struct pf_range recent[RECENT];
 	uint64_t recent_ns[RECENT];
@@ -383,10 +382,8 @@ static void arm(struct engine *e)
 			if (!(sqe = io_uring_get_sqe(&e->ring)))
 				return;
 		}
-		if (ud == UD_DOORBELL && e->poll_oneshot)
+		if (ud == UD_DOORBELL)
 			io_uring_prep_poll_add(sqe, e->efd, POLLIN);
-		else if (ud == UD_DOORBELL)
-			io_uring_prep_poll_multishot(sqe, e->efd, POLLIN);
 		else
 			io_uring_prep_timeout(sqe, &e->tick, 0, 0);
 		io_uring_sqe_set_data64(sqe, ud);
@@ -437,15 +434,7 @@ static bool reap_cq(struct engine *e)
 			if (read(e->efd, &v, sizeof(v)) < 0) {
 				/* EAGAIN: another completion already drained it */
 			}
-			/*
-			 * A kernel before 5.13 refuses a multishot poll with
-			 * -EINVAL at once: queued again as it was, it would
-			 * come back at once for ever.  One shot from then on.
-			 */
-			if (cqe->res == -EINVAL)
-				e->poll_oneshot = true;
-			if (!(cqe->flags & IORING_CQE_F_MORE))
-				e->unarmed |= UD_DOORBELL;
+			e->unarmed |= UD_DOORBELL;
 		} else if (ud == UD_TICK) {
 			tick = true;
 			e->unarmed |= UD_TICK;
@@ -487,7 +476,7 @@ static void *engine_main(void *arg)
 			prereg_tick(ctx);
 			stats_seg_tick(ctx);
 		}
-		if (e->unarmed || io_uring_sq_ready(&e->ring)) {
+		if ((e->unarmed & UD_TICK) || io_uring_sq_ready(&e->ring)) {
 			arm(e);
 			io_uring_submit(&e->ring);
 		}
