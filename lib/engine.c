@@ -120,12 +120,12 @@ int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t 
 	uint64_t pos = LD(ctx->pq_head);
 	struct prefetch_cell *c;
 
+	if (ctx->mode == ODPX_MODE_DIRECT) {
+		stats_prefetch(ctx);	/* counted, nothing to prefetch into */
+		return 0;
+	}
 	if (unlikely(!engine_running(ctx))) {
 		int r;
-		if (ctx->mode == ODPX_MODE_DIRECT) {
-			stats_prefetch(ctx);	/* counted, nothing to prefetch into */
-			return 0;
-		}
 		/* a hint with no engine to serve it is dropped, as on a full queue */
 		if ((r = engine_start(ctx)) < 0) {
 			STAT_INC(ctx, prefetch_dropped);
@@ -291,7 +291,7 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	if (!n)
 		return 0;
 	now = odpx_now_ns();
-	if (ctx->be->advise && ctx->mode != ODPX_MODE_PIN && ctx->mode != ODPX_MODE_DIRECT) {
+	if (ctx->mode != ODPX_MODE_PIN) {	/* ODP modes: direct mode queues nothing */
 		size_t k = 0;
 
 		m = prefetch_coalesce(r, n, UINT64_MAX, NULL);
@@ -326,11 +326,6 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 
 		if (recently_done(ctx, e, &r[i], now)) {
 			STAT_ADD(ctx, prefetch_merged, k);
-			continue;
-		}
-		if (ctx->mode != ODPX_MODE_PIN) {
-			STAT_ADD(ctx, prefetch_merged, k - 1);
-			remember(ctx, e, &r[i], now);
 			continue;
 		}
 		if (stopping(ctx, e, first[i], n))
