@@ -598,9 +598,9 @@ static bool bad_range(uintptr_t a, size_t len)
 	return !a || !len || __builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE;
 }
 
-/* The errno of odpx_reg()'s arguments, once one was found bad (cold). */
-static int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len,
-							uint32_t access, struct odpx_mr **mr)
+/* The errno of odpx_reg()'s arguments, once reg_args_bad() found one bad. */
+int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len, uint32_t access,
+						 struct odpx_mr **mr)
 {
 	if (!mr)
 		return odpx_fail(-EINVAL, "NULL mr pointer");
@@ -640,9 +640,7 @@ ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t 
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
-	/* one test for all the arguments; reg_bad_args() tells which */
-	if (unlikely(!mr | !a | !len | __builtin_add_overflow(a, len, &end) |
-		     (end > UINTPTR_MAX - PAGE_SIZE) | !!(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1))))
+	if (unlikely(reg_args_bad(a, len, access, mr, &end)))
 		return reg_bad_args(addr, len, access, mr);
 	if (likely(ctx->hits_inline) && (e = hit_home(ctx, a, end, access & ctx->acc_mask))) {
 		*mr = (struct odpx_mr *)e;

@@ -324,6 +324,15 @@ static inline int ctx_check(struct odpx_ctx *ctx)
 }
 uint64_t odpx_now_ns(void);	/* CLOCK_MONOTONIC (ctx.c) */
 
+/* odpx_reg()'s arguments, one test for all (*end: a + len); reg_bad_args() tells which */
+static inline bool reg_args_bad(uintptr_t a, size_t len, uint32_t access, struct odpx_mr **mr,
+				uintptr_t *end)
+{
+	return !mr | !a | !len | __builtin_add_overflow(a, len, end) |
+	       (*end > UINTPTR_MAX - PAGE_SIZE) | !!(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1));
+}
+int reg_bad_args(const void *addr, size_t len, uint32_t access, struct odpx_mr **mr);
+
 /* cache.c */
 int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
