@@ -178,7 +178,17 @@ struct prefetch_cell {
 /* PREFETCH_QLEN: odpx-private.h */
 
 struct engine;
-struct prereg_set;
+/* prereg.c: the pre-registered regions of a context (struct prereg_set.lock: prereg.c) */
+#define PREREG_MAX 64
+struct prereg_set {
+	pthread_mutex_t lock;
+	unsigned n;
+	struct prereg {
+		uintptr_t start, end;	/* page-rounded */
+		uint32_t access;	/* as asked */
+		struct entry *e;	/* held; NULL: to be made by the next request inside */
+	} r[PREREG_MAX];
+};
 struct odpx_caps;
 
 /*
@@ -250,7 +260,7 @@ struct odpx_ctx {
 	uint32_t lim_source;		/* enum odpx_limit_source of max_pinned_bytes */
 	uint32_t tick_ms;
 	uint32_t idle_ms;		/* idle.c: release what is unused this long, 0: never */
-	_Atomic(struct prereg_set *) prereg;	/* prereg.c, NULL: none */
+	struct prereg_set prereg;
 	_Atomic bool prereg_stale;	/* a pre-registered entry died (kill_locked) */
 	uint32_t linger_us;		/* engine.c: 0, never linger */
 
@@ -346,7 +356,6 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acce
 bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
 void prereg_tick(struct odpx_ctx *ctx);		/* engine: drop what died */
 int prereg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);
-void prereg_free(struct odpx_ctx *ctx);
 void prereg_usage(struct odpx_ctx *ctx, uint64_t *regions, uint64_t *bytes);
 unsigned cache_reap_dead(struct odpx_ctx *ctx);
 /* reg_ex.c: ODPX_REG_TRY/PARTIAL in the pin cache; -EAGAIN when none serves */
