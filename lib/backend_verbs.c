@@ -390,7 +390,7 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 			  b->cls_access[cls], err);
 }
 
-static void range_drop(struct odpx_ctx *ctx, uint32_t i);
+static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before);
 
 /* A reference on @idx if it is ALIVE and still (span, access): false otherwise. */
 static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t acc)
@@ -407,7 +407,7 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 		return true;
 	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
 	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
-		range_drop(ctx, idx);	/* ours was the last: a range released meanwhile */
+		ent_drop(ctx, idx, NULL);	/* ours was the last: a range released meanwhile */
 	return false;
 }
 
@@ -550,18 +550,23 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
  * application maps there later.  Whoever takes the count to 0 calls this,
  * a chunk hit's passing reference too (take_if()); it frees the entry only
  * if no reference came meanwhile (a range hit takes one under b->lock).
+ * With @before, it is idle release (engine tick) instead: a chunk or range
+ * with no reference whose last release (or registration) is stamped before
+ * *@before goes as an eviction does.  True when the entry went.
  */
-static void range_drop(struct odpx_ctx *ctx, uint32_t i)
+static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *mr = NULL;
 
 	pthread_mutex_lock(&b->lock);
-	if ((ctx->ent[i].access & ACC_REMOTE_BITS) && (mr = ent_evict(ctx, i, true, NULL)))
+	if ((before || (ctx->ent[i].access & ACC_REMOTE_BITS)) &&
+	    (mr = ent_evict(ctx, i, !before, before)))
 		b->free_stack[b->nfree++] = i;
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
+	return mr != NULL;
 }
 
 static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
@@ -576,35 +581,20 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
 	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
-		range_drop(ctx, (uint32_t)(e - ctx->ent));
+		ent_drop(ctx, (uint32_t)(e - ctx->ent), NULL);
 	stats_dereg(ctx, 0);
 	return 0;
 }
 
-/*
- * Idle release (engine tick): chunk and range entries with no reference
- * whose last release (or registration) is stamped before @stamp go as an
- * eviction does (ent_evict()).  The implicit MRs stay.
- */
+/* Idle release (engine tick): ent_drop() of each chunk and range; the implicit MRs stay. */
 static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
 	struct vbe *b = vbe_of(ctx);
 	unsigned n = 0;
 
-	for (uint32_t i = 0; i < ctx->max_entries; i++) {
-		struct ibv_mr *mr = NULL;
-
-		if (b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK)
-			continue;	/* unlocked peek; checked again under the lock */
-		pthread_mutex_lock(&b->lock);
-		if ((mr = ent_evict(ctx, i, false, &stamp)))
-			b->free_stack[b->nfree++] = i;
-		pthread_mutex_unlock(&b->lock);
-		if (mr) {
-			ibv_dereg_mr(mr);
-			n++;
-		}
-	}
+	for (uint32_t i = 0; i < ctx->max_entries; i++)	/* an unlocked peek first */
+		if (b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK)
+			n += ent_drop(ctx, i, &stamp);
 	return n;
 }
 
