@@ -93,9 +93,8 @@ static void verbs_close(struct odpx_ctx *ctx)
 		verbs_unpin(ctx, i);
 	if (!child && b->anchor)
 		ibv_dereg_mr(b->anchor);
-	for (int c = 0; c < NCLS; c++)
-		if (b->ctab[c])
-			munmap(b->ctab[c], b->ctab_bytes);
+	if (b->ctab[0])
+		munmap(b->ctab[0], NCLS * b->ctab_bytes);
 	free(b->mr);
 	free(b->free_stack);
 	free(b->rbucket);
@@ -648,13 +647,12 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 	b->cls_access[CLS_READ] = 0;
 	b->cls_access[CLS_WRITE] = ODPX_ACCESS_LOCAL_WRITE;
 	b->cls_access[CLS_GLOBAL] = global_access;
-	for (int c = 0; c < NCLS; c++) {
-		void *p = mmap(NULL, b->ctab_bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (p == MAP_FAILED)
-			return -ENOMEM;
-		b->ctab[c] = p;
-	}
+	char *p = mmap(NULL, NCLS * b->ctab_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	for (int c = 0; c < NCLS; c++)	/* one mapping: unmapped by ctab[0] */
+		b->ctab[c] = (_Atomic uint32_t *)(p + c * b->ctab_bytes);
 	while (nb < ctx->max_entries)
 		nb *= 2;
 	b->rmask = nb - 1;
