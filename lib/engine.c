@@ -73,9 +73,11 @@ struct engine {
 	_Atomic bool stop;
 	unsigned unarmed;	/* UD_* of requests to queue again (engine only) */
 	struct __kernel_timespec tick, linger;
-	struct pf_range recent[RECENT];
-	uint64_t recent_ns[RECENT];
-	uint32_t recent_seq[RECENT];	/* ctx->seq after the range was served */
+	struct recent {
+		struct pf_range r;
+		uint64_t ns;
+		uint32_t seq;	/* ctx->seq after the range was served */
+	} recent[RECENT];
 	unsigned recent_next;
 	struct idle_clock idle;		/* idle.c */
 };
@@ -234,8 +236,8 @@ static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct p
 	uint32_t seq = atomic_load_explicit(&ctx->seq, ACQ);
 
 	for (unsigned i = 0; i < RECENT; i++) {
-		const struct pf_range *p = &e->recent[i];
-		if (e->recent_seq[i] == seq && !(seq & 1) && now - e->recent_ns[i] < RECENT_NS &&
+		const struct pf_range *p = &e->recent[i].r;
+		if (e->recent[i].seq == seq && !(seq & 1) && now - e->recent[i].ns < RECENT_NS &&
 		    p->start <= r->start && r->end <= p->end &&
 		    merge_flags(p->flags, r->flags) == p->flags)
 			return true;
@@ -245,9 +247,7 @@ static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct p
 
 static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r, uint64_t now)
 {
-	e->recent[e->recent_next] = *r;
-	e->recent_ns[e->recent_next] = now;
-	e->recent_seq[e->recent_next] = atomic_load_explicit(&ctx->seq, ACQ);
+	e->recent[e->recent_next] = (struct recent){ *r, now, atomic_load_explicit(&ctx->seq, ACQ) };
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
