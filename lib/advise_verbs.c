@@ -3,8 +3,7 @@
  * advise_verbs.c - prefetch in the ODP modes: hints cut at chunk boundaries
  * (explicit mode: each piece needs its chunk's lkey), batched into
  * ibv_advise_mr calls of at most ADV_MAX_SGE pieces of one advice.  The
- * engine calls odp_advise() with coalesced hints; ODPX_PREFETCH_SYNC calls
- * odp_prefetch_sync() on the caller's thread, with IBV_ADVISE_MR_FLAG_FLUSH.
+ * engine and ODPX_PREFETCH_SYNC (mode.c) call odp_advise().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -60,8 +59,12 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 	return r;
 }
 
-static int advise_ranges(struct odpx_ctx *ctx, const struct pf_range *r, size_t n,
-			 uint32_t flags)
+/*
+ * Hints of the engine (coalesced, de-duplicated, never flushed) or of
+ * ODPX_PREFETCH_SYNC (@flush: on the caller's thread, with
+ * IBV_ADVISE_MR_FLAG_FLUSH).  0 or the first -errno.
+ */
+int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool flush)
 {
 	struct vbe *b = vbe_of(ctx);
 	unsigned shift = b->implicit_idx != NIL ? 0 : b->chunk_shift;
@@ -79,33 +82,12 @@ static int advise_ranges(struct odpx_ctx *ctx, const struct pf_range *r, size_t 
 	k = adv_split(r, n, shift, p, k);
 	nb = adv_batches(p, k, ADV_MAX_SGE, bt);
 	for (size_t i = 0; i < nb; i++)
-		if ((e = advise_batch(ctx, p + bt[i].first, bt[i].count, flags)) < 0 && !ret)
+		if ((e = advise_batch(ctx, p + bt[i].first, bt[i].count,
+				      flush ? IBV_ADVISE_MR_FLAG_FLUSH : 0)) < 0 && !ret)
 			ret = e;
 	free(p);
 	free(bt);
 	return ret;
-}
-
-/* Engine thread: coalesced, de-duplicated hints; never a FLUSH.  0 or the first -errno. */
-int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n)
-{
-	return advise_ranges(ctx, r, n, 0);
-}
-
-/* ODPX_PREFETCH_SYNC: on the caller's thread, IBV_ADVISE_MR_FLAG_FLUSH. */
-int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
-{
-	struct pf_range r = {
-		.start = addr & ~(PAGE_SIZE - 1),
-		.end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1),
-		.flags = flags,
-	};
-	int e;
-
-	stats_prefetch(ctx);
-	e = advise_ranges(ctx, &r, 1, IBV_ADVISE_MR_FLAG_FLUSH);
-	return e < 0 ? odpx_fail(e, "ibv_advise_mr(FLUSH) of %#lx-%#lx: %s",
-				 (unsigned long)r.start, (unsigned long)r.end, strerror(-e)) : 0;
 }
 
 #endif /* ODPX_HAVE_VERBS */

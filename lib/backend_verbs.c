@@ -93,9 +93,8 @@ static void verbs_close(struct odpx_ctx *ctx)
 		verbs_unpin(ctx, i);
 	if (!child && b->anchor)
 		ibv_dereg_mr(b->anchor);
-	for (int c = 0; c < NCLS; c++)
-		if (b->ctab[c])
-			munmap(b->ctab[c], b->ctab_bytes);
+	if (b->ctab[0])
+		munmap(b->ctab[0], NCLS * b->ctab_bytes);
 	free(b->mr);
 	free(b->free_stack);
 	free(b->rbucket);
@@ -298,70 +297,87 @@ static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_
 	return NIL;
 }
 
+/*
+ * A fresh MR @mr, registered with no lock held, as the entry of chunk
+ * s >> chunk_shift of class @cls, or with @cls NCLS of the range (@s,
+ * @bytes, @acc) with a reference taken.  Two threads that race for one both
+ * register, and the later one drops its MR for the entry of the first
+ * (taking a range's reference under b->lock).  NIL + *err when every entry
+ * is in use.
+ */
+static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, unsigned cls, uintptr_t s,
+			   uint64_t bytes, uint32_t acc, int *err)
+{
+	struct vbe *b = vbe_of(ctx);
+	struct ibv_mr *victim = NULL;
+	bool chunk = cls < NCLS;
+	uint32_t idx;
+
+	pthread_mutex_lock(&b->lock);
+	idx = chunk ? LD(b->ctab[cls][s >> b->chunk_shift]) - 1 : rfind(ctx, s, bytes, acc);
+	if (idx != NIL) {	/* another thread registered it meanwhile */
+		if (!chunk) {
+			atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
+			stats_hit(ctx, 1, 0);
+		}
+		victim = mr;
+	} else if ((idx = ent_alloc(ctx, &victim)) == NIL) {
+		victim = mr;
+		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
+	} else {
+		b->meta[idx].kind = chunk ? EK_CHUNK : EK_RANGE;
+		b->meta[idx].cls = (uint8_t)cls;
+		ent_fill(ctx, idx, mr, acc, s, bytes, !chunk);
+		if (chunk) {
+			atomic_store_explicit(&b->ctab[cls][s >> b->chunk_shift], idx + 1, REL);
+		} else {
+			uint32_t h = rhash(b, s, bytes, acc);
+			b->meta[idx].rnext = b->rbucket[h];
+			b->rbucket[h] = idx;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (victim)
+		ibv_dereg_mr(victim);
+	if (victim != mr)
+		idle_engine(ctx);
+	return idx;
+}
+
 static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		     struct entry **out)
 {
 	struct vbe *b = vbe_of(ctx);
-	struct ibv_mr *mr, *victim = NULL;
+	struct ibv_mr *mr;
 	uint32_t idx;
 	int err = 0;
 
 	pthread_mutex_lock(&b->lock);
-	idx = rfind(ctx, s, end - s, acc);
-	if (idx != NIL) {
+	if ((idx = rfind(ctx, s, end - s, acc)) != NIL)
 		take(ctx, idx, out, 1);
-		pthread_mutex_unlock(&b->lock);
-		return 0;
-	}
 	pthread_mutex_unlock(&b->lock);
-
+	if (idx != NIL)
+		return 0;
 	mr = reg_odp(ctx, s, end - s, acc, &err);
 	if (!mr) {
 		STAT_INC(ctx, pin_failures);
 		return odpx_fail(err, "ODP registration of %#lx-%#lx (access %#x): %s",
 				 (unsigned long)s, (unsigned long)end, acc, strerror(-err));
 	}
-	pthread_mutex_lock(&b->lock);
-	idx = rfind(ctx, s, end - s, acc);
-	if (idx != NIL) {	/* another thread registered it meanwhile */
-		take(ctx, idx, out, 1);
-		pthread_mutex_unlock(&b->lock);
-		ibv_dereg_mr(mr);
-		return 0;
-	}
-	idx = ent_alloc(ctx, &victim);
-	if (idx == NIL) {
-		pthread_mutex_unlock(&b->lock);
-		ibv_dereg_mr(mr);
-		return odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
-	}
-	b->meta[idx].kind = EK_RANGE;
-	ent_fill(ctx, idx, mr, acc, s, end - s, 1);
-	uint32_t h = rhash(b, s, end - s, acc);
-	b->meta[idx].rnext = b->rbucket[h];
-	b->rbucket[h] = idx;
-	pthread_mutex_unlock(&b->lock);
-	if (victim)
-		ibv_dereg_mr(victim);
-	idle_engine(ctx);
+	if ((idx = ent_insert(ctx, mr, NCLS, s, end - s, acc, &err)) == NIL)
+		return err;
 	*out = &ctx->ent[idx];
 	return 0;
 }
 
 /* ---- ODP modes: chunks ---- */
 
-/*
- * The chunk's entry, registered if needed; NIL + *err on failure.  No
- * reference taken.  The registration runs with no lock held, as in
- * range_get(): a thread that registers one chunk does not hold up the misses
- * of every other; two that race for the same chunk both register, and the
- * later one drops its MR.
- */
+/* The chunk's entry, registered if needed; NIL + *err on failure.  No reference taken. */
 static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
 {
 	struct vbe *b = vbe_of(ctx);
-	struct ibv_mr *mr, *victim = NULL;
 	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
+	struct ibv_mr *mr;
 
 	if (idx)
 		return idx - 1;
@@ -369,33 +385,11 @@ static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int
 		     b->cls_access[cls], err);
 	if (!mr)
 		return NIL;
-	pthread_mutex_lock(&b->lock);
-	idx = LD(b->ctab[cls][c]);
-	if (idx) {	/* another thread registered it meanwhile */
-		pthread_mutex_unlock(&b->lock);
-		ibv_dereg_mr(mr);
-		return idx - 1;
-	}
-	idx = ent_alloc(ctx, &victim);
-	if (idx == NIL) {
-		pthread_mutex_unlock(&b->lock);
-		ibv_dereg_mr(mr);
-		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
-		return NIL;
-	}
-	b->meta[idx].kind = EK_CHUNK;
-	b->meta[idx].cls = (uint8_t)cls;
-	ent_fill(ctx, idx, mr, b->cls_access[cls], (uintptr_t)c << b->chunk_shift,
-		 1ULL << b->chunk_shift, 0);
-	atomic_store_explicit(&b->ctab[cls][c], idx + 1, REL);
-	pthread_mutex_unlock(&b->lock);
-	if (victim)
-		ibv_dereg_mr(victim);
-	idle_engine(ctx);
-	return idx;
+	return ent_insert(ctx, mr, cls, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
+			  b->cls_access[cls], err);
 }
 
-static void range_drop(struct odpx_ctx *ctx, uint32_t i);
+static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before);
 
 /* A reference on @idx if it is ALIVE and still (span, access): false otherwise. */
 static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t acc)
@@ -412,15 +406,19 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 		return true;
 	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
 	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
-		range_drop(ctx, idx);	/* ours was the last: a range released meanwhile */
+		ent_drop(ctx, idx, NULL);	/* ours was the last: a range released meanwhile */
 	return false;
+}
+
+static uint64_t chunk_span(const struct vbe *b, uint64_t c)
+{
+	return SPAN_MAKE((uintptr_t)c << b->chunk_shift, 1ULL << (b->chunk_shift - PAGE_SHIFT));
 }
 
 uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow)
 {
 	struct vbe *b = vbe_of(ctx);
-	uint64_t span = SPAN_MAKE((uintptr_t)c << b->chunk_shift,
-				  1ULL << (b->chunk_shift - PAGE_SHIFT));
+	uint64_t span = chunk_span(b, c);
 
 	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
 		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
@@ -467,7 +465,7 @@ static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsig
 	}
 	if (unlikely((r = check_access(access)) < 0))
 		return r;
-	if (!b->common.global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
+	if (!b->global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
 		return 2;
 	if (b->implicit_global_idx != NIL) {
 		take(ctx, b->implicit_global_idx, out, 0);
@@ -477,46 +475,15 @@ static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsig
 	return 0;
 }
 
-static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
-		   struct entry **out)
-{
-	struct vbe *b = vbe_of(ctx);
-	uintptr_t s = addr & ~(PAGE_SIZE - 1);
-	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
-	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
-	unsigned cls = CLS_READ;
-	int r = odp_class(ctx, b, access, &cls, out);
-
-	if (r < 0)
-		return r;
-	if (r == 1)
-		return 0;
-	if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
-		int slow = 0;
-		uint32_t idx = chunk_get(ctx, cls, c0, &r, &slow);
-		if (likely(idx != NIL)) {
-			stats_hit(ctx, slow, 0);
-			*out = &ctx->ent[idx];
-			return 0;
-		}
-		/* e.g. a chunk beyond what the device can map: the range alone */
-		STAT_INC(ctx, odp_fallbacks);
-	}
-	if (end - s > b->max_reg_bytes)
-		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
-				 len, (unsigned long long)b->max_reg_bytes);
-	return range_get(ctx, s, end, access, out);
-}
-
 /*
- * odpx_reg_ex()'s TRY and PARTIAL: odp_reg()'s lookups without its
- * registrations.  The implicit MRs always exist; a chunk is taken as a chunk
- * hit takes it (take_if(), no lock); the range hash is read only if
- * b->lock is free at once.  PARTIAL looks at the exact range, then at the
- * chunks of the range in address order: the first that exists holds the
- * lowest page that a chunk MR holds.
+ * odp_reg() and, with @flags, odpx_reg_ex()'s TRY and PARTIAL: the same
+ * lookups without registrations.  The implicit MRs always exist; a chunk is
+ * taken as a chunk hit takes it (take_if(), no lock); the range hash is read
+ * only if b->lock is free at once.  PARTIAL looks at the exact range, then
+ * at the chunks of the range in address order: the first that exists holds
+ * the lowest page that a chunk MR holds.
  */
-static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		   uint32_t flags, struct entry **out)
 {
 	struct vbe *b = vbe_of(ctx);
@@ -525,15 +492,27 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
 	unsigned cls = CLS_READ;
 	int r = odp_class(ctx, b, access, &cls, out);
+	uint32_t idx = NIL;
 
-	if (r < 0)
-		return r;
-	if (r == 1)
-		return 0;
-	bool chunks = r == 0;
-	if (!chunks || c0 != c1) {
-		uint32_t idx = NIL;
-
+	if (r < 0 || r == 1)
+		return r < 0 ? r : 0;
+	if (!flags) {
+		if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
+			int slow = 0;
+			if (likely((idx = chunk_get(ctx, cls, c0, &r, &slow)) != NIL)) {
+				stats_hit(ctx, slow, 0);
+				*out = &ctx->ent[idx];
+				return 0;
+			}
+			/* e.g. a chunk beyond what the device can map: the range alone */
+			STAT_INC(ctx, odp_fallbacks);
+		}
+		if (end - s > b->max_reg_bytes)
+			return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
+					 len, (unsigned long long)b->max_reg_bytes);
+		return range_get(ctx, s, end, access, out);
+	}
+	if (r == 2 || c0 != c1) {
 		if (pthread_mutex_trylock(&b->lock) == 0) {
 			if ((idx = rfind(ctx, s, end - s, access)) != NIL)
 				take(ctx, idx, out, 0);
@@ -541,15 +520,12 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 		}
 		if (idx != NIL)
 			return 0;
-		if (!chunks || !(flags & ODPX_REG_PARTIAL))
+		if (r == 2 || !(flags & ODPX_REG_PARTIAL))
 			return -EAGAIN;
 	}
 	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
-		uint64_t span = SPAN_MAKE((uintptr_t)c << b->chunk_shift,
-					  1ULL << (b->chunk_shift - PAGE_SHIFT));
-
-		if (idx && take_if(ctx, idx - 1, span, b->cls_access[cls])) {
+		idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
+		if (idx && take_if(ctx, idx - 1, chunk_span(b, c), b->cls_access[cls])) {
 			stats_hit(ctx, 0, 0);
 			*out = &ctx->ent[idx - 1];
 			return 0;
@@ -560,6 +536,12 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 	return -EAGAIN;
 }
 
+static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		   struct entry **out)
+{
+	return odp_lookup(ctx, addr, len, access, 0, out);
+}
+
 /*
  * A remote-access range whose count went to 0 is deregistered at once.
  * Nothing invalidates the ODP modes' MRs (they follow the page tables), so
@@ -567,18 +549,23 @@ static int odp_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
  * application maps there later.  Whoever takes the count to 0 calls this,
  * a chunk hit's passing reference too (take_if()); it frees the entry only
  * if no reference came meanwhile (a range hit takes one under b->lock).
+ * With @before, it is idle release (engine tick) instead: a chunk or range
+ * with no reference whose last release (or registration) is stamped before
+ * *@before goes as an eviction does.  True when the entry went.
  */
-static void range_drop(struct odpx_ctx *ctx, uint32_t i)
+static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *mr = NULL;
 
 	pthread_mutex_lock(&b->lock);
-	if ((ctx->ent[i].access & ACC_REMOTE_BITS) && (mr = ent_evict(ctx, i, true, NULL)))
+	if ((before || (ctx->ent[i].access & ACC_REMOTE_BITS)) &&
+	    (mr = ent_evict(ctx, i, !before, before)))
 		b->free_stack[b->nfree++] = i;
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
+	return mr != NULL;
 }
 
 static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
@@ -593,70 +580,47 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
 	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
-		range_drop(ctx, (uint32_t)(e - ctx->ent));
+		ent_drop(ctx, (uint32_t)(e - ctx->ent), NULL);
 	stats_dereg(ctx, 0);
 	return 0;
 }
 
-static int odp_pin(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, size_t len,
-		   uint32_t access, uint32_t *lkey, uint32_t *rkey)
-{
-	(void)ctx, (void)idx, (void)start, (void)len, (void)access, (void)lkey, (void)rkey;
-	return -EOPNOTSUPP;	/* the ODP modes never use the pin cache */
-}
-
-/*
- * Idle release (engine tick): chunk and range entries with no reference
- * whose last release (or registration) is stamped before @stamp go as an
- * eviction does (ent_evict()).  The implicit MRs stay.
- */
+/* Idle release (engine tick): ent_drop() of each chunk and range; the implicit MRs stay. */
 static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
 	struct vbe *b = vbe_of(ctx);
 	unsigned n = 0;
 
-	for (uint32_t i = 0; i < ctx->max_entries; i++) {
-		struct ibv_mr *mr = NULL;
-
-		if (b->meta[i].kind != EK_RANGE && b->meta[i].kind != EK_CHUNK)
-			continue;	/* unlocked peek; checked again under the lock */
-		pthread_mutex_lock(&b->lock);
-		if ((mr = ent_evict(ctx, i, false, &stamp)))
-			b->free_stack[b->nfree++] = i;
-		pthread_mutex_unlock(&b->lock);
-		if (mr) {
-			ibv_dereg_mr(mr);
-			n++;
-		}
-	}
+	for (uint32_t i = 0; i < ctx->max_entries; i++)	/* an unlocked peek first */
+		if (b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK)
+			n += ent_drop(ctx, i, &stamp);
 	return n;
 }
 
 static void verbs_query(struct odpx_ctx *ctx, struct odpx_caps *c)
 {
-	struct vbe *b = vbe_of(ctx);
+	const struct mode_caps *d = &vbe_of(ctx)->caps;
 
-	c->max_mr = b->dev_max_mr;
-	c->max_mr_size = b->dev_max_mr_size;
-	c->max_pd = b->dev_max_pd;
-	c->odp_general_caps = b->caps.general;
-	c->odp_rc_caps = b->caps.rc;
-	c->odp_uc_caps = b->caps.uc;
-	c->odp_ud_caps = b->caps.ud;
-	c->odp_xrc_caps = b->caps.xrc;
+	c->max_mr = d->max_mr;
+	c->max_mr_size = d->max_mr_size;
+	c->max_pd = d->max_pd;
+	c->odp_general_caps = d->general;
+	c->odp_rc_caps = d->rc;
+	c->odp_uc_caps = d->uc;
+	c->odp_ud_caps = d->ud;
+	c->odp_xrc_caps = d->xrc;
 	c->comp_mask |= ODPX_QUERY_DEVICE;
 }
 
 static const struct backend_ops verbs_odp_ops = {
 	.name = "verbs",
 	.id = ODPX_BACKEND_VERBS,
-	.pin = odp_pin,
 	.unpin = verbs_unpin,
 	.close = verbs_close,
 	.reg = odp_reg,
 	.dereg = odp_dereg,
 	.advise = odp_advise,
-	.try_reg = odp_try,
+	.try_reg = odp_lookup,
 	.query = verbs_query,
 	.reap_idle = odp_reap_idle,
 };
@@ -683,13 +647,12 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 	b->cls_access[CLS_READ] = 0;
 	b->cls_access[CLS_WRITE] = ODPX_ACCESS_LOCAL_WRITE;
 	b->cls_access[CLS_GLOBAL] = global_access;
-	for (int c = 0; c < NCLS; c++) {
-		void *p = mmap(NULL, b->ctab_bytes, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (p == MAP_FAILED)
-			return -ENOMEM;
-		b->ctab[c] = p;
-	}
+	char *p = mmap(NULL, NCLS * b->ctab_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	for (int c = 0; c < NCLS; c++)	/* one mapping: unmapped by ctab[0] */
+		b->ctab[c] = (_Atomic uint32_t *)(p + c * b->ctab_bytes);
 	while (nb < ctx->max_entries)
 		nb *= 2;
 	b->rmask = nb - 1;
@@ -719,9 +682,7 @@ static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t
 	return idx;
 }
 
-/* @dev: the device's max_mr and max_pd, for odpx_query() */
-static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_size,
-		       uint64_t dev[2])
+static void query_caps(struct ibv_pd *pd, struct mode_caps *c)
 {
 	struct ibv_device_attr_ex ax;
 	int r;
@@ -729,7 +690,6 @@ static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_
 	memset(&ax, 0, sizeof(ax));
 	memset(c, 0, sizeof(*c));
 	r = mode_verbs_err(ibv_query_device_ex(pd->context, NULL, &ax), errno);
-	*max_mr_size = UINT64_MAX;
 	if (r < 0) {
 		c->query_err = -r;
 		return;
@@ -740,10 +700,9 @@ static void query_caps(struct ibv_pd *pd, struct mode_caps *c, uint64_t *max_mr_
 	c->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
 	c->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
 	c->xrc = ax.xrc_odp_caps;
-	if (ax.orig_attr.max_mr_size)
-		*max_mr_size = ax.orig_attr.max_mr_size;
-	dev[0] = (uint64_t)ax.orig_attr.max_mr;
-	dev[1] = (uint64_t)ax.orig_attr.max_pd;
+	c->max_mr_size = ax.orig_attr.max_mr_size;
+	c->max_mr = (uint64_t)ax.orig_attr.max_mr;
+	c->max_pd = (uint64_t)ax.orig_attr.max_pd;
 }
 
 /* The open's attributes and ODPX_MODE: what is asked of mode_decide(). */
@@ -838,7 +797,6 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 	pthread_mutex_init(&b->lock, NULL);
 	b->pd = pd;
 	b->implicit_idx = b->implicit_global_idx = NIL;
-	b->common.prefetch_sync = odp_prefetch_sync;
 	ctx->be_priv = b;
 	if (!(b->mr = calloc(ctx->max_entries, sizeof(*b->mr))))
 		return -ENOMEM;
@@ -848,8 +806,8 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		return 0;
 	if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
 		return r;
-	b->common.global_rkey = !!(flags & ODPX_OPEN_GLOBAL_RKEY);
-	atomic_store(&ctx->cs->global_rkey, b->common.global_rkey);
+	b->global_rkey = !!(flags & ODPX_OPEN_GLOBAL_RKEY);
+	atomic_store(&ctx->cs->global_rkey, b->global_rkey);
 	/* the implicit entries and at least one more (a range's) */
 	unsigned nimpl = (*impl != NULL) + (*impl_global != NULL);
 	if (b->nfree < nimpl + 1u)
@@ -872,7 +830,7 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	struct mode_caps caps;
 	struct ibv_mr *impl = NULL, *impl_global = NULL;
 	struct odpx_ctx *ctx;
-	uint64_t max_mr_size, chunk, dev[2] = { 0, 0 };
+	uint64_t max_mr_size, chunk;
 	uint32_t global_access;
 	bool odp;
 	int r;
@@ -884,7 +842,8 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		return odpx_fail(-EINVAL, "NULL protection domain");
 	if ((r = verbs_request(attr, &a, &rq)) < 0)
 		return r;
-	query_caps(pd, &caps, &max_mr_size, dev);
+	query_caps(pd, &caps);
+	max_mr_size = caps.max_mr_size ? caps.max_mr_size : UINT64_MAX;
 	if ((r = verbs_chunk(&a, max_mr_size, &chunk)) < 0)
 		return r;
 	global_access = ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_READ | ODPX_ACCESS_REMOTE_WRITE |
@@ -920,9 +879,6 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	ctx_reason_set(ctx, "%.130s%s", ch.reason, odp && (a.flags & ODPX_OPEN_GLOBAL_RKEY) ?
 		       "; GLOBAL_RKEY: remote access may exceed the request" : "");
 	vbe_of(ctx)->caps = caps;
-	vbe_of(ctx)->dev_max_mr = dev[0];
-	vbe_of(ctx)->dev_max_mr_size = caps.queried ? max_mr_size : 0;
-	vbe_of(ctx)->dev_max_pd = dev[1];
 	if ((r = prereg_open(ctx, &a)) < 0) {
 		odpx_close(ctx);
 		goto out_impl;

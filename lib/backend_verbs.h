@@ -27,8 +27,8 @@ struct meta {
 };
 
 struct vbe {
-	struct verbs_common common;	/* first: mode.c reads it */
 	struct ibv_pd *pd;
+	bool global_rkey;		/* ODPX_OPEN_GLOBAL_RKEY */
 	struct ibv_mr **mr;		/* by entry index */
 	struct ibv_mr *anchor;
 
@@ -44,9 +44,7 @@ struct vbe {
 	uint32_t hand;			/* where the next eviction looks first */
 	uint32_t *rbucket, rmask;
 	struct meta *meta;
-	/* the device, for odpx_query() */
-	struct mode_caps caps;
-	uint64_t dev_max_mr, dev_max_mr_size, dev_max_pd;
+	struct mode_caps caps;		/* the device, for odpx_query() */
 };
 
 static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
@@ -61,7 +59,6 @@ uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int
 void ent_put(struct odpx_ctx *ctx, uint32_t idx);
 
 /* advise_verbs.c */
-int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
-int odp_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
+int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool flush);
 
 #endif

@@ -251,7 +251,6 @@ static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *
 
 #define IDLE_MS_DEFAULT 300000	/* as o2iblnd reaps an idle pool */
 #define IDLE_MS_MAX 86400000
-#define PREREG_OPEN_MAX 64	/* prereg.c's */
 #define LINGER_US_DEFAULT 100	/* outlasts a caller's short sleep on a shared CPU (bench/prefetch.c) */
 #define LINGER_US_MAX 1000000
 
@@ -400,9 +399,9 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	if (a->idle_ms > IDLE_MS_MAX)
 		return odpx_fail(-EINVAL, "idle_ms %u above %u", a->idle_ms, IDLE_MS_MAX);
 	if ((a->comp_mask & ODPX_ATTR_PREREG) &&
-	    (a->nprereg > PREREG_OPEN_MAX || (a->nprereg && !a->prereg)))
+	    (a->nprereg > PREREG_MAX || (a->nprereg && !a->prereg)))
 		return odpx_fail(-EINVAL, "nprereg %u: at most %d, with a prereg array",
-				 a->nprereg, PREREG_OPEN_MAX);
+				 a->nprereg, PREREG_MAX);
 	if (a->mode == ODPX_MODE_AUTO)
 		a->mode = ODPX_MODE_PIN;
 	/* only the verbs backend pages on demand (its open chose the mode) */
@@ -482,6 +481,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->eng_lock, NULL);
 	pthread_mutex_init(&ctx->reason_lock, NULL);
+	pthread_mutex_init(&ctx->prereg.lock, NULL);
 	ctx->pq = aligned_alloc(64, sizeof(struct prefetch_cell) * PREFETCH_QLEN);
 	if (!ctx->pq) {
 		r = -ENOMEM;
@@ -579,7 +579,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	cache_fini(ctx);
 	ctx->be->close(ctx);
 out_free:
-	prereg_free(ctx);
+	pthread_mutex_destroy(&ctx->prereg.lock);	/* cache_fini() unpinned the regions */
 	stats_seg_close(ctx);
 	free(ctx->pq);
 	ctx->magic = 0;	/* its engine, which reads it, stopped */
@@ -598,9 +598,9 @@ static bool bad_range(uintptr_t a, size_t len)
 	return !a || !len || __builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE;
 }
 
-/* The errno of odpx_reg()'s arguments, once one was found bad (cold). */
-static int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len,
-							uint32_t access, struct odpx_mr **mr)
+/* The errno of odpx_reg()'s arguments, once reg_args_bad() found one bad. */
+int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len, uint32_t access,
+						 struct odpx_mr **mr)
 {
 	if (!mr)
 		return odpx_fail(-EINVAL, "NULL mr pointer");
@@ -640,9 +640,7 @@ ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t 
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
-	/* one test for all the arguments; reg_bad_args() tells which */
-	if (unlikely(!mr | !a | !len | __builtin_add_overflow(a, len, &end) |
-		     (end > UINTPTR_MAX - PAGE_SIZE) | !!(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1))))
+	if (unlikely(reg_args_bad(a, len, access, mr, &end)))
 		return reg_bad_args(addr, len, access, mr);
 	if (likely(ctx->hits_inline) && (e = hit_home(ctx, a, end, access & ctx->acc_mask))) {
 		*mr = (struct odpx_mr *)e;

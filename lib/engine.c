@@ -13,7 +13,7 @@
  *   producer: publish work; fence; if (xchg(sleeping, 0)) write(eventfd)
  * Either the engine sees the work before sleeping or the producer sees it
  * asleep; only the producer that flips sleeping rings, so a busy engine costs
- * producers no system call.  The eventfd is watched by a multishot poll.
+ * producers no system call.  The eventfd is watched by a poll on the ring.
  *
  * Linger: after a wake-up that found work, the engine does not go to sleep
  * on the doorbell at once: it waits up to linger_ns on its ring with a
@@ -28,13 +28,13 @@
  * ODPX_ENGINE_LINGER_US, default 100 us; 0: never linger, ring whenever the
  * engine has drained).
  *
- * Ring: two requests, each queued again when it ends: a multishot poll on
- * the doorbell (a one-shot poll where the kernel refuses multishot, before
- * 5.13), a timeout for the tick.  The engine looks at its CQ on every
- * pass, not only after a sleep (no system call while nothing ended): an
- * engine that always has work never sleeps, and its ticks (trim, counters)
- * would wait for the work to end.  What ended is queued again and
- * submitted at once, and every sleep submits what is still queued
+ * Ring: two requests, each queued again when it ends: a one-shot poll on
+ * the doorbell (queued again with the next sleep's submission, it costs no
+ * system call of its own), a timeout for the tick.  The engine looks at its
+ * CQ on every pass, not only after a sleep (no system call while nothing
+ * ended): an engine that always has work never sleeps, and its ticks (trim,
+ * counters) would wait for the work to end.  A tick that ended is queued
+ * again and submitted at once, and every sleep submits what is still queued
  * (io_uring_submit_and_wait*): none is left queued but not submitted while
  * the engine sleeps with no deadline, when nothing, not even engine_stop(),
  * could wake it.  A submission the kernel refuses (-EAGAIN, -ENOMEM: no
@@ -72,11 +72,12 @@ struct engine {
 	pthread_t thr;
 	_Atomic bool stop;
 	unsigned unarmed;	/* UD_* of requests to queue again (engine only) */
-	bool poll_oneshot;	/* the kernel refused a multishot poll (before 5.13) */
 	struct __kernel_timespec tick, linger;
-	struct pf_range recent[RECENT];
-	uint64_t recent_ns[RECENT];
-	uint32_t recent_seq[RECENT];	/* ctx->seq after the range was served */
+	struct recent {
+		struct pf_range r;
+		uint64_t ns;
+		uint32_t seq;	/* ctx->seq after the range was served */
+	} recent[RECENT];
 	unsigned recent_next;
 	struct idle_clock idle;		/* idle.c */
 };
@@ -121,12 +122,12 @@ int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t 
 	uint64_t pos = LD(ctx->pq_head);
 	struct prefetch_cell *c;
 
+	if (ctx->mode == ODPX_MODE_DIRECT) {
+		stats_prefetch(ctx);	/* counted, nothing to prefetch into */
+		return 0;
+	}
 	if (unlikely(!engine_running(ctx))) {
 		int r;
-		if (ctx->mode == ODPX_MODE_DIRECT) {
-			stats_prefetch(ctx);	/* counted, nothing to prefetch into */
-			return 0;
-		}
 		/* a hint with no engine to serve it is dropped, as on a full queue */
 		if ((r = engine_start(ctx)) < 0) {
 			STAT_INC(ctx, prefetch_dropped);
@@ -235,8 +236,8 @@ static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct p
 	uint32_t seq = atomic_load_explicit(&ctx->seq, ACQ);
 
 	for (unsigned i = 0; i < RECENT; i++) {
-		const struct pf_range *p = &e->recent[i];
-		if (e->recent_seq[i] == seq && !(seq & 1) && now - e->recent_ns[i] < RECENT_NS &&
+		const struct pf_range *p = &e->recent[i].r;
+		if (e->recent[i].seq == seq && !(seq & 1) && now - e->recent[i].ns < RECENT_NS &&
 		    p->start <= r->start && r->end <= p->end &&
 		    merge_flags(p->flags, r->flags) == p->flags)
 			return true;
@@ -246,9 +247,7 @@ static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct p
 
 static void remember(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r, uint64_t now)
 {
-	e->recent[e->recent_next] = *r;
-	e->recent_ns[e->recent_next] = now;
-	e->recent_seq[e->recent_next] = atomic_load_explicit(&ctx->seq, ACQ);
+	e->recent[e->recent_next] = (struct recent){ *r, now, atomic_load_explicit(&ctx->seq, ACQ) };
 	e->recent_next = (e->recent_next + 1) % RECENT;
 }
 
@@ -292,7 +291,7 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	if (!n)
 		return 0;
 	now = odpx_now_ns();
-	if (ctx->be->advise && ctx->mode != ODPX_MODE_PIN && ctx->mode != ODPX_MODE_DIRECT) {
+	if (ctx->mode != ODPX_MODE_PIN) {	/* ODP modes: direct mode queues nothing */
 		size_t k = 0;
 
 		m = prefetch_coalesce(r, n, UINT64_MAX, NULL);
@@ -305,7 +304,7 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			r[k++] = r[i];
 		}
 		/* a batch that failed is no repeat: sent again, it may be served */
-		if (k && ctx->be->advise(ctx, r, k) == 0)
+		if (k && ctx->be->advise(ctx, r, k, false) == 0)
 			for (size_t i = 0; i < k; i++)
 				remember(ctx, e, &r[i], now);
 		return n;
@@ -327,11 +326,6 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 
 		if (recently_done(ctx, e, &r[i], now)) {
 			STAT_ADD(ctx, prefetch_merged, k);
-			continue;
-		}
-		if (ctx->mode != ODPX_MODE_PIN) {
-			STAT_ADD(ctx, prefetch_merged, k - 1);
-			remember(ctx, e, &r[i], now);
 			continue;
 		}
 		if (stopping(ctx, e, first[i], n))
@@ -383,10 +377,8 @@ static void arm(struct engine *e)
 			if (!(sqe = io_uring_get_sqe(&e->ring)))
 				return;
 		}
-		if (ud == UD_DOORBELL && e->poll_oneshot)
+		if (ud == UD_DOORBELL)
 			io_uring_prep_poll_add(sqe, e->efd, POLLIN);
-		else if (ud == UD_DOORBELL)
-			io_uring_prep_poll_multishot(sqe, e->efd, POLLIN);
 		else
 			io_uring_prep_timeout(sqe, &e->tick, 0, 0);
 		io_uring_sqe_set_data64(sqe, ud);
@@ -437,15 +429,7 @@ static bool reap_cq(struct engine *e)
 			if (read(e->efd, &v, sizeof(v)) < 0) {
 				/* EAGAIN: another completion already drained it */
 			}
-			/*
-			 * A kernel before 5.13 refuses a multishot poll with
-			 * -EINVAL at once: queued again as it was, it would
-			 * come back at once for ever.  One shot from then on.
-			 */
-			if (cqe->res == -EINVAL)
-				e->poll_oneshot = true;
-			if (!(cqe->flags & IORING_CQE_F_MORE))
-				e->unarmed |= UD_DOORBELL;
+			e->unarmed |= UD_DOORBELL;
 		} else if (ud == UD_TICK) {
 			tick = true;
 			e->unarmed |= UD_TICK;
@@ -487,7 +471,7 @@ static void *engine_main(void *arg)
 			prereg_tick(ctx);
 			stats_seg_tick(ctx);
 		}
-		if (e->unarmed || io_uring_sq_ready(&e->ring)) {
+		if ((e->unarmed & UD_TICK) || io_uring_sq_ready(&e->ring)) {
 			arm(e);
 			io_uring_submit(&e->ring);
 		}

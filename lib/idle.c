@@ -36,18 +36,16 @@ void idle_tick(struct odpx_ctx *ctx, struct idle_clock *ic, uint64_t now_ns)
 		ic->stamp[k] = atomic_fetch_add_explicit(&ctx->clock, 1, RLX);
 		ic->next_ns = now_ns + step;
 	}
-	/* the newest record at least idle_ms old */
-	bool found = false;
+	/* the newest record at least idle_ms old (records are of times above 0) */
 	uint32_t stamp = 0;
 	uint64_t best = 0;
 	for (unsigned i = 0; i < IDLE_RECORDS && i < ic->n; i++) {
-		if (ic->ns[i] + idle_ns <= now_ns && (!found || ic->ns[i] > best)) {
+		if (ic->ns[i] + idle_ns <= now_ns && ic->ns[i] > best) {
 			best = ic->ns[i];
 			stamp = ic->stamp[i];
-			found = true;
 		}
 	}
-	if (!found)
+	if (!best)
 		return;
 	stamp++;	/* released before the record: stamped at or below its clock */
 	if (ctx->cache_enabled)

@@ -116,7 +116,7 @@ enum { ST_FREE = 0, ST_ALIVE = 1, ST_DEAD = 2 };
 struct backend_ops {
 	const char *name;
 	enum odpx_backend id;
-	/* pin [start, start+len) into entry @idx, fill lkey/rkey; -errno */
+	/* pin [start, start+len) into entry @idx, fill lkey/rkey; -errno (pin cache only) */
 	int (*pin)(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start,
 		   size_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
 	void (*unpin)(struct odpx_ctx *ctx, uint32_t idx);
@@ -144,8 +144,11 @@ struct backend_ops {
 	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
 	/* reg() checks arguments, then is cache_reg(): its hits may be served inline */
 	bool reg_is_cache;
-	/* Optional: coalesced prefetch hints (ODP modes: ibv_advise_mr); 0 or -errno. */
-	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n);
+	/*
+	 * Optional: prefetch hints (ODP modes: ibv_advise_mr), coalesced by the
+	 * engine, or one of ODPX_PREFETCH_SYNC's with @flush; 0 or -errno.
+	 */
+	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool flush);
 	/*
 	 * Optional, with reg(): odpx_reg_ex()'s ODPX_REG_TRY/PARTIAL from the
 	 * MRs that exist, never registering or waiting; -EAGAIN if none serves.
@@ -175,7 +178,17 @@ struct prefetch_cell {
 /* PREFETCH_QLEN: odpx-private.h */
 
 struct engine;
-struct prereg_set;
+/* prereg.c: the pre-registered regions of a context (struct prereg_set.lock: prereg.c) */
+#define PREREG_MAX 64
+struct prereg_set {
+	pthread_mutex_t lock;
+	unsigned n;
+	struct prereg {
+		uintptr_t start, end;	/* page-rounded */
+		uint32_t access;	/* as asked */
+		struct entry *e;	/* held; NULL: to be made by the next request inside */
+	} r[PREREG_MAX];
+};
 struct odpx_caps;
 
 /*
@@ -247,7 +260,7 @@ struct odpx_ctx {
 	uint32_t lim_source;		/* enum odpx_limit_source of max_pinned_bytes */
 	uint32_t tick_ms;
 	uint32_t idle_ms;		/* idle.c: release what is unused this long, 0: never */
-	_Atomic(struct prereg_set *) prereg;	/* prereg.c, NULL: none */
+	struct prereg_set prereg;
 	_Atomic bool prereg_stale;	/* a pre-registered entry died (kill_locked) */
 	uint32_t linger_us;		/* engine.c: 0, never linger */
 
@@ -320,6 +333,15 @@ static inline int ctx_check(struct odpx_ctx *ctx)
 }
 uint64_t odpx_now_ns(void);	/* CLOCK_MONOTONIC (ctx.c) */
 
+/* odpx_reg()'s arguments, one test for all (*end: a + len); reg_bad_args() tells which */
+static inline bool reg_args_bad(uintptr_t a, size_t len, uint32_t access, struct odpx_mr **mr,
+				uintptr_t *end)
+{
+	return !mr | !a | !len | __builtin_add_overflow(a, len, end) |
+	       (*end > UINTPTR_MAX - PAGE_SIZE) | !!(access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1));
+}
+int reg_bad_args(const void *addr, size_t len, uint32_t access, struct odpx_mr **mr);
+
 /* cache.c */
 int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
@@ -333,7 +355,6 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acce
 bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
 void prereg_tick(struct odpx_ctx *ctx);		/* engine: drop what died */
 int prereg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);
-void prereg_free(struct odpx_ctx *ctx);
 void prereg_usage(struct odpx_ctx *ctx, uint64_t *regions, uint64_t *bytes);
 unsigned cache_reap_dead(struct odpx_ctx *ctx);
 /* reg_ex.c: ODPX_REG_TRY/PARTIAL in the pin cache; -EAGAIN when none serves */

@@ -2,8 +2,7 @@
 /*
  * mode.c - which mode a verbs context runs in, and why; the pure helpers of
  * the verbs backend (error conversion, prefetch scatter lists); the verbs
- * counters and the synchronous prefetch, reachable from the core without
- * linking libibverbs.
+ * synchronous prefetch, reachable from the core without linking libibverbs.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -30,36 +29,32 @@ static const struct {
 	  "XRC", "xrc_odp_caps", offsetof(struct mode_caps, xrc) },
 };
 
-static const struct {
-	uint32_t bit;
-	const char *name;
-} cap_bits[] = {
-	{ MODE_ODP_SEND, "SEND" },
-	{ MODE_ODP_RECV, "RECV" },
-	{ MODE_ODP_WRITE, "WRITE" },
-	{ MODE_ODP_READ, "READ" },
-	{ MODE_ODP_ATOMIC, "ATOMIC" },
-	{ MODE_ODP_SRQ_RECV, "SRQ_RECV" },
-};
+/* the per-transport cap bits, lowest first */
+static const char *const cap_names[] = { "SEND", "RECV", "WRITE", "READ", "ATOMIC", "SRQ_RECV" };
 
-/* The first per-transport capability missing, as "RC WRITE not in rc_odp_caps". */
-static bool transport_missing(const struct mode_caps *c, uint32_t want, char *why, size_t len)
+/* Why explicit ODP cannot serve the transports @want ("" if it can). */
+static void no_odp(const struct mode_caps *c, uint32_t want, char *why, size_t len)
 {
+	why[0] = '\0';
+	if (!c->queried) {
+		snprintf(why, len, "no ODP caps: ibv_query_device_ex failed (%s)",
+			 strerror(c->query_err ? c->query_err : EIO));
+		return;
+	}
+	if (!(c->general & MODE_ODP_SUPPORT)) {
+		snprintf(why, len, "no ODP (IBV_ODP_SUPPORT not in general_caps)");
+		return;
+	}
 	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
-		uint32_t need = transports[i].need;
 		uint32_t have = *(const uint32_t *)((const char *)c + transports[i].off);
+		uint32_t miss = transports[i].need & ~have;
 
-		if (!(want & transports[i].bit))
-			continue;
-		for (size_t b = 0; b < sizeof(cap_bits) / sizeof(cap_bits[0]); b++) {
-			if ((need & cap_bits[b].bit) && !(have & cap_bits[b].bit)) {
-				snprintf(why, len, "%s %s not in %s", transports[i].name,
-					 cap_bits[b].name, transports[i].caps);
-				return true;
-			}
+		if ((want & transports[i].bit) && miss) {
+			snprintf(why, len, "%s %s not in %s", transports[i].name,
+				 cap_names[__builtin_ctz(miss)], transports[i].caps);
+			return;
 		}
 	}
-	return false;
 }
 
 static void transport_names(uint32_t want, char *buf, size_t len)
@@ -74,9 +69,9 @@ static void transport_names(uint32_t want, char *buf, size_t len)
 int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		struct mode_choice *out)
 {
-	char no_impl[128], no_expl[128], tr[32], miss[64];
+	char no_impl[128], no_expl[128], tr[32];
 	const char *by = rq->forced_by ? rq->forced_by : "attributes";
-	bool odp, missing, impl_ok, expl_ok;
+	bool impl_ok, expl_ok;
 
 	out->mode = ODPX_MODE_PIN;
 	out->reason[0] = '\0';
@@ -90,18 +85,7 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		return -EINVAL;
 	}
 	transport_names(rq->transports, tr, sizeof(tr));
-	odp = c->queried && (c->general & MODE_ODP_SUPPORT);
-	missing = c->queried && transport_missing(c, rq->transports, miss, sizeof(miss));
-
-	if (!c->queried)
-		snprintf(no_expl, sizeof(no_expl), "no ODP caps: ibv_query_device_ex failed (%s)",
-			 strerror(c->query_err ? c->query_err : EIO));
-	else if (!odp)
-		snprintf(no_expl, sizeof(no_expl), "no ODP (IBV_ODP_SUPPORT not in general_caps)");
-	else if (missing)
-		snprintf(no_expl, sizeof(no_expl), "%s", miss);
-	else
-		no_expl[0] = '\0';
+	no_odp(c, rq->transports, no_expl, sizeof(no_expl));
 	expl_ok = !no_expl[0];
 
 	if (!expl_ok)
@@ -255,33 +239,27 @@ size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge, struct
 	return nb;
 }
 
-/* ---- the core's view of the verbs backend ---- */
-
-static struct verbs_common *verbs_common_of(struct odpx_ctx *ctx)
-{
-	return ctx->be && ctx->be->id == ODPX_BACKEND_VERBS ? ctx->be_priv : NULL;
-}
-
 /*
  * mode_prefetch_sync - serve a prefetch now and return when it is done (what
- * ODPX_PREFETCH_SYNC asks of odpx_prefetch): ibv_advise_mr with
- * IBV_ADVISE_MR_FLAG_FLUSH in the ODP modes, a pre-pin into the cache in pin
- * mode; counted and ignored in direct mode.  Return: 0 or -errno.
+ * ODPX_PREFETCH_SYNC asks of odpx_prefetch): the backend's advise with a
+ * flush (ibv_advise_mr with IBV_ADVISE_MR_FLAG_FLUSH) in the ODP modes, a
+ * pre-pin into the cache in pin mode; counted and ignored in direct mode.
+ * Return: 0 or -errno.
  */
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags)
 {
-	struct verbs_common *vc = verbs_common_of(ctx);
+	struct pf_range pg = { addr & ~(PAGE_SIZE - 1), (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1),
+			       flags & (ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT) };
 	int r;
 
-	flags &= ODPX_PREFETCH_WRITE | ODPX_PREFETCH_NO_FAULT;
-	if (ctx->mode == ODPX_MODE_DIRECT) {
-		stats_prefetch(ctx);
-		return 0;
-	}
-	if (ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT)
-		return vc && vc->prefetch_sync ? vc->prefetch_sync(ctx, addr, len, flags)
-					       : -EOPNOTSUPP;
 	stats_prefetch(ctx);
+	if (ctx->mode == ODPX_MODE_DIRECT)
+		return 0;
+	if (ctx->mode != ODPX_MODE_PIN) {
+		r = ctx->be->advise ? ctx->be->advise(ctx, &pg, 1, true) : -EOPNOTSUPP;
+		return r < 0 ? odpx_fail(r, "ibv_advise_mr(FLUSH) of %#lx-%#lx: %s",
+					 (unsigned long)pg.start, (unsigned long)pg.end, strerror(-r)) : 0;
+	}
 	r = prepin(ctx, &(struct pf_range){ addr, addr + len, 0 });
 	if (r == 0)
 		STAT_INC(ctx, prefetch_issued);

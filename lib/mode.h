@@ -33,6 +33,7 @@ struct mode_caps {
 	int query_err;			/* positive errno */
 	uint64_t general;		/* odp_caps.general_caps */
 	uint32_t rc, uc, ud, xrc;	/* per-transport ODP caps */
+	uint64_t max_mr, max_mr_size, max_pd;	/* for odpx_query(); 0: unknown */
 };
 
 struct mode_request {
@@ -99,15 +100,5 @@ size_t adv_split(const struct pf_range *r, size_t n, unsigned chunk_shift,
 		 struct adv_piece *out, size_t max);
 size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge,
 		   struct adv_batch *out);
-
-/*
- * The head of the verbs backend's be_priv: the remote-access choice and the
- * synchronous prefetch.  (Its counters live with the others, in ctx->cs,
- * so that odpstat reads them from the segment.)
- */
-struct verbs_common {
-	bool global_rkey;
-	int (*prefetch_sync)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
-};
 
 #endif

@@ -246,17 +246,12 @@ int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx);
  * @ctx: out
  *
  * The mode comes from the device's ODP capabilities and the transports in
- * @attr (RC when not given), ODP first: implicit, explicit, pin; direct only
- * when forced.  ODPX_MODE (environment) or ODPX_ATTR_MODE force one; a
- * forced mode the device cannot do fails with -EOPNOTSUPP.  odpx_mode_get()
- * tells the mode and why.  Remote access is granted over exactly the pages
- * of a request unless ODPX_OPEN_GLOBAL_RKEY.
- *
+ * @attr, ODP first: implicit, explicit, pin; direct only when forced
+ * (odpx_open_verbs(3) has the rules; odpx_mode_get() tells the choice).
  * The context holds MRs on @pd from open to close: ibv_dealloc_pd(@pd)
- * before odpx_close() fails with EBUSY, by design.  Nothing closes a
- * context at exit(): the kernel releases its MRs with the process, and an
- * application's own atexit cleanup may close it.  Implicit mode: odpx_mr_addr() of
- * the implicit MR is NULL and odpx_mr_length() 0 (it covers everything).
+ * before odpx_close() fails with EBUSY.  Nothing closes a context at
+ * exit().  Implicit mode: odpx_mr_addr() of the implicit MR is NULL and
+ * odpx_mr_length() 0 (it covers everything).
  * Return: 0, -EINVAL (bad attributes, NULL @pd), -EOPNOTSUPP (forced mode
  * impossible, or built without libibverbs), -ENOMEM, or the -errno of a
  * verbs call.
@@ -285,24 +280,14 @@ int odpx_close(struct odpx_ctx *ctx);
  * @access: ODPX_ACCESS_* bits
  * @mr: out, a reference released with odpx_dereg()
  *
- * A hit takes no lock.  Return: 0, or -EINVAL (bad length, wrap, unknown
- * access bits), -EFAULT (unmapped, PROT_NONE or unpinnable memory: read-only
- * or shared file mappings on the uring backend), -ENOMEM (limits reached
- * with every entry in use), -E2BIG (longer than max_entry_bytes).  A range
- * invalidated while it is pinned, three times in a row, is served direct
- * (a registration of its own, counted in direct_racing).
- *
- * Protection: mprotect() raises no userfaultfd event, so in pin mode each
- * hit asks the kernel (one PROCMAP_QUERY ioctl per VMA of the range) whether
- * the pages still allow the access asked, as a pin would; if not, the cached
- * entries over the range are invalidated and the request is pinned again,
- * which returns -EFAULT for read-only (or PROT_NONE) pages.  A request is
- * never merged with a cached entry over pages that no longer allow its
- * access: the merged pin fails, and the request is pinned alone.  With
- * ODPX_OPEN_NO_PROT_CHECK (or ODPX_CHECK_PROT=0), and on kernels without
- * PROCMAP_QUERY (before 6.11), a hit makes no system call and a range
- * cached before an mprotect() that took access away still hits until
- * odpx_invalidate() is called on it.
+ * A hit takes no lock.  A range invalidated while it is pinned, three
+ * times in a row, is served direct (counted in direct_racing).  In pin
+ * mode a hit asks the kernel whether the pages still allow @access
+ * (mprotect() raises no userfaultfd event; odpx_reg(3), -EFAULT).
+ * Return: 0, or -EINVAL (bad length, wrap, unknown access bits), -EFAULT
+ * (unmapped, PROT_NONE or unpinnable memory: read-only or shared file
+ * mappings on the uring backend), -ENOMEM (limits reached with every entry
+ * in use), -E2BIG (longer than max_entry_bytes).
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
@@ -325,14 +310,9 @@ enum odpx_reg_flags {
  *
  * With either flag the call never pins, registers, waits for another
  * thread's miss or takes a lock that a miss may hold for long: it answers
- * from the registrations that exist (in the ODP modes, the chunk, range
- * and implicit MRs), for progress engines and handlers that must not
- * block.  A remote-access request is served only by a registration of
- * exactly its pages (PARTIAL too).  -EAGAIN does not mean that a later
- * call will succeed: nothing registers for it, so spinning on it is not a
- * way to wait; call odpx_reg() (or odpx_prefetch()) to make one.  In pin
- * mode a hit over pages that no longer allow the access (odpx_reg(),
- * "Protection") is -EAGAIN too: odpx_reg() drops it and says why.
+ * from the registrations that exist.  Nothing registers for a call that
+ * got -EAGAIN: spinning on it is no way to wait (odpx_reg_ex(3)).  In pin
+ * mode a hit over pages that no longer allow @access is -EAGAIN too.
  * Return: 0, -EAGAIN (none serves it now, counted in try_again), or the
  * errors of odpx_reg(); -EINVAL for unknown flag bits.
  */
@@ -343,14 +323,10 @@ int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
  * odpx_prereg_add - register [@addr, @addr + @len) for the context's life
  * @access: ODPX_ACCESS_* bits of the registration
  *
- * The registration is made now and held by the context: it is never
- * evicted nor released as idle, its bytes are not unused bytes
- * (max_unused_bytes), and it may be longer than max_entry_bytes (up to
- * the backend's largest).  It still counts against max_pinned_bytes and
- * max_entries.  Requests inside it hit.  Pin mode: when its memory is
- * unmapped or discarded it is invalidated like any registration, and made
- * again by the next request inside it (counted in prereg_repins).  ODP
- * modes: the chunk or range MRs are held.  Direct mode: -EOPNOTSUPP.
+ * The registration is made now and held by the context: never evicted nor
+ * released as idle, not unused bytes, and it may be longer than
+ * max_entry_bytes.  Invalidated like any registration, it is made again by
+ * the next request inside it (odpx_prereg_add(3)).
  * Return: 0, -EEXIST (the same range and access is pre-registered),
  * -ENOSPC (64 regions), -EOPNOTSUPP (direct mode, or memory that cannot
  * be cached: a shared file mapping, a range the monitor cannot watch), or
@@ -393,17 +369,11 @@ enum odpx_xfer_dir {
  *
  * The "DMA" of the uring backend: the bytes go through the pages pinned at
  * registration time, whatever the address now maps.  [@addr, @addr + @len)
- * must lie inside @mr.  @offset is the position in @fd, or -1 for the file's
- * current position, which the call advances (as read(2) and write(2));
- * pipes and sockets ignore it.  The call goes on until @len bytes moved,
- * end of file, or an error; transfers of one context run one at a time.  A
- * signal that interrupts the wait cancels the request, and the call returns
- * only once it is over: nothing moves through the pages after the return.
- * The wait is io_uring's, which SA_RESTART does not restart, and, as for the
- * interfaces signal(7) lists, a stop and continue (SIGSTOP or SIGTSTP, then
- * SIGCONT; a debugger that attaches) interrupts it too, with no handler
- * installed: the caller sees -EINTR, or the bytes moved before, and may
- * call again for the rest.
+ * must lie inside @mr.  @offset is the position in @fd, or -1 for the
+ * file's current position, which the call advances.  Transfers of one
+ * context run one at a time.  A signal, or a stop and continue, cancels the
+ * request, and the call returns once nothing more moves through the pages
+ * (SA_RESTART does not restart it; odpx_transfer(3)).
  * Return: bytes moved (those moved before an error or a signal, if any),
  * -EINTR when a signal, or a stop and continue, came before any, -EINVAL
  * (bad arguments, an offset below -1), or the -errno of the read or write.
@@ -428,15 +398,9 @@ enum odpx_prefetch_flags {
  * odpx_prefetch - hint that [@addr, @addr + @len) will be registered soon
  *
  * Queued without a system call (the engine is woken only when it sleeps);
- * never blocks.  The engine coalesces hints of the same flags and drops
- * repeats, then issues ibv_advise_mr in batches of SGEs (ODP modes; an
- * advice that failed is no repeat) or pre-pins the range
- * into the cache (pin mode); direct mode counts and ignores them.  With
- * ODPX_PREFETCH_SYNC the hint is served before the call returns.  ODP
- * modes advise the MR a LOCAL_WRITE registration of the range gets (the
- * implicit MR, or the chunk's): a device maps pages per MR, so a later
- * registration served by another MR (remote access, or access 0 in
- * explicit mode) finds the pages resident but takes its own device faults.
+ * never blocks, unless ODPX_PREFETCH_SYNC.  The engine serves hints with
+ * ibv_advise_mr (ODP modes) or pins them into the cache (pin mode);
+ * direct mode counts and ignores them (odpx_prefetch(3)).
  * Return: 0 queued (or done), -EAGAIN dropped (counted in prefetch_dropped:
  * the queue is full, or the engine thread could not start, which
  * odpx_last_reason() tells and a hint a second later tries again), -EINVAL,
@@ -447,15 +411,11 @@ int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags);
 /**
  * odpx_invalidate - the pages of [@addr, @addr + @len) changed unseen
  *
- * For the one change of private memory the kernel reports to no one:
- * madvise(MADV_GUARD_INSTALL) (Linux 6.13+) drops the pages of its range and
- * raises no userfaultfd event, so a cached registration there keeps the old
- * pages.  Call it after installing guards over memory that went through
- * odpx_reg (or before: a registration of the range in the next
- * ODPX_REMOVE_QUARANTINE_MS is then served direct, as after a DONTNEED).
- * It acts as a REMOVE event read by the monitor would: on every pin-mode
- * context of the process (not those opened ODPX_OPEN_UNSAFE_NO_MONITOR),
- * and held registrations stay valid until released.
+ * For the one change of private memory the kernel reports to no one,
+ * madvise(MADV_GUARD_INSTALL) (odpx_invalidate(3)).  It acts as a REMOVE
+ * event read by the monitor would, on every pin-mode context of the process
+ * (not those opened ODPX_OPEN_UNSAFE_NO_MONITOR); held registrations stay
+ * valid until released.
  * Return: the number of cached entries it invalidated (0 in the modes that
  * cache nothing), or -EINVAL.
  */

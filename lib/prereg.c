@@ -25,41 +25,9 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "cache.h"
 #include "../uffd/monitor.h"
-
-#define PREREG_MAX 64
-
-struct prereg {
-	uintptr_t start, end;	/* page-rounded */
-	uint32_t access;	/* as asked */
-	struct entry *e;	/* held; NULL: to be made by the next request inside */
-};
-
-struct prereg_set {
-	pthread_mutex_t lock;
-	unsigned n;
-	struct prereg r[PREREG_MAX];
-};
-
-static struct prereg_set *set_of(struct odpx_ctx *ctx)
-{
-	struct prereg_set *p = atomic_load_explicit(&ctx->prereg, ACQ), *none = NULL;
-
-	if (p)
-		return p;
-	if (!(p = calloc(1, sizeof(*p))))
-		return NULL;
-	pthread_mutex_init(&p->lock, NULL);
-	if (!atomic_compare_exchange_strong(&ctx->prereg, &none, p)) {
-		pthread_mutex_destroy(&p->lock);
-		free(p);
-		return none;
-	}
-	return p;
-}
 
 static bool is_alive(const struct entry *e)
 {
@@ -139,11 +107,9 @@ static bool any_stale(struct prereg_set *p)
  */
 bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
 {
-	struct prereg_set *p = atomic_load_explicit(&ctx->prereg, ACQ);
+	struct prereg_set *p = &ctx->prereg;
 	bool done = false;
 
-	if (!p)
-		return false;
 	pthread_mutex_lock(&p->lock);
 	ST(ctx->prereg_stale, false);	/* raised again below */
 	for (unsigned i = 0; i < p->n; i++) {
@@ -170,9 +136,9 @@ bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t ac
 /* Engine tick: let the dead entries of regions go, so their pages are unpinned. */
 void prereg_tick(struct odpx_ctx *ctx)
 {
-	struct prereg_set *p = atomic_load_explicit(&ctx->prereg, ACQ);
+	struct prereg_set *p = &ctx->prereg;
 
-	if (!p || !LD(ctx->prereg_stale))
+	if (!LD(ctx->prereg_stale))
 		return;
 	/*
 	 * Not while a revival holds the records: its pin may wait for this
@@ -218,13 +184,11 @@ static int find(struct prereg_set *p, uintptr_t s, uintptr_t end, uint32_t acces
 
 ODPX_EXPORT int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access)
 {
-	struct prereg_set *p;
+	struct prereg_set *p = &ctx->prereg;
 	int r;
 
 	if ((r = check(ctx, addr, len, access)) < 0)
 		return r;
-	if (!(p = set_of(ctx)))
-		return -ENOMEM;
 	uintptr_t s = (uintptr_t)addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = ((uintptr_t)addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	pthread_mutex_lock(&p->lock);
@@ -245,13 +209,11 @@ ODPX_EXPORT int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, ui
 ODPX_EXPORT int odpx_prereg_release(struct odpx_ctx *ctx, void *addr, size_t len,
 				    uint32_t access)
 {
-	struct prereg_set *p;
+	struct prereg_set *p = &ctx->prereg;
 	int r, i;
 
 	if ((r = check(ctx, addr, len, access)) < 0)
 		return r;
-	if (!(p = atomic_load_explicit(&ctx->prereg, ACQ)))
-		return odpx_fail(-ENOENT, "no pre-registered region");
 	uintptr_t s = (uintptr_t)addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = ((uintptr_t)addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	pthread_mutex_lock(&p->lock);
@@ -292,25 +254,11 @@ int prereg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 	return 0;
 }
 
-/* odpx_close(): cache_fini() unpins the entries, held or not; the records go. */
-void prereg_free(struct odpx_ctx *ctx)
-{
-	struct prereg_set *p = atomic_load_explicit(&ctx->prereg, ACQ);
-
-	if (!p)
-		return;
-	pthread_mutex_destroy(&p->lock);
-	free(p);
-	atomic_store(&ctx->prereg, NULL);
-}
-
 void prereg_usage(struct odpx_ctx *ctx, uint64_t *regions, uint64_t *bytes)
 {
-	struct prereg_set *p = atomic_load_explicit(&ctx->prereg, ACQ);
+	struct prereg_set *p = &ctx->prereg;
 
-	*regions = *bytes = 0;
-	if (!p)
-		return;
+	*bytes = 0;
 	pthread_mutex_lock(&p->lock);
 	*regions = p->n;
 	for (unsigned i = 0; i < p->n; i++)

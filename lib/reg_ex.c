@@ -134,16 +134,8 @@ ODPX_EXPORT int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32
 		return odpx_reg(ctx, addr, len, access, mr);
 	if ((r = ctx_check(ctx)) < 0)
 		return r;
-	if (!mr)
-		return odpx_fail(-EINVAL, "NULL mr pointer");
-	if (!a)
-		return odpx_fail(-EFAULT, "NULL address");
-	if (!len)
-		return odpx_fail(-EINVAL, "zero length");
-	if (__builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE)
-		return odpx_fail(-EINVAL, "address + length wraps");
-	if (access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1))
-		return odpx_fail(-EINVAL, "unknown access bits %#x", access);
+	if (reg_args_bad(a, len, access, mr, &end))
+		return reg_bad_args(addr, len, access, mr);
 	if (ctx->be->try_reg)
 		r = ctx->be->try_reg(ctx, a, len, access, flags, &e);
 	else if (!ctx->be->reg || ctx->be->reg_is_cache)
