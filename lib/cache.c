@@ -179,10 +179,13 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
 	ctx->free_head = idx;
 }
 
-static void release_owned(struct odpx_ctx *ctx, uint32_t idx)
+/* @dead: counted before the entry is freed, so whoever sees it gone sees it counted */
+static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
 {
 	ctx->be->unpin(ctx, idx);
 	STAT_INC(ctx, unpins);
+	if (dead)
+		STAT_INC(ctx, dead_unpinned);
 	pthread_mutex_lock(&ctx->lock);
 	cache_unlink_lru(ctx, idx);
 	entry_free_locked(ctx, idx);
@@ -198,9 +201,8 @@ unsigned cache_reap_dead(struct odpx_ctx *ctx)
 
 	while (i != NIL) {
 		uint32_t next = LD(ctx->ent[i].dnext);
-		release_owned(ctx, i);
+		release_owned(ctx, i, true);
 		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
-		STAT_INC(ctx, dead_unpinned);
 		i = next;
 		n++;
 	}
@@ -211,7 +213,7 @@ unsigned cache_reap_dead(struct odpx_ctx *ctx)
 void put_dead(struct odpx_ctx *ctx, struct entry *e)
 {
 	if (KIND(e) == KIND_DIRECT) {
-		release_owned(ctx, entry_idx(ctx, e));
+		release_owned(ctx, entry_idx(ctx, e), false);
 		return;
 	}
 	dead_push(ctx, entry_idx(ctx, e));
