@@ -166,9 +166,17 @@ struct nl_mr {
 
 struct nl_result {
 	struct ctr_set *ctrs;	/* port and per-MR counters go here */
+	/*
+	 * nl_collect: 0, or a process whose MRs' statistics alone are kept
+	 * (the statistics dump names no process: the MR dump before it does),
+	 * and none of a device whose MR dump was not read.
+	 */
+	pid_t pid;
+	uint32_t *own;		/* the MR numbers of @pid's MRs on the device parsed, sorted */
+	size_t nown, owncap;
 	struct nl_mr *mr;
 	size_t nmr, mrcap;
-	size_t nmr_stats;	/* MR entries with statistics parsed */
+	size_t nmr_stats;	/* MR entries with statistics (counters) parsed */
 	char devs[16][64];	/* from RDMA_NLDEV_CMD_GET */
 	uint32_t dev_index[16], dev_ports[16];
 	int ndev;
@@ -185,7 +193,7 @@ struct nl_result {
  * more, a dump ending in NLMSG_DONE or not).  Port statistics become
  * SRC_NL_PORT counters "<dev>/<port>", per-MR ODP statistics SRC_NL_MR
  * counters "<dev>/mr<mrn>" (nl_collect adds the gauge "mrs" of "<dev>",
- * the number of MRs listed, when a device's dump was read whole), MR dump
+ * the number of MRs with statistics, when a device's dump was read whole), MR dump
  * entries fill @res->mr.  Return the
  * number of messages parsed, or -EBADMSG (truncated, malformed, wrong
  * attribute types), -EPROTO (an unexpected message type), or the negative
@@ -200,7 +208,8 @@ void nl_result_free(struct nl_result *res);
  * <what>-<dev>.bin (odpstat --record, for fixtures and bug reports).
  * @replay, if not NULL, is such a directory read instead of the kernel
  * (odpstat --replay): a reply whose file is absent is a query that failed.
- * Return 0, -EPROTONOSUPPORT (no RDMA netlink here), or -errno.
+ * @res->pid, unless 0, keeps the per-MR statistics of that process's MRs
+ * only.  Return 0, -EPROTONOSUPPORT (no RDMA netlink here), or -errno.
  */
 int nl_collect(const char *dev, struct nl_result *res, const char *record, const char *replay);
 

@@ -254,6 +254,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	ctr_set_clear(&s->c);
 	nl_result_free(&s->nl);
 	s->nl.ctrs = &s->c;
+	s->nl.pid = o->pid;	/* the per-MR statistics of its MRs only */
 	s->t = ctr_now_s();
 	src_uverbs_read(&o->roots, o->dev, &s->c);
 	src_debugfs_read(&o->roots, &s->c);
@@ -458,34 +459,26 @@ static void json_rate(FILE *f, double v)
 }
 
 /*
- * The MRs of device @dev the MR dump listed, how many of them carry per-MR
- * ODP statistics (none of several: a driver without them, rxe, or no ODP MR
- * among them, mlx5 reports ODP MRs only), and those odpstat reports (mr_of).
+ * The MRs of device @dev that odpstat reports (mr_of) the MR dump listed,
+ * their bytes, and how many MRs carry per-MR ODP statistics (those of the
+ * process of -p only, nl_collect): none of several is a driver without
+ * them (rxe), or no ODP MR among them (mlx5 reports ODP MRs only).
  */
 struct mr_count {
-	unsigned listed, with, mine;
+	unsigned mine, with;
 	uint64_t mine_bytes;
 };
 
 static struct mr_count mrs_of(const struct opts *o, const struct sample *s, const char *dev)
 {
-	struct mr_count n = { 0 };
-	char where[80];
+	const struct ctr *g = ctr_find(&s->c, SRC_NL_MR, dev, "mrs");
+	struct mr_count n = { .with = g ? (unsigned)g->value : 0 };
 
 	for (size_t i = 0; i < s->nl.nmr; i++) {
-		if (strcmp(s->nl.mr[i].dev, dev))
-			continue;
-		n.listed++;
-		if (mr_of(o, &s->nl.mr[i])) {
+		if (!strcmp(s->nl.mr[i].dev, dev) && mr_of(o, &s->nl.mr[i])) {
 			n.mine++;
 			n.mine_bytes += s->nl.mr[i].mrlen;
 		}
-		snprintf(where, sizeof(where), "%.40s/mr%u", dev, s->nl.mr[i].mrn);
-		for (size_t k = 0; k < s->c.n; k++)
-			if (s->c.v[k].src == SRC_NL_MR && !strcmp(s->c.v[k].where, where)) {
-				n.with++;
-				break;
-			}
 	}
 	return n;
 }
@@ -557,8 +550,8 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		struct mr_count n = mrs_of(o, b, b->nl.devs[d]);
 		fprintf(f, "%s{\"dev\":", d ? "," : "");
 		json_str(f, b->nl.devs[d]);
-		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", n.listed, n.with,
-			n.with ? "present" : n.listed ? "absent" : "unknown");
+		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", n.mine, n.with,
+			n.with ? "present" : n.mine ? "absent" : "unknown");
 	}
 	fputs("],\"mrs\":[", f);
 	int nm = 0;
@@ -618,9 +611,9 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.devs[d],
 			       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
 			if (n.with)
-				printf("%u of its %u MRs\n", n.with, n.listed);
-			else if (n.listed)
-				printf("absent (none of its %u MRs carries any)\n", n.listed);
+				printf("%u of these %u MRs\n", n.with, n.mine);
+			else if (n.mine)
+				printf("absent (none of these %u MRs carries any)\n", n.mine);
 			else
 				printf("unknown (no MR)\n");
 		}
