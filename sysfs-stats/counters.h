@@ -332,11 +332,12 @@ struct devcaps {
 };
 struct ibv_context;
 /*
- * The caps of every RDMA device (@dev: that one only) into @out, at most
- * @max; returns how many.  @fn, unless NULL, sees each device while it is
- * open (NULL: it did not open).
+ * The caps of every RDMA device (@dev: that one only), into *@out unless
+ * @out is NULL: an array the caller frees (NULL with none).  Returns how
+ * many, or -ENOMEM.  @fn, unless NULL, sees each device while it is open
+ * (NULL: it did not open).
  */
-int devcaps_query(const char *dev, struct devcaps *out, int max,
+int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d));
 
 #endif

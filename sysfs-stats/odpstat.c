@@ -32,8 +32,6 @@
 #include <infiniband/verbs.h>
 #endif
 
-#define MAX_DEVS 16
-
 static const struct {
 	const char *name;
 	size_t off;
@@ -128,16 +126,24 @@ static const char *backend_str(enum odpx_backend b)
 
 /* ---- device capabilities ---- */
 
-int devcaps_query(const char *dev, struct devcaps *out, int max,
+int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d))
 {
 	int n = 0;
+
+	if (out)
+		*out = NULL;
 #ifdef ODPX_HAVE_VERBS
 	int nd = 0;
 	struct ibv_device **list = ibv_get_device_list(&nd);
+	struct devcaps one, *all = NULL;
 
-	for (int i = 0; list && i < nd && n < max; i++) {
-		struct devcaps *d = &out[n];
+	if (out && list && nd > 0 && !(all = calloc((size_t)nd, sizeof(*all)))) {
+		ibv_free_device_list(list);
+		return -ENOMEM;
+	}
+	for (int i = 0; list && i < nd; i++) {
+		struct devcaps *d = all ? &all[n] : &one;
 		struct ibv_device_attr_ex ax;
 		struct ibv_context *c;
 		int r;
@@ -174,6 +180,8 @@ int devcaps_query(const char *dev, struct devcaps *out, int max,
 	}
 	if (list)
 		ibv_free_device_list(list);
+	if (out)
+		*out = all;
 #endif
 	return n;
 }
@@ -742,7 +750,7 @@ int odpstat_main(int argc, char **argv)
 	};
 	const char *sys = NULL, *dbg = NULL, *proc = NULL, *thr = NULL;
 	struct opts o = { .interval = 1, .count = -1, .netlink = true };
-	struct devcaps caps[MAX_DEVS];
+	struct devcaps *caps;
 	struct sample *a, *b;
 	struct thrash t;
 	bool interval_given = false;
@@ -814,7 +822,8 @@ int odpstat_main(int argc, char **argv)
 		if (stat(path, &sb) < 0)
 			return die("%d: no such process", (int)o.pid);
 	}
-	ncaps = devcaps_query(o.dev, caps, MAX_DEVS, NULL);
+	if ((ncaps = devcaps_query(o.dev, &caps, NULL)) < 0)
+		return die("out of memory");
 	if (o.dev) {
 		char path[PATH_MAX + 128];
 		struct stat sb;
@@ -824,8 +833,12 @@ int odpstat_main(int argc, char **argv)
 	}
 	a = calloc(1, sizeof(*a));
 	b = calloc(1, sizeof(*b));
-	if (!a || !b)
+	if (!a || !b) {
+		free(a);
+		free(b);
+		free(caps);
 		return die("out of memory");
+	}
 	thrash_init(&t, &o.cfg);
 	rows = screen_rows();
 	if (take_sample(&o, a, true) != 0) {
@@ -866,5 +879,6 @@ out:
 	free(b->seg);
 	free(a);
 	free(b);
+	free(caps);
 	return rc;
 }
