@@ -24,6 +24,9 @@
  *   statistics, no MR adds anything.  odpstat took the increase of the
  *   sums over the MRs: MR 8's deregistration made the sum drop, read as a
  *   reset, and the interval counted everything the others ever counted;
+ * - odpstat -p over replayed statistics of the MRs of two processes and a
+ *   kernel MR: that process's faults and invalidations only, by the MR
+ *   dump's PIDs (test_replay_pid);
  * - the same with netlink replies held back every other sample: rates of
  *   the odpx counters and of the MRs' are right (test_replay_timing).
  */
