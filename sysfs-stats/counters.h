@@ -70,6 +70,13 @@ void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const char *where,
 			   const char *name);
+/*
+ * ctr_find of @where (not NULL), trying index @hint of @s first: two
+ * samples list their counters mostly in the same order, so a caller
+ * walking one sample finds the other's at a steady offset.
+ */
+const struct ctr *ctr_find_near(const struct ctr_set *s, ptrdiff_t hint, enum ctr_source src,
+				const char *where, const char *name);
 /* sum of every counter of @src named @name (any where) */
 uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name, bool *found);
 

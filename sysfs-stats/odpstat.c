@@ -577,8 +577,12 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		fputc('}', f);
 	}
 	fputs("],\"counters\":[", f);
+	ptrdiff_t off = 0;	/* ctr_find_near */
 	for (size_t i = 0; i < b->c.n; i++) {
-		const struct ctr *c = &b->c.v[i], *p = ctr_find(&a->c, c->src, c->where, c->name);
+		const struct ctr *c = &b->c.v[i];
+		const struct ctr *p = ctr_find_near(&a->c, (ptrdiff_t)i + off, c->src, c->where, c->name);
+		if (p)
+			off = (p - a->c.v) - (ptrdiff_t)i;
 		fprintf(f, "%s{\"source\":\"%s\",\"where\":", i ? "," : "", ctr_source_name(c->src));
 		json_str(f, c->where);
 		fputs(",\"name\":", f);
