@@ -70,6 +70,13 @@ void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const char *where,
 			   const char *name);
+/*
+ * ctr_find of @where (not NULL), trying index @hint of @s first: two
+ * samples list their counters mostly in the same order, so a caller
+ * walking one sample finds the other's at a steady offset.
+ */
+const struct ctr *ctr_find_near(const struct ctr_set *s, ptrdiff_t hint, enum ctr_source src,
+				const char *where, const char *name);
 /* sum of every counter of @src named @name (any where) */
 uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name, bool *found);
 
@@ -166,9 +173,17 @@ struct nl_mr {
 
 struct nl_result {
 	struct ctr_set *ctrs;	/* port and per-MR counters go here */
+	/*
+	 * nl_collect: 0, or a process whose MRs' statistics alone are kept
+	 * (the statistics dump names no process: the MR dump before it does),
+	 * and none of a device whose MR dump was not read.
+	 */
+	pid_t pid;
+	uint32_t *own;		/* the MR numbers of @pid's MRs on the device parsed, sorted */
+	size_t nown, owncap;
 	struct nl_mr *mr;
 	size_t nmr, mrcap;
-	size_t nmr_stats;	/* MR entries with statistics parsed */
+	size_t nmr_stats;	/* MR entries with statistics (counters) parsed */
 	char devs[16][64];	/* from RDMA_NLDEV_CMD_GET */
 	uint32_t dev_index[16], dev_ports[16];
 	int ndev;
@@ -185,7 +200,7 @@ struct nl_result {
  * more, a dump ending in NLMSG_DONE or not).  Port statistics become
  * SRC_NL_PORT counters "<dev>/<port>", per-MR ODP statistics SRC_NL_MR
  * counters "<dev>/mr<mrn>" (nl_collect adds the gauge "mrs" of "<dev>",
- * the number of MRs listed, when a device's dump was read whole), MR dump
+ * the number of MRs with statistics, when a device's dump was read whole), MR dump
  * entries fill @res->mr.  Return the
  * number of messages parsed, or -EBADMSG (truncated, malformed, wrong
  * attribute types), -EPROTO (an unexpected message type), or the negative
@@ -200,7 +215,8 @@ void nl_result_free(struct nl_result *res);
  * <what>-<dev>.bin (odpstat --record, for fixtures and bug reports).
  * @replay, if not NULL, is such a directory read instead of the kernel
  * (odpstat --replay): a reply whose file is absent is a query that failed.
- * Return 0, -EPROTONOSUPPORT (no RDMA netlink here), or -errno.
+ * @res->pid, unless 0, keeps the per-MR statistics of that process's MRs
+ * only.  Return 0, -EPROTONOSUPPORT (no RDMA netlink here), or -errno.
  */
 int nl_collect(const char *dev, struct nl_result *res, const char *record, const char *replay);
 
@@ -323,11 +339,12 @@ struct devcaps {
 };
 struct ibv_context;
 /*
- * The caps of every RDMA device (@dev: that one only) into @out, at most
- * @max; returns how many.  @fn, unless NULL, sees each device while it is
- * open (NULL: it did not open).
+ * The caps of every RDMA device (@dev: that one only), into *@out unless
+ * @out is NULL: an array the caller frees (NULL with none).  Returns how
+ * many, or -ENOMEM.  @fn, unless NULL, sees each device while it is open
+ * (NULL: it did not open).
  */
-int devcaps_query(const char *dev, struct devcaps *out, int max,
+int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d));
 
 #endif

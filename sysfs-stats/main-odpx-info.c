@@ -358,9 +358,7 @@ static void devices(void)
 {
 	section("rdma_devices");
 #ifdef ODPX_HAVE_VERBS
-	struct devcaps caps[16];
-
-	if (!devcaps_query(NULL, caps, 16, device) && !json)
+	if (!devcaps_query(NULL, NULL, device) && !json)
 		printf("  none\n");
 #else
 	if (!json)

@@ -47,13 +47,43 @@
 void nl_result_free(struct nl_result *res)
 {
 	free(res->mr);
+	free(res->own);
 	res->mr = NULL;
-	res->nmr = res->mrcap = 0;
+	res->own = NULL;
+	res->nmr = res->mrcap = res->nown = res->owncap = 0;
 	res->nmr_stats = 0;
 	res->ndev = 0;
 }
 
 #ifdef ODPX_HAVE_MNL
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The MR numbers of @res->pid's MRs among res->mr[@first...] (one device's
+ * MR dump) into res->own, sorted: the per-MR statistics kept (mr_entry).
+ */
+static int own_mrs(struct nl_result *res, size_t first)
+{
+	int r;
+
+	res->nown = 0;
+	for (size_t i = first; i < res->nmr; i++) {
+		if (!res->mr[i].has_pid || res->mr[i].pid != (uint32_t)res->pid)
+			continue;
+		if ((r = ctr_grow(&res->own, &res->owncap, res->nown + 1, sizeof(*res->own))) < 0)
+			return r;
+		res->own[res->nown++] = res->mr[i].mrn;
+	}
+	if (res->nown > 1)
+		qsort(res->own, res->nown, sizeof(*res->own), cmp_u32);
+	return 0;
+}
 
 typedef const struct nlattr *nl_tb[NL_TB];
 
@@ -173,10 +203,17 @@ static int mr_entry(nl_tb tb, void *arg)
 	}
 	if (!tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS])
 		return 0;
-	t->res->nmr_stats++;
+	/* with a PID, the statistics of its MRs only (a statistics entry names no process) */
+	if (t->res->pid && (!t->res->nown ||
+			    !bsearch(&m.mrn, t->res->own, t->res->nown, sizeof(m.mrn), cmp_u32)))
+		return 0;
+	size_t n = t->res->ctrs ? t->res->ctrs->n : 0;
 	snprintf(where, sizeof(where), "%.40s/mr%u", t->dev, m.mrn);
-	return walk_table(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY,
-			  hwcounter, &(struct table){ .res = t->res, .src = SRC_NL_MR, .where = where });
+	r = walk_table(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY,
+		       hwcounter, &(struct table){ .res = t->res, .src = SRC_NL_MR, .where = where });
+	if (r == 0 && (!t->res->ctrs || t->res->ctrs->n > n))
+		t->res->nmr_stats++;	/* an entry without counters (rxe's) is no statistics */
+	return r;
 }
 
 static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
@@ -397,10 +434,19 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			nl_parse(c.buf, c.len, res);	/* no hw counters: -EINVAL, skipped */
 		}
 		snprintf(what, sizeof(what), "res-mr-%s", name);
+		size_t first = res->nmr;
+		bool listed = false;
 		if (fetch(&c, what, RDMA_NLDEV_CMD_RES_MR_GET, true, di, 0, 0) == 0) {
 			if ((r = nl_parse(c.buf, c.len, res)) < 0 && r != -EPERM && r != -EOPNOTSUPP)
 				goto out;
+			listed = r >= 0;
 		}
+		r = 0;
+		/* with a PID, statistics only where the MR dump says which MRs are its */
+		if (res->pid && !listed)
+			continue;
+		if (res->pid && (r = own_mrs(res, first)) < 0)
+			goto out;
 		/*
 		 * Read whole (older kernels: -EINVAL), the device's MRs are all
 		 * listed: one not listed in the previous sample was registered
@@ -432,43 +478,34 @@ int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char 
 		    unsigned *listed)
 {
 	struct ctr_set all;
-	struct nl_result res = { 0 };
-	unsigned mine = 0;
-	int r, with = 0;
+	struct nl_result res = { .pid = pid };
+	const struct ctr *g;
+	unsigned mine;
+	uint64_t with;
+	int r;
 
 	*listed = 0;
 	ctr_set_init(&all);
 	res.ctrs = &all;
 	if ((r = nl_collect(dev, &res, NULL, replay)) < 0)
 		goto out;
-	for (size_t i = 0; i < res.nmr; i++) {
-		const struct nl_mr *m = &res.mr[i];
-		char where[64];
-		bool counted = false;
-
-		if (strcmp(m->dev, dev) || !m->has_pid || m->pid != (uint32_t)pid)
-			continue;
-		mine++;
-		snprintf(where, sizeof(where), "%.40s/mr%u", dev, m->mrn);
-		for (size_t k = 0; k < all.n; k++) {
-			const struct ctr *c = &all.v[k];
-			if (c->src != SRC_NL_MR || strcmp(c->where, where))
-				continue;
-			if ((r = ctr_add(out, SRC_NL_MR, where, c->name, c->value, false)) < 0)
-				goto out;
-			counted = true;
-		}
-		with += counted;
-	}
+	mine = (unsigned)res.nown;	/* the one device's */
+	g = ctr_find(&all, SRC_NL_MR, dev, "mrs");
+	with = g ? g->value : 0;
 	/*
-	 * The statistics dump was read whole: an MR of ours not in the previous
-	 * sample is new (ctr_inc_each).  Not where our MRs carry none.
+	 * The statistics dump was read whole (the gauge "mrs"): an MR of ours
+	 * not in the previous sample is new (ctr_inc_each).  Not where our MRs
+	 * carry none: the source is absent.
 	 */
-	if ((with || !mine) && ctr_find(&all, SRC_NL_MR, dev, "mrs") &&
-	    (r = ctr_add(out, SRC_NL_MR, dev, "mrs", (uint64_t)with, true)) < 0)
-		goto out;
+	for (size_t i = 0; i < all.n; i++) {
+		const struct ctr *c = &all.v[i];
+		if (c->src != SRC_NL_MR || (c == g && !with && mine))
+			continue;
+		if ((r = ctr_add(out, SRC_NL_MR, c->where, c->name, c->value, c->gauge)) < 0)
+			goto out;
+	}
 	*listed = mine;
-	r = with;
+	r = (int)with;
 out:
 	ctr_set_free(&all);
 	nl_result_free(&res);

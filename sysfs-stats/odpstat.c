@@ -32,8 +32,6 @@
 #include <infiniband/verbs.h>
 #endif
 
-#define MAX_DEVS 16
-
 static const struct {
 	const char *name;
 	size_t off;
@@ -128,16 +126,24 @@ static const char *backend_str(enum odpx_backend b)
 
 /* ---- device capabilities ---- */
 
-int devcaps_query(const char *dev, struct devcaps *out, int max,
+int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d))
 {
 	int n = 0;
+
+	if (out)
+		*out = NULL;
 #ifdef ODPX_HAVE_VERBS
 	int nd = 0;
 	struct ibv_device **list = ibv_get_device_list(&nd);
+	struct devcaps one, *all = NULL;
 
-	for (int i = 0; list && i < nd && n < max; i++) {
-		struct devcaps *d = &out[n];
+	if (out && list && nd > 0 && !(all = calloc((size_t)nd, sizeof(*all)))) {
+		ibv_free_device_list(list);
+		return -ENOMEM;
+	}
+	for (int i = 0; list && i < nd; i++) {
+		struct devcaps *d = all ? &all[n] : &one;
 		struct ibv_device_attr_ex ax;
 		struct ibv_context *c;
 		int r;
@@ -174,6 +180,8 @@ int devcaps_query(const char *dev, struct devcaps *out, int max,
 	}
 	if (list)
 		ibv_free_device_list(list);
+	if (out)
+		*out = all;
 #endif
 	return n;
 }
@@ -254,6 +262,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	ctr_set_clear(&s->c);
 	nl_result_free(&s->nl);
 	s->nl.ctrs = &s->c;
+	s->nl.pid = o->pid;	/* the per-MR statistics of its MRs only */
 	s->t = ctr_now_s();
 	src_uverbs_read(&o->roots, o->dev, &s->c);
 	src_debugfs_read(&o->roots, &s->c);
@@ -458,34 +467,26 @@ static void json_rate(FILE *f, double v)
 }
 
 /*
- * The MRs of device @dev the MR dump listed, how many of them carry per-MR
- * ODP statistics (none of several: a driver without them, rxe, or no ODP MR
- * among them, mlx5 reports ODP MRs only), and those odpstat reports (mr_of).
+ * The MRs of device @dev that odpstat reports (mr_of) the MR dump listed,
+ * their bytes, and how many MRs carry per-MR ODP statistics (those of the
+ * process of -p only, nl_collect): none of several is a driver without
+ * them (rxe), or no ODP MR among them (mlx5 reports ODP MRs only).
  */
 struct mr_count {
-	unsigned listed, with, mine;
+	unsigned mine, with;
 	uint64_t mine_bytes;
 };
 
 static struct mr_count mrs_of(const struct opts *o, const struct sample *s, const char *dev)
 {
-	struct mr_count n = { 0 };
-	char where[80];
+	const struct ctr *g = ctr_find(&s->c, SRC_NL_MR, dev, "mrs");
+	struct mr_count n = { .with = g ? (unsigned)g->value : 0 };
 
 	for (size_t i = 0; i < s->nl.nmr; i++) {
-		if (strcmp(s->nl.mr[i].dev, dev))
-			continue;
-		n.listed++;
-		if (mr_of(o, &s->nl.mr[i])) {
+		if (!strcmp(s->nl.mr[i].dev, dev) && mr_of(o, &s->nl.mr[i])) {
 			n.mine++;
 			n.mine_bytes += s->nl.mr[i].mrlen;
 		}
-		snprintf(where, sizeof(where), "%.40s/mr%u", dev, s->nl.mr[i].mrn);
-		for (size_t k = 0; k < s->c.n; k++)
-			if (s->c.v[k].src == SRC_NL_MR && !strcmp(s->c.v[k].where, where)) {
-				n.with++;
-				break;
-			}
 	}
 	return n;
 }
@@ -557,8 +558,8 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		struct mr_count n = mrs_of(o, b, b->nl.devs[d]);
 		fprintf(f, "%s{\"dev\":", d ? "," : "");
 		json_str(f, b->nl.devs[d]);
-		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", n.listed, n.with,
-			n.with ? "present" : n.listed ? "absent" : "unknown");
+		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", n.mine, n.with,
+			n.with ? "present" : n.mine ? "absent" : "unknown");
 	}
 	fputs("],\"mrs\":[", f);
 	int nm = 0;
@@ -576,8 +577,12 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		fputc('}', f);
 	}
 	fputs("],\"counters\":[", f);
+	ptrdiff_t off = 0;	/* ctr_find_near */
 	for (size_t i = 0; i < b->c.n; i++) {
-		const struct ctr *c = &b->c.v[i], *p = ctr_find(&a->c, c->src, c->where, c->name);
+		const struct ctr *c = &b->c.v[i];
+		const struct ctr *p = ctr_find_near(&a->c, (ptrdiff_t)i + off, c->src, c->where, c->name);
+		if (p)
+			off = (p - a->c.v) - (ptrdiff_t)i;
 		fprintf(f, "%s{\"source\":\"%s\",\"where\":", i ? "," : "", ctr_source_name(c->src));
 		json_str(f, c->where);
 		fputs(",\"name\":", f);
@@ -618,9 +623,9 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.devs[d],
 			       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
 			if (n.with)
-				printf("%u of its %u MRs\n", n.with, n.listed);
-			else if (n.listed)
-				printf("absent (none of its %u MRs carries any)\n", n.listed);
+				printf("%u of these %u MRs\n", n.with, n.mine);
+			else if (n.mine)
+				printf("absent (none of these %u MRs carries any)\n", n.mine);
 			else
 				printf("unknown (no MR)\n");
 		}
@@ -749,7 +754,7 @@ int odpstat_main(int argc, char **argv)
 	};
 	const char *sys = NULL, *dbg = NULL, *proc = NULL, *thr = NULL;
 	struct opts o = { .interval = 1, .count = -1, .netlink = true };
-	struct devcaps caps[MAX_DEVS];
+	struct devcaps *caps;
 	struct sample *a, *b;
 	struct thrash t;
 	bool interval_given = false;
@@ -821,7 +826,8 @@ int odpstat_main(int argc, char **argv)
 		if (stat(path, &sb) < 0)
 			return die("%d: no such process", (int)o.pid);
 	}
-	ncaps = devcaps_query(o.dev, caps, MAX_DEVS, NULL);
+	if ((ncaps = devcaps_query(o.dev, &caps, NULL)) < 0)
+		return die("out of memory");
 	if (o.dev) {
 		char path[PATH_MAX + 128];
 		struct stat sb;
@@ -831,8 +837,12 @@ int odpstat_main(int argc, char **argv)
 	}
 	a = calloc(1, sizeof(*a));
 	b = calloc(1, sizeof(*b));
-	if (!a || !b)
+	if (!a || !b) {
+		free(a);
+		free(b);
+		free(caps);
 		return die("out of memory");
+	}
 	thrash_init(&t, &o.cfg);
 	rows = screen_rows();
 	if (take_sample(&o, a, true) != 0) {
@@ -873,5 +883,6 @@ out:
 	free(b->seg);
 	free(a);
 	free(b);
+	free(caps);
 	return rc;
 }

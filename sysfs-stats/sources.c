@@ -109,6 +109,16 @@ const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const c
 	return NULL;
 }
 
+const struct ctr *ctr_find_near(const struct ctr_set *s, ptrdiff_t hint, enum ctr_source src,
+				const char *where, const char *name)
+{
+	const struct ctr *c = hint >= 0 && (size_t)hint < s->n ? &s->v[hint] : NULL;
+
+	if (c && c->src == src && !strcmp(c->name, name) && !strcmp(c->where, where))
+		return c;
+	return ctr_find(s, src, where, name);
+}
+
 uint64_t ctr_sum(const struct ctr_set *s, enum ctr_source src, const char *name, bool *found)
 {
 	uint64_t sum = 0;
@@ -138,14 +148,16 @@ uint64_t ctr_inc_each(const struct ctr_set *prev, const struct ctr_set *cur, enu
 		      const char *name, bool *found)
 {
 	uint64_t sum = 0;
+	ptrdiff_t off = 0;	/* of the last counter found in @prev from its index in @cur */
 
 	for (size_t i = 0; i < cur->n; i++) {
 		const struct ctr *c = &cur->v[i], *p;
 		if (c->src != src || strcmp(c->name, name))
 			continue;
-		if ((p = ctr_find(prev, src, c->where, name)))
+		if ((p = ctr_find_near(prev, (ptrdiff_t)i + off, src, c->where, name))) {
+			off = (p - prev->v) - (ptrdiff_t)i;
 			sum = ctr_sat_add(sum, ctr_delta(p->value, c->value));
-		else if (mrs_listed(prev, src, c->where))
+		} else if (mrs_listed(prev, src, c->where))
 			sum = ctr_sat_add(sum, c->value);	/* registered since: counted from 0 */
 	}
 	if (found)

@@ -24,6 +24,9 @@
  *   statistics, no MR adds anything.  odpstat took the increase of the
  *   sums over the MRs: MR 8's deregistration made the sum drop, read as a
  *   reset, and the interval counted everything the others ever counted;
+ * - odpstat -p over replayed statistics of the MRs of two processes and a
+ *   kernel MR: that process's faults and invalidations only, by the MR
+ *   dump's PIDs (test_replay_pid);
  * - the same with netlink replies held back every other sample: rates of
  *   the odpx counters and of the MRs' are right (test_replay_timing).
  */
@@ -293,19 +296,50 @@ static void put_file(const char *path, const void *buf, size_t len)
 }
 
 /*
- * odpstat --replay over a directory of replies: the device list, and a
- * FIFO for the per-MR statistics, which the test writes at every sample.
+ * The MR dump of mlx5_0: MR @mrn[i] of process @pid[i] (0: none named, a
+ * kernel MR), 64 MiB each.
+ */
+static size_t build_res_mr(char *buf, unsigned n, const uint32_t *mrn, const pid_t *pid)
+{
+	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+	struct nlattr *tab, *ent;
+
+	h->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_RES_MR_GET);
+	h->nlmsg_flags = NLM_F_MULTI;
+	mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_DEV_INDEX, 3);
+	mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_DEV_NAME, "mlx5_0");
+	tab = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR);
+	for (unsigned i = 0; i < n; i++) {
+		ent = mnl_attr_nest_start(h, RDMA_NLDEV_ATTR_RES_MR_ENTRY);
+		mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_RES_MRN, mrn[i]);
+		mnl_attr_put_u64(h, RDMA_NLDEV_ATTR_RES_MRLEN, 64 << 20);
+		if (pid[i])
+			mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_RES_PID, (uint32_t)pid[i]);
+		mnl_attr_nest_end(h, ent);
+	}
+	mnl_attr_nest_end(h, tab);
+	return put_done(buf, h->nlmsg_len);
+}
+
+/*
+ * odpstat --replay over a directory of replies: the device list, the MR
+ * dump when the test gives one, and a FIFO for the per-MR statistics,
+ * which the test writes at every sample.
  */
 struct replay {
-	char dir[32], dev_get[PATH_MAX], fifo[PATH_MAX], sys[PATH_MAX];
+	char dir[32], dev_get[PATH_MAX], res_mr[PATH_MAX], fifo[PATH_MAX], sys[PATH_MAX];
 	pid_t pid;
 	FILE *out;
 	char *line;
 	size_t cap;
 };
 
-/* odpstat [-p @pid] --sysfs (empty) --replay DIR --json @interval @count */
-static void replay_start(struct replay *r, pid_t pid, const char *interval, unsigned count)
+/*
+ * odpstat [-p @pid] [--procfs @procfs] --sysfs (empty) --replay DIR --json
+ * @interval @count, with the MR dump @mr_dump of @len bytes (none: NULL)
+ */
+static void replay_start(struct replay *r, pid_t pid, const char *procfs, const void *mr_dump,
+			 size_t len, const char *interval, unsigned count)
 {
 	static char buf[4096];
 	char *odpstat = odpstat_path(), n[16], p[16];
@@ -317,6 +351,9 @@ static void replay_start(struct replay *r, pid_t pid, const char *interval, unsi
 	CHECK(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
 	snprintf(r->dev_get, sizeof(r->dev_get), "%s/dev-get.bin", r->dir);
 	put_file(r->dev_get, buf, build_dev_get(buf));
+	snprintf(r->res_mr, sizeof(r->res_mr), "%s/res-mr-mlx5_0.bin", r->dir);
+	if (mr_dump)
+		put_file(r->res_mr, mr_dump, len);
 	snprintf(r->fifo, sizeof(r->fifo), "%s/stat-mr-mlx5_0.bin", r->dir);
 	CHECK(mkfifo(r->fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
 	snprintf(r->sys, sizeof(r->sys), "%s/sys", r->dir);	/* no sysfs counters */
@@ -327,6 +364,10 @@ static void replay_start(struct replay *r, pid_t pid, const char *interval, unsi
 	if (pid) {
 		argv[a++] = "-p";
 		argv[a++] = p;
+	}
+	if (procfs) {
+		argv[a++] = "--procfs";
+		argv[a++] = procfs;
 	}
 	for (const char *const *x = (const char *const[]){ "--sysfs", r->sys, "--replay", r->dir,
 				   "--json", interval, n, NULL }; *x; x++)
@@ -383,6 +424,7 @@ static void replay_end(struct replay *r)
 	free(r->line);
 	unlink(r->fifo);
 	unlink(r->dev_get);
+	unlink(r->res_mr);	/* absent without an MR dump */
 	rmdir(r->sys);
 	rmdir(r->dir);
 }
@@ -436,7 +478,7 @@ static void test_replay_per_mr(void)
 	static char buf[16384];
 	struct replay r;
 
-	replay_start(&r, 0, "0.3", ns - 1);
+	replay_start(&r, 0, NULL, NULL, 0, "0.3", ns - 1);
 	for (unsigned k = 0; k < ns; k++) {
 		uint64_t v[3][5];
 		size_t len;
@@ -476,6 +518,57 @@ static void test_replay_per_mr(void)
 }
 
 /*
+ * odpstat -p counts the per-MR statistics of that process's MRs only.  The
+ * MR dump names process A (4242, whose /proc is tests/fixtures/procfs) for
+ * MRs 7 and 9, process B for MR 8 and no process for MR 10 (a kernel MR);
+ * all four fault in every interval, B's MR with as many invalidations,
+ * which alone would be THRASH.  odpstat -p 4242 must count A's 150 faults
+ * and 10 invalidations an interval, stay OK, and show no counter of MR 8
+ * or MR 10 in its JSON.
+ */
+static void test_replay_pid(void)
+{
+	static const uint32_t mrn[4] = { 7, 8, 9, 10 };
+	static const pid_t pid[4] = { 4242, 4343, 4242, 0 };
+	static const uint64_t faults[4] = { 100, 5000, 50, 700 }, inval[4] = { 10, 4000, 0, 0 };
+	static char buf[4096], dump[4096];
+	char procfs[PATH_MAX + 16];
+	const unsigned ns = 5;
+	struct replay r;
+
+	snprintf(procfs, sizeof(procfs), "%s/procfs", fx);
+	replay_start(&r, 4242, procfs, dump, build_res_mr(dump, 4, mrn, pid), "0.3", ns - 1);
+	for (unsigned k = 0; k < ns; k++) {
+		uint64_t v[4][5];
+
+		for (unsigned i = 0; i < 4; i++) {
+			uint64_t f = 1000 * (i + 1) + faults[i] * k, n = 100 * (i + 1) + inval[i] * k;
+			uint64_t row[5] = { f, f, n, n, 0 };
+			memcpy(v[i], row, sizeof(row));
+		}
+		replay_feed(&r, buf, build_stat_mr(buf, 4, mrn, (const uint64_t (*)[5])v, 0));
+		if (!k)
+			continue;
+		const char *line = replay_line(&r, k);
+		double dt = 100 / json_ctr_rate(line, "mlx5_0/mr7", "page_faults");
+		double f = json_num(line, "dev_fault_pages") * dt;
+		double n = json_num(line, "dev_inval_pages") * dt;
+		CHECK(fabs(f - 150) <= 0.5 && fabs(n - 10) <= 0.5,
+		      "interval %u: %.1f faulted and %.1f invalidated pages, want process 4242's 150"
+		      " and 10", k, f, n);
+		CHECK(strstr(line, "\"state\":\"OK\""), "interval %u: another process's faults"
+		      " make the state: %.120s", k, line);
+		CHECK(!strstr(line, "\"mlx5_0/mr8\"") && !strstr(line, "\"mlx5_0/mr10\""),
+		      "interval %u: counters of MRs not of process 4242 in: %.300s", k, line);
+		CHECK(strstr(line, "\"per_mr_stats\":[{\"dev\":\"mlx5_0\",\"mrs\":2,\"with_stats\":2,"),
+		      "interval %u: per_mr_stats not of process 4242's 2 MRs: %.300s", k,
+		      strstr(line, "\"per_mr_stats\""));
+	}
+	replay_end(&r);
+	printf("odpstat -p over replayed per-MR statistics of two processes: that process's only\n");
+}
+
+/*
  * Each source timed where it is read.  Two counters grow at known rates: the
  * hits of a forged segment of ours (a thread keeps them at HITS_RATE x the
  * time), and an MR's page_faults (FAULT_RATE x the time the reply is
@@ -508,7 +601,9 @@ static void test_replay_timing(void)
 {
 	static char buf[4096];
 	static const uint32_t mrn[1] = { 7 };
-	int seg = forge(getpid(), 950, 0), fd;
+	static char dump[4096];
+	const pid_t me = getpid();
+	int seg = forge(me, 950, 0), fd;
 	char *map = mmap(NULL, SEG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
 			 seg, 0);
 	struct replay r;
@@ -519,7 +614,7 @@ static void test_replay_timing(void)
 	CHECK(pthread_create(&thr, NULL, hits_writer,
 			     map + SEG_HDR_BYTES + offsetof(struct stat_shard, hits)) == 0,
 	      "thread");
-	replay_start(&r, getpid(), "0.8", 6);
+	replay_start(&r, me, NULL, dump, build_res_mr(dump, 1, mrn, &me), "0.8", 6);
 	for (unsigned k = 0; k <= 6; k++) {
 		struct timespec held = { 0, 400000000 };
 		uint64_t v[1][5] = { { 0 } };
@@ -555,6 +650,7 @@ int main(void)
 	test_recorded();
 	test_built();
 	test_replay_per_mr();
+	test_replay_pid();
 	test_replay_timing();
 	printf("recorded rxe replies and built mlx5 per-MR replies parse; malformed ones are rejected\n");
 	return 0;
