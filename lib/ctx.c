@@ -420,22 +420,6 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	return 0;
 }
 
-/* A closed context's memory if one is kept (ctx_closed), else new; zeroed. */
-static struct odpx_ctx *ctx_alloc(void)
-{
-	struct odpx_ctx *ctx;
-
-	pthread_mutex_lock(&ctx_list_lock);
-	if ((ctx = ctx_closed))
-		ctx_closed = ctx->list_next;
-	pthread_mutex_unlock(&ctx_list_lock);
-	if (!ctx)	/* its ALIGNED_LINE fields are cache lines */
-		ctx = aligned_alloc(64, sizeof(*ctx));
-	if (ctx)
-		memset(ctx, 0, sizeof(*ctx));
-	return ctx;
-}
-
 /*
  * The end of a context that is off ctx_list and whose engine, which reads
  * the magic, is stopped or never started: its memory goes to ctx_closed.
@@ -504,8 +488,15 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if ((r = open_attr(ops, attr, &a, &lim_source)) < 0)
 		return r;
 	pthread_once(&once, init_once);
-	if (!(ctx = ctx_alloc()))
+	pthread_mutex_lock(&ctx_list_lock);
+	if ((ctx = ctx_closed))
+		ctx_closed = ctx->list_next;
+	pthread_mutex_unlock(&ctx_list_lock);
+	if (!ctx)	/* its ALIGNED_LINE fields are cache lines */
+		ctx = aligned_alloc(64, sizeof(*ctx));
+	if (!ctx)
 		return -ENOMEM;
+	memset(ctx, 0, sizeof(*ctx));
 	ctx_setup(ctx, ops, &a, lim_source);
 	ctx->pq = aligned_alloc(64, sizeof(struct prefetch_cell) * PREFETCH_QLEN);
 	if (!ctx->pq) {
