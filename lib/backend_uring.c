@@ -78,15 +78,12 @@ static void uring_unpin(struct odpx_ctx *ctx, uint32_t idx)
 
 static void uring_close(struct odpx_ctx *ctx)
 {
-	struct uring_be *b = be(ctx);
+	struct uring_be *b = be(ctx);	/* set by every open that succeeded */
 
-	if (!b)
-		return;
 	if (b->ring.ring_fd >= 0)	/* else a child's: gone at the fork */
 		io_uring_queue_exit(&b->ring);	/* unpins whatever is left */
 	pthread_mutex_destroy(&b->xfer_lock);
 	free(b);
-	ctx->be_priv = NULL;
 }
 
 /*
@@ -96,12 +93,8 @@ static void uring_close(struct odpx_ctx *ctx)
  */
 static void uring_child_fds(struct odpx_ctx *ctx)
 {
-	struct uring_be *b = be(ctx);
-
-	if (b) {
-		io_uring_queue_exit(&b->ring);
-		b->ring.ring_fd = -1;
-	}
+	io_uring_queue_exit(&be(ctx)->ring);
+	be(ctx)->ring.ring_fd = -1;
 }
 
 int uring_backend_open(struct odpx_ctx *ctx)

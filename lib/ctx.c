@@ -327,8 +327,6 @@ int thrash_env(struct thrash_cfg *c)
 	char err[128];
 
 	thrash_cfg_default(&t);
-	if (c)
-		*c = t;
 	if (s && *s && thrash_cfg_parse(&t, s, err, sizeof(err)) < 0)
 		return odpx_fail(-EINVAL, "ODPX_THRASH=%s: %s", s, err);
 	if (c)
@@ -422,6 +420,59 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	return 0;
 }
 
+/*
+ * The end of a context that is off ctx_list and whose engine, which reads
+ * the magic, is stopped or never started: its memory goes to ctx_closed.
+ */
+static void ctx_free(struct odpx_ctx *ctx)
+{
+	stats_seg_close(ctx);
+	free(ctx->pq);
+	ctx->magic = 0;
+	pthread_mutex_lock(&ctx_list_lock);
+	ctx->list_next = ctx_closed;
+	ctx_closed = ctx;
+	pthread_mutex_unlock(&ctx_list_lock);
+}
+
+/* The fields that follow from the checked attributes @a. */
+static void ctx_setup(struct odpx_ctx *ctx, const struct backend_ops *ops,
+		      const struct odpx_attr *a, uint32_t lim_source)
+{
+	struct thrash_cfg tc;
+
+	ctx->fork_gen = atomic_load(&odpx_fork_gen);
+	ctx->magic = CTX_MAGIC;
+	ctx->be = ops;
+	ctx->mode = a->mode;
+	ctx->flags = a->flags;
+	ctx->lim = a->limits;
+	ctx->lim_source = lim_source;
+	ctx->idle_ms = a->idle_ms;
+	ctx->tick_ms = a->tick_ms;
+	thrash_env(&tc);	/* checked by open_attr() */
+	/* evicted ranges live as long as the detector needs to enter THRASH */
+	uint64_t age = (uint64_t)tc.window_ms * tc.enter_n;
+	ctx->evict_age_ms = age < (1U << 30) ? (uint32_t)age : 1U << 30;
+	ctx->linger_us = a->linger_us;
+	ctx->max_entries = slab_slots(a, ops);
+	ctx->hmod = ctx->max_entries;
+	while (ctx->hmod > 2 && !odpx_is_prime(ctx->hmod))
+		ctx->hmod--;
+	ctx->hmul = UINT64_MAX / ctx->hmod + 1;
+	ctx->cache_enabled = a->mode == ODPX_MODE_PIN;
+	ctx->check_prot = ctx->cache_enabled && !(a->flags & ODPX_OPEN_NO_PROT_CHECK) &&
+			  odpx_env("ODPX_CHECK_PROT", 1);
+	ctx->hits_inline = ctx->cache_enabled && !ctx->check_prot &&
+			   (!ops->reg || ops->reg_is_cache);
+	/* io_uring pins are always writable: access does not split its index */
+	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->eng_lock, NULL);
+	pthread_mutex_init(&ctx->reason_lock, NULL);
+	pthread_mutex_init(&ctx->prereg.lock, NULL);
+}
+
 int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *attr,
 		      struct odpx_ctx **out)
 {
@@ -436,7 +487,6 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	*out = NULL;
 	if ((r = open_attr(ops, attr, &a, &lim_source)) < 0)
 		return r;
-
 	pthread_once(&once, init_once);
 	pthread_mutex_lock(&ctx_list_lock);
 	if ((ctx = ctx_closed))
@@ -447,41 +497,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if (!ctx)
 		return -ENOMEM;
 	memset(ctx, 0, sizeof(*ctx));
-	ctx->fork_gen = atomic_load(&odpx_fork_gen);
-	ctx->magic = CTX_MAGIC;
-	ctx->be = ops;
-	ctx->mode = a.mode;
-	ctx->flags = a.flags;
-	ctx->lim = a.limits;
-	ctx->lim_source = lim_source;
-	ctx->idle_ms = a.idle_ms;
-	ctx->tick_ms = a.tick_ms;
-	{
-		struct thrash_cfg tc;
-
-		thrash_env(&tc);	/* checked above */
-		/* evicted ranges live as long as the detector needs to enter THRASH */
-		uint64_t age = (uint64_t)tc.window_ms * tc.enter_n;
-
-		ctx->evict_age_ms = age < (1U << 30) ? (uint32_t)age : 1U << 30;
-	}
-	ctx->linger_us = a.linger_us;
-	ctx->max_entries = slab_slots(&a, ops);
-	ctx->hmod = ctx->max_entries;
-	while (ctx->hmod > 2 && !odpx_is_prime(ctx->hmod))
-		ctx->hmod--;
-	ctx->hmul = UINT64_MAX / ctx->hmod + 1;
-	ctx->cache_enabled = a.mode == ODPX_MODE_PIN;
-	ctx->check_prot = ctx->cache_enabled && !(a.flags & ODPX_OPEN_NO_PROT_CHECK) &&
-			  odpx_env("ODPX_CHECK_PROT", 1);
-	ctx->hits_inline = ctx->cache_enabled && !ctx->check_prot &&
-			   (!ops->reg || ops->reg_is_cache);
-	/* io_uring pins are always writable: access does not split its index */
-	ctx->acc_mask = ops->id == ODPX_BACKEND_URING ? 0 : 0xf;
-	pthread_mutex_init(&ctx->lock, NULL);
-	pthread_mutex_init(&ctx->eng_lock, NULL);
-	pthread_mutex_init(&ctx->reason_lock, NULL);
-	pthread_mutex_init(&ctx->prereg.lock, NULL);
+	ctx_setup(ctx, ops, &a, lim_source);
 	ctx->pq = aligned_alloc(64, sizeof(struct prefetch_cell) * PREFETCH_QLEN);
 	if (!ctx->pq) {
 		r = -ENOMEM;
@@ -497,11 +513,11 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 		said = true;	/* with the setting to change */
 		goto out_cache;
 	}
-	if (a.mode == ODPX_MODE_DIRECT)
+	if (ctx->mode == ODPX_MODE_DIRECT)
 		ctx_reason_set(ctx, "direct forced (%s): register and deregister per request",
 			       attr && (attr->comp_mask & ODPX_ATTR_MODE) &&
 			       attr->mode != ODPX_MODE_AUTO ? "attributes" : "ODPX_MODE");
-	else if (a.flags & ODPX_OPEN_UNSAFE_NO_MONITOR)
+	else if (ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR)
 		ctx_reason_set(ctx, "pin WITHOUT invalidation (ODPX_OPEN_UNSAFE_NO_MONITOR, test only)");
 	else
 		ctx_reason_set(ctx, "%s backend has no on-demand paging:"
@@ -525,9 +541,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 out_cache:
 	cache_fini(ctx);
 out_free:
-	stats_seg_close(ctx);
-	free(ctx->pq);
-	free(ctx);
+	ctx_free(ctx);
 	return said ? r : odpx_fail(r, "odpx_open: %s", strerror(-r));
 }
 
@@ -580,13 +594,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	ctx->be->close(ctx);
 out_free:
 	pthread_mutex_destroy(&ctx->prereg.lock);	/* cache_fini() unpinned the regions */
-	stats_seg_close(ctx);
-	free(ctx->pq);
-	ctx->magic = 0;	/* its engine, which reads it, stopped */
-	pthread_mutex_lock(&ctx_list_lock);
-	ctx->list_next = ctx_closed;
-	ctx_closed = ctx;
-	pthread_mutex_unlock(&ctx_list_lock);
+	ctx_free(ctx);
 	return 0;
 }
 

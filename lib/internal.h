@@ -315,7 +315,7 @@ void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
  * is unset, empty or out of bounds (each open refuses a bad one by name).
  */
 uint64_t odpx_env(const char *name, uint64_t dflt);
-/* ODPX_THRASH into @c unless NULL (the defaults, unless set and good); -EINVAL naming the bad key */
+/* ODPX_THRASH over the defaults into @c unless NULL; -EINVAL naming the bad key, @c untouched */
 struct thrash_cfg;
 int thrash_env(struct thrash_cfg *c);
 extern _Atomic uint32_t odpx_fork_gen;

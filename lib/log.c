@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -87,22 +88,6 @@ void odpx_log_unknown_env(bool (*known)(const char *name, size_t len))
 	}
 }
 
-/* The Seccomp: line of /proc/self/status: 0 none, 1 strict, 2 filter; -1 unknown. */
-static long seccomp_mode(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[128];
-	long v = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Seccomp: %ld", &v) == 1)
-			break;
-	fclose(f);
-	return v;
-}
-
 void odpx_why_memlock(char *buf, size_t n)
 {
 	struct rlimit rl;
@@ -120,7 +105,7 @@ void odpx_why_memlock(char *buf, size_t n)
 void odpx_why_uring(int err, char *buf, size_t n)
 {
 	uint64_t dis = 0;
-	long sec = seccomp_mode();
+	long sec = prctl(PR_GET_SECCOMP);	/* 2: a filter; strict mode could not call */
 	bool have_dis = ctr_read_file("/proc/sys/kernel/io_uring_disabled", &dis) == 0;
 
 	if (err == -ENOMEM) {
@@ -146,7 +131,7 @@ void odpx_why_uring(int err, char *buf, size_t n)
 
 void odpx_why_uffd(int err, char *buf, size_t n)
 {
-	long sec = seccomp_mode();
+	long sec = prctl(PR_GET_SECCOMP);
 	uint64_t v;
 	long unpriv = ctr_read_file("/proc/sys/vm/unprivileged_userfaultfd", &v) ? -1 : (long)v;
 

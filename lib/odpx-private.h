@@ -56,14 +56,14 @@ bool odpx_is_prime(uint32_t n);
  *
  * odpx_priv_state: the slab of entries (a handle is a pointer to its slot:
  * @slab + slot * @entry_bytes: odpx_priv_slot_of()), the hash's modulus (a
- * prime, ctx.c), the LRU's clock (misses so far), the entries on their way
- * to the free list (evicted or dead, not yet unpinned) and the prefetch
- * hints queued for the engine and not yet taken.
+ * prime, ctx.c), the entries on their way to the free list (evicted or
+ * dead, not yet unpinned) and the prefetch hints queued for the engine and
+ * not yet taken.
  */
 struct odpx_priv_state {
 	const void *slab;
 	size_t entry_bytes;
-	uint32_t slots, hmod, clock, releasing;
+	uint32_t slots, hmod, releasing;
 	uint64_t prefetch_queued;
 };
 void odpx_priv_state(struct odpx_ctx *ctx, struct odpx_priv_state *st);

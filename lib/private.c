@@ -18,7 +18,6 @@ void odpx_priv_state(struct odpx_ctx *ctx, struct odpx_priv_state *st)
 	st->entry_bytes = sizeof(struct entry);
 	st->slots = ctx->max_entries;
 	st->hmod = ctx->hmod;
-	st->clock = LD(ctx->clock);
 	st->releasing = LD(ctx->releasing);
 	st->prefetch_queued = LD(ctx->pq_head) - LD(ctx->pq_tail);
 }

@@ -516,15 +516,19 @@ void unreserve(struct odpx_ctx *ctx, uint32_t idx)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Evict every unused entry (the backend said ENOMEM). */
-static void evict_all_unused(struct odpx_ctx *ctx)
+/* make_room() for no new entry, under ctx->lock taken here; returns how many went. */
+static unsigned evict(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
+		      const uint32_t *idle_before)
 {
 	uint32_t victims = NIL, dead;
+	uint64_t n;
 
 	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, 0, ctx->lim.max_pinned_bytes, 0, &victims, &dead, false, NULL);
+	make_room(ctx, max_entries, max_bytes, 0, &victims, &dead, false, idle_before);
+	victims_bytes(ctx, victims, &n);
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, victims);
+	return (unsigned)n;
 }
 
 /*
@@ -553,7 +557,7 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	}
 	if (r == -ENOMEM) {
 		STAT_INC(ctx, enomem_retries);
-		evict_all_unused(ctx);
+		evict(ctx, 0, ctx->lim.max_pinned_bytes, NULL);	/* every unused entry */
 		r = ctx->be->pin(ctx, idx, s, len, acc, &e->lkey, &e->rkey);
 	}
 	if (r < 0) {
@@ -664,13 +668,5 @@ void cache_trim(struct odpx_ctx *ctx)
  */
 unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
-	uint32_t victims = NIL, dead = NIL;
-	uint64_t n;
-
-	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, UINT64_MAX, UINT64_MAX, 0, &victims, &dead, false, &stamp);
-	victims_bytes(ctx, victims, &n);
-	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims);
-	return (unsigned)n;
+	return evict(ctx, UINT64_MAX, UINT64_MAX, &stamp);
 }
