@@ -184,9 +184,11 @@ struct nl_result {
 	struct nl_mr *mr;
 	size_t nmr, mrcap;
 	size_t nmr_stats;	/* MR entries with statistics (counters) parsed */
-	char devs[16][64];	/* from RDMA_NLDEV_CMD_GET */
-	uint32_t dev_index[16], dev_ports[16];
-	int ndev;
+	struct nl_dev {		/* from RDMA_NLDEV_CMD_GET, every device */
+		char name[64];
+		uint32_t index, ports;
+	} *dev;
+	size_t ndev, devcap;
 	/*
 	 * nl_collect: when the port and the per-MR statistics were read
 	 * (CLOCK_MONOTONIC seconds as each reply came in, averaged over the

@@ -48,11 +48,13 @@ void nl_result_free(struct nl_result *res)
 {
 	free(res->mr);
 	free(res->own);
+	free(res->dev);
 	res->mr = NULL;
 	res->own = NULL;
+	res->dev = NULL;
 	res->nmr = res->mrcap = res->nown = res->owncap = 0;
 	res->nmr_stats = 0;
-	res->ndev = 0;
+	res->ndev = res->devcap = 0;
 }
 
 #ifdef ODPX_HAVE_MNL
@@ -234,11 +236,13 @@ static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
 	if ((tb[RDMA_NLDEV_ATTR_RES_MR] || tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS] ||
 	     op == RDMA_NLDEV_CMD_GET) && (!t.dev[0] || !tb[RDMA_NLDEV_ATTR_DEV_INDEX]))
 		return -EBADMSG;	/* every such reply names its device */
-	if (op == RDMA_NLDEV_CMD_GET && res->ndev < 16) {
-		snprintf(res->devs[res->ndev], sizeof(res->devs[0]), "%s", t.dev);
-		res->dev_index[res->ndev] = t.dev_index;
-		res->dev_ports[res->ndev] = u32_or(tb, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
-		res->ndev++;
+	if (op == RDMA_NLDEV_CMD_GET) {
+		if ((r = ctr_grow(&res->dev, &res->devcap, res->ndev + 1, sizeof(*res->dev))) < 0)
+			return r;
+		struct nl_dev *d = &res->dev[res->ndev++];
+		snprintf(d->name, sizeof(d->name), "%s", t.dev);
+		d->index = t.dev_index;
+		d->ports = u32_or(tb, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
 	}
 	if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
 		if (!tb[RDMA_NLDEV_ATTR_PORT_INDEX])
@@ -418,14 +422,14 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 	if ((r = nl_parse(c.buf, c.len, res)) < 0)
 		goto out;
 	r = 0;
-	for (int i = 0; i < res->ndev; i++) {
-		const char *name = res->devs[i];
-		uint32_t di = res->dev_index[i];
+	for (size_t i = 0; i < res->ndev; i++) {
+		const char *name = res->dev[i].name;
+		uint32_t di = res->dev[i].index;
 
 		if (dev && strcmp(dev, name))
 			continue;
 		found++;
-		for (uint32_t p = 1; p <= res->dev_ports[i] && p < 256; p++) {
+		for (uint32_t p = 1; p <= res->dev[i].ports && p < 256; p++) {
 			snprintf(what, sizeof(what), "stat-port-%s-%u", name, p);
 			if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
 				continue;

@@ -554,10 +554,10 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 		fputs("}}", f);
 	}
 	fputs("],\"per_mr_stats\":[", f);
-	for (int d = 0; d < b->nl.ndev; d++) {
-		struct mr_count n = mrs_of(o, b, b->nl.devs[d]);
+	for (size_t d = 0; d < b->nl.ndev; d++) {
+		struct mr_count n = mrs_of(o, b, b->nl.dev[d].name);
 		fprintf(f, "%s{\"dev\":", d ? "," : "");
-		json_str(f, b->nl.devs[d]);
+		json_str(f, b->nl.dev[d].name);
 		fprintf(f, ",\"mrs\":%u,\"with_stats\":%u,\"source\":\"%s\"}", n.mine, n.with,
 			n.with ? "present" : n.mine ? "absent" : "unknown");
 	}
@@ -616,11 +616,11 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 		printf("# %s\n", line);
 	}
 	if (o->netlink) {
-		for (int d = 0; d < s->nl.ndev; d++) {
-			struct mr_count n = mrs_of(o, s, s->nl.devs[d]);
-			if (o->dev && strcmp(o->dev, s->nl.devs[d]))
+		for (size_t d = 0; d < s->nl.ndev; d++) {
+			struct mr_count n = mrs_of(o, s, s->nl.dev[d].name);
+			if (o->dev && strcmp(o->dev, s->nl.dev[d].name))
 				continue;
-			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.devs[d],
+			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.dev[d].name,
 			       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
 			if (n.with)
 				printf("%u of these %u MRs\n", n.with, n.mine);

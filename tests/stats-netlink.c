@@ -10,7 +10,8 @@
  *   per-MR statistics dump (rxe has no per-MR counters: entries, no values);
  * - built here with libmnl: a dump carrying the mlx5 per-MR ODP counters
  *   (page_faults, page_faults_handled, page_invalidations,
- *   page_invalidations_handled, page_prefetch) for two MRs;
+ *   page_invalidations_handled, page_prefetch) for two MRs, and a device
+ *   list of 40 devices, every one kept;
  * - rejected: every truncation of the recorded and built buffers that does
  *   not end on a message boundary, attributes running past their nest,
  *   wrong attribute sizes, an entry without its value, another netlink
@@ -21,9 +22,8 @@
  *   increases of each MR against its own earlier value.  An MR
  *   deregistered between two samples adds nothing, and one registered
  *   between them adds all it counted; after a sample without the device's
- *   statistics, no MR adds anything.  odpstat took the increase of the
- *   sums over the MRs: MR 8's deregistration made the sum drop, read as a
- *   reset, and the interval counted everything the others ever counted;
+ *   statistics, no MR adds anything (the increase of a sum over the MRs
+ *   would read MR 8's deregistration as a reset);
  * - odpstat -p over replayed statistics of the MRs of two processes and a
  *   kernel MR: that process's faults and invalidations only, by the MR
  *   dump's PIDs (test_replay_pid);
@@ -104,7 +104,7 @@ static void test_recorded(void)
 	ctr_set_init(&s);
 	n = load("dev-get.bin", buf, sizeof(buf));
 	CHECK_RC(parse(buf, n, &s, &r), 1);
-	CHECK(r.ndev == 1 && !strcmp(r.devs[0], "rxe0") && r.dev_ports[0] == 1, "dev list");
+	CHECK(r.ndev == 1 && !strcmp(r.dev[0].name, "rxe0") && r.dev[0].ports == 1, "dev list");
 	truncations("dev-get", buf, n);
 
 	n = load("stat-port-rxe0-1.bin", buf, sizeof(buf));
@@ -209,6 +209,37 @@ static size_t build_mlx5(char *buf, int variant)
 					  { UINT64_MAX - 1, 8001, 8002, 8003, 8004 } };
 
 	return build_stat_mr(buf, 2, mrn, v, variant);
+}
+
+/* A device list longer than any fixed table: every device is kept. */
+static void test_many_devices(void)
+{
+	static char buf[16384];
+	struct ctr_set s;
+	struct nl_result r = { 0 };
+	size_t len = 0;
+
+	ctr_set_init(&s);
+	for (unsigned i = 0; i < 40; i++) {
+		struct nlmsghdr *h = mnl_nlmsg_put_header(buf + len);
+		char name[16];
+
+		snprintf(name, sizeof(name), "mlx5_%u", i);
+		h->nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET);
+		h->nlmsg_flags = NLM_F_MULTI;
+		mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_DEV_INDEX, 100 + i);
+		mnl_attr_put_strz(h, RDMA_NLDEV_ATTR_DEV_NAME, name);
+		mnl_attr_put_u32(h, RDMA_NLDEV_ATTR_PORT_INDEX, 1 + i % 2);
+		len += h->nlmsg_len;
+	}
+	len = put_done(buf, len);
+	CHECK(parse(buf, len, &s, &r) >= 0, "a list of 40 devices");
+	CHECK(r.ndev == 40, "devices kept: %zu of 40", r.ndev);
+	CHECK(!strcmp(r.dev[39].name, "mlx5_39") && r.dev[39].index == 139 && r.dev[39].ports == 2,
+	      "the 40th device: %s, index %u, %u ports", r.dev[39].name, r.dev[39].index,
+	      r.dev[39].ports);
+	ctr_set_free(&s);
+	nl_result_free(&r);
 }
 
 static void test_built(void)
@@ -649,6 +680,7 @@ int main(void)
 	find_fixtures(fx, sizeof(fx), "netlink-rxe");
 	test_recorded();
 	test_built();
+	test_many_devices();
 	test_replay_per_mr();
 	test_replay_pid();
 	test_replay_timing();
