@@ -55,7 +55,6 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx->reason, sizeof(ctx->reason), fmt, ap);
 	va_end(ap);
-	atomic_fetch_add_explicit(&ctx->reason_gen, 1, RLX);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	stats_seg_reason(ctx);	/* odpstat reads it without waiting for a miss */
 }
@@ -80,8 +79,6 @@ void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why)
 		memcpy(ctx->reason, ctx->reason_open, sizeof(ctx->reason));
 		changed = true;
 	}
-	if (changed)
-		atomic_fetch_add_explicit(&ctx->reason_gen, 1, RLX);
 	pthread_mutex_unlock(&ctx->reason_lock);
 	if (changed)
 		stats_seg_reason(ctx);
@@ -95,16 +92,11 @@ uint64_t odpx_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Returns the generation copied: a publisher compares it with its own. */
-uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
+void ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
 {
-	uint32_t gen;
-
 	pthread_mutex_lock(&ctx->reason_lock);
 	snprintf(out, n, "%s", ctx->reason);
-	gen = LD(ctx->reason_gen);
 	pthread_mutex_unlock(&ctx->reason_lock);
-	return gen;
 }
 
 ODPX_EXPORT const char *odpx_last_reason(void)
@@ -522,7 +514,7 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	else
 		ctx_reason_set(ctx, "%s backend has no on-demand paging:"
 			       " pin-down cache invalidated by userfaultfd", ops->name);
-	stats_gauges_publish(ctx);	/* mode and reason, for odpstat */
+	stats_gauges_publish(ctx);	/* entries and pinned bytes, for odpstat */
 	if (ops->id != ODPX_BACKEND_VERBS)	/* the verbs open says its own */
 		odpx_log(LOG_INFO, "%s context opened, mode %s: %s", ops->name,
 			 odpx_mode_str(ctx->mode), ctx->reason);

@@ -291,10 +291,9 @@ struct odpx_ctx {
 	/*
 	 * The mode's reason.  A failed attach changes it after the open, so it
 	 * is written (ctx_reason_set) and read (odpx_mode_get, odpstat's
-	 * segment) under reason_lock; reason_gen counts the changes.
+	 * segment) under reason_lock.
 	 */
 	pthread_mutex_t reason_lock;
-	_Atomic uint32_t reason_gen;
 	char reason[192];
 	char reason_open[192];		/* the open's, while a failed attach has its own (reason_lock) */
 };
@@ -307,7 +306,7 @@ int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
 /* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-uint32_t ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
+void ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
 /*

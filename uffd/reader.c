@@ -326,7 +326,7 @@ void *reader_main(void *arg)
 	for (;;) {
 		struct pollfd p[3] = { { mon.uffd, POLLIN, 0 }, { mon.stopfd, POLLIN, 0 },
 				       { mon.kickfd, POLLIN, 0 } };
-		uint64_t now = monitor_ns();
+		uint64_t now = spin_until ? monitor_ns() : 0;	/* read only while spinning */
 
 		if (ppoll(p, 3, now < spin_until ? &zero : NULL, NULL) < 0)
 			continue;	/* no EINTR: signals are masked */
