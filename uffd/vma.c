@@ -186,9 +186,8 @@ void vma_close(void)
 	pthread_mutex_unlock(&fd_lock);
 }
 
+/* Before vma_close() in a child: another thread of the parent may have held the lock. */
 void vma_atfork_child(void)
 {
-	/* /proc/self of the parent: reopen in the child */
 	pthread_mutex_init(&fd_lock, NULL);
-	vma_close();
 }
