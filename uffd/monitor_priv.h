@@ -74,6 +74,10 @@ extern struct monitor mon;
 /* reader.c */
 void *reader_main(void *arg);
 
+/* vma.c: the query's descriptor closed with the monitor; its lock reset in a child */
+void vma_close(void);
+void vma_atfork_child(void);
+
 /* watch.c, under mon.lock */
 void watch_cut(uintptr_t start, uintptr_t end);
 unsigned monitor_budget_default(void);
