@@ -35,8 +35,7 @@ struct monitor {
 	pthread_mutex_t lock;
 	int uffd, stopfd, kickfd;	/* kickfd: reader.c, the kick of a burst */
 	enum uffd_mode mode;
-	pthread_t reader;
-	bool running;
+	pthread_t reader;	/* running while uffd >= 0 (life_lock) */
 	int init_err;		/* the kernel's refusal, for good */
 	char why[96];
 	struct monitor_sub *subs;

@@ -158,7 +158,6 @@ static int reader_start(void)
 	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = stack;
 	mon.reader_stack_len = len;
-	mon.running = true;
 	pthread_mutex_unlock(&mon.lock);
 	goto out_attr;
 out_stack:
@@ -194,7 +193,6 @@ static void release(void)
 	mon.w = NULL;
 	mon.nw = 0;
 	mon.reader_stack = NULL;
-	mon.running = false;
 	pthread_mutex_unlock(&mon.lock);
 	if (fd >= 0)
 		close(fd);	/* never under the invalidation lock */
@@ -210,8 +208,8 @@ static int start(const struct monitor_config *cfg)
 	struct watch *w;
 	int fd, r;
 
-	if (mon.running)
-		return 0;
+	if (mon.uffd >= 0)
+		return 0;	/* release() closes it unless everything started */
 	if (mon.init_err)
 		return mon.init_err;
 	if (!(w = calloc(budget + 1, sizeof(*w)))) {
@@ -295,7 +293,7 @@ void monitor_detach(struct monitor_sub *sub)
 		}
 	}
 	atomic_store_explicit(&sub->attached, false, memory_order_relaxed);
-	stop = --mon.users == 0 && mon.running;
+	stop = --mon.users == 0;
 	/*
 	 * Its live registrations, unpinned next with no decrement, still
 	 * count: over, never short, and counted again when the budget needs
@@ -315,13 +313,13 @@ out:
 
 void monitor_usage(struct monitor_usage *u)
 {
-	/* life_lock too: the start writes the mode, the stack and running under it alone */
+	/* life_lock too: a start or a stop under way is seen whole */
 	pthread_mutex_lock(&life_lock);
 	pthread_mutex_lock(&mon.lock);
 	*u = (struct monitor_usage){
 		.watched = mon.nw, .budget = mon.budget, .users = mon.users,
 		.registers = mon.regs, .events = mon.events, .removes = mon.nrm,
-		.running = mon.running, .mode = mode_name[mon.mode],
+		.running = mon.uffd >= 0, .mode = mode_name[mon.mode],
 		.reader_stack = mon.reader_stack, .reader_stack_len = mon.reader_stack_len,
 		.record_bytes = sizeof(struct watch),
 	};
