@@ -1,19 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * odpx.h - which memory registration covers this buffer?
- *
- * odpx answers that question for any buffer a process owns, with no memory
- * hooks: nothing intercepts malloc, free, mmap or munmap.  Where the device
- * pages on demand nothing is pinned; elsewhere a pin-down cache is kept
- * coherent by userfaultfd events.
+ * odpx.h - which memory registration covers this buffer?  With no memory
+ * hooks; on-demand paging first, else a pin-down cache kept coherent by
+ * userfaultfd events.
  *
  * Every function returns 0, a count, or a negative errno.  Handles are
- * opaque.  All functions are thread-safe unless stated otherwise.
- *
- * Manual: odpx(7) for the overview, the modes, the invalidation guarantee
- * and the environment variables; a page in section 3 for each function
- * below (odpx_open_uring(3), odpx_reg(3), ...); odpstat(1) and odpx-info(1)
- * for the tools.
+ * opaque.  All functions are thread-safe unless stated otherwise.  Manual:
+ * odpx(7), then a page in section 3 for each function below.
  */
 #ifndef ODPX_H
 #define ODPX_H
@@ -61,33 +54,12 @@ enum {
 	ODPX_ACCESS_RESERVED = 1 << 4,
 };
 
-/*
- * Limits of the pin cache.  A field left 0 takes its default.
- *   max_pinned_bytes  pinned bytes of the context, cached and direct:
- *                     RLIMIT_MEMLOCK when finite and the process lacks
- *                     CAP_IPC_LOCK, else 1/8 of physical memory.
- *   max_entries       registrations alive at once (cached + direct):
- *                     4096, at most 16384 on the uring backend (its slots).
- *                     Pin mode sizes the entry slab (64 bytes a slot) to
- *                     the next prime at or above it, where the backend
- *                     allows: a few slots more, never more live entries.
- *   max_unused_bytes  bytes of released entries kept as victims: 1/2 of
- *                     max_pinned_bytes.  Trimmed on each engine tick
- *                     (ODPX_ATTR_TICK), least recently released first;
- *                     between ticks it may be exceeded, never the two
- *                     limits above, which every miss enforces.
- *   max_entry_bytes   bytes of one entry; merging never grows an entry
- *                     beyond it: 1 GiB (the uring slot size).  In the
- *                     verbs pin and direct modes an entry is one MR: at
- *                     most the device's max_mr_size (the default is
- *                     lowered to it; a larger value fails the open with
- *                     -EINVAL).
- */
+/* Limits of the pin cache; a field left 0 takes its default (odpx_open_uring(3)). */
 struct odpx_limits {
-	uint64_t max_pinned_bytes;
-	uint64_t max_entries;
-	uint64_t max_unused_bytes;
-	uint64_t max_entry_bytes;
+	uint64_t max_pinned_bytes;	/* pinned bytes, cached and direct */
+	uint64_t max_entries;		/* registrations alive at once */
+	uint64_t max_unused_bytes;	/* released entries kept as victims */
+	uint64_t max_entry_bytes;	/* one entry; merging never grows one beyond it */
 };
 
 enum odpx_attr_mask {
@@ -120,57 +92,20 @@ enum odpx_transport {
 	ODPX_TRANSPORT_RESERVED = 1 << 4,
 };
 
+/* Open flags (odpx_open_uring(3), odpx_open_verbs(3)). */
 enum odpx_open_flags {
-	/*
-	 * Test-only: cache without invalidation (no userfaultfd monitor).
-	 * Reproduces the stale-registration hazard that odpx exists to
-	 * prevent; counted in stats and shown by odpstat.
-	 */
-	ODPX_OPEN_UNSAFE_NO_MONITOR = 1 << 0,
-	/*
-	 * Verbs, ODP modes: remote-access requests may be served by an MR that
-	 * reaches beyond the request, in pages and in rights: the implicit MR,
-	 * or an ODP MR per chunk, with every remote access the device's ODP
-	 * offers (remote read, write and, where supported, atomic) whatever
-	 * the request asked.  Without it, remote access covers exactly the
-	 * request's pages with exactly its rights.  Shown as global_rkey in
-	 * stats.
-	 */
-	ODPX_OPEN_GLOBAL_RKEY = 1 << 1,
-	/*
-	 * Pin mode: a request with remote access is pinned for itself (direct,
-	 * counted in direct_regs) and unpinned by its odpx_dereg(), so a peer's
-	 * rkey ends exactly there.  Without it such a registration stays cached
-	 * after its release, until evicted or invalidated.  The ODP modes
-	 * always deregister a remote-access range at its last release.
-	 */
-	ODPX_OPEN_REMOTE_UNCACHED = 1 << 2,
-	/*
-	 * Pin mode: a hit does not ask the kernel whether the pages still
-	 * allow the access asked (odpx_reg()): a hit costs no system call,
-	 * and an mprotect() that takes access away from cached pages must be
-	 * followed by odpx_invalidate() on them.  ODPX_CHECK_PROT=0 does the
-	 * same for every context of the process.
-	 */
-	ODPX_OPEN_NO_PROT_CHECK = 1 << 3,
+	ODPX_OPEN_UNSAFE_NO_MONITOR = 1 << 0,	/* tests: cache with no invalidation */
+	ODPX_OPEN_GLOBAL_RKEY = 1 << 1,		/* ODP: remote access beyond the request */
+	ODPX_OPEN_REMOTE_UNCACHED = 1 << 2,	/* pin: remote access ends at odpx_dereg() */
+	ODPX_OPEN_NO_PROT_CHECK = 1 << 3,	/* pin: a hit makes no system call */
 	ODPX_OPEN_RESERVED = 1 << 4,
 };
 
-/*
- * The thrash detector (odpstat(1) documents it): from counter increases over
- * a window it finds a working set that keeps being registered again.
- *   OK       idle, or hits: nothing to report
- *   WARMING  faults (misses) with no invalidations (evictions), or misses
- *            on memory unmapped or zapped lately (new memory): a working
- *            set is loading
- *   THRASH   pages invalidated (ranges evicted) and faulted (missed)
- *            again: the working set does not fit
- * Thresholds and the window: ODPX_THRASH="key=value,..." (odpstat(1)).
- */
+/* The thrash detector's states and thresholds (ODPX_THRASH): odpstat(1). */
 enum odpx_thrash_state {
-	ODPX_THRASH_OK = 0,
-	ODPX_THRASH_WARMING,
-	ODPX_THRASH_THRASH,
+	ODPX_THRASH_OK = 0,		/* idle, or hits */
+	ODPX_THRASH_WARMING,		/* a working set is loading */
+	ODPX_THRASH_THRASH,		/* the working set does not fit */
 	ODPX_THRASH_RESERVED,
 };
 
@@ -195,11 +130,7 @@ struct odpx_thrash_event {
 	double value;			/* of @metric over the last window */
 };
 
-/*
- * Called on the context's engine thread when the state changes (and so only
- * while the engine runs: pin mode with cached entries, or after a prefetch).
- * It must not call odpx_close() on @ctx nor block for long.
- */
+/* On the engine thread when the state changes; never odpx_close(@ctx) from it. */
 typedef void (*odpx_thrash_cb)(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev,
 			       void *arg);
 
@@ -212,28 +143,18 @@ struct odpx_attr {
 	odpx_thrash_cb thrash_cb;	/* ODPX_ATTR_THRASH_CB */
 	void *thrash_arg;
 	uint32_t transports;		/* ODPX_ATTR_TRANSPORTS: enum odpx_transport, default RC */
-	uint64_t chunk_bytes;		/* ODPX_ATTR_CHUNK: explicit-ODP chunk, a power of 2,
-					 * 2 MiB..2 GiB, at most max_mr_size; default 64 MiB */
-	uint32_t linger_us;		/* ODPX_ATTR_LINGER: how long the engine waits on a
-					 * timer after work before it sleeps on its doorbell,
-					 * 0 (never) to 1000000; default ODPX_ENGINE_LINGER_US
-					 * from the environment, else 100 */
-	uint32_t idle_ms;		/* ODPX_ATTR_IDLE: unused registrations (and ODP MRs
-					 * no registration holds) idle this long are released
-					 * by the engine; 0 never.  Default ODPX_IDLE_MS from
-					 * the environment, else 300000 */
+	uint64_t chunk_bytes;		/* ODPX_ATTR_CHUNK: explicit-ODP chunk, default 64 MiB */
+	uint32_t linger_us;		/* ODPX_ATTR_LINGER: engine's wait before it sleeps */
+	uint32_t idle_ms;		/* ODPX_ATTR_IDLE: idle release, 0 never */
 	const struct odpx_range *prereg;	/* ODPX_ATTR_PREREG: pre-registered at open, */
 	uint32_t nprereg;		/* as by odpx_prereg_add() each, at most 64 */
 };
 
 /**
- * odpx_open_uring - open a context on the io_uring backend
+ * odpx_open_uring - open a context on the io_uring backend (pin or direct mode)
  * @attr: may be NULL for defaults
  * @ctx: out
  *
- * The backend pins pages into a sparse io_uring fixed-buffer table (16384
- * slots of at most 1 GiB each); READ_FIXED/WRITE_FIXED through a slot move
- * bytes through the pinned pages exactly as a NIC's DMA would.
  * Return: 0, -EINVAL (bad attributes), -EOPNOTSUPP (mode impossible here),
  * -ENOMEM, or the errno of io_uring setup.
  */
@@ -241,17 +162,11 @@ int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx);
 
 /**
  * odpx_open_verbs - open a context on a protection domain (verbs backend)
- * @pd: the protection domain every registration is made on
+ * @pd: the protection domain every registration is made on, held until close
  * @attr: may be NULL for defaults
  * @ctx: out
  *
- * The mode comes from the device's ODP capabilities and the transports in
- * @attr, ODP first: implicit, explicit, pin; direct only when forced
- * (odpx_open_verbs(3) has the rules; odpx_mode_get() tells the choice).
- * The context holds MRs on @pd from open to close: ibv_dealloc_pd(@pd)
- * before odpx_close() fails with EBUSY.  Nothing closes a context at
- * exit().  Implicit mode: odpx_mr_addr() of the implicit MR is NULL and
- * odpx_mr_length() 0 (it covers everything).
+ * The mode: ODP first, from the device's caps and the transports in @attr.
  * Return: 0, -EINVAL (bad attributes, NULL @pd), -EOPNOTSUPP (forced mode
  * impossible, or built without libibverbs), -ENOMEM, or the -errno of a
  * verbs call.
@@ -260,17 +175,9 @@ int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		    struct odpx_ctx **ctx);
 
 /**
- * odpx_close - release every registration and stop the context's threads
+ * odpx_close - release every registration, held ones too, and stop the threads
  *
- * Registrations still held by the caller are released too; their handles
- * become invalid.  Prefetch hints not yet served are dropped: the engine
- * ends the pre-pin under way, if any, and pins nothing more.
- *
- * A closed context's memory stays odpx's: odpx_close() of it again, and
- * every call that takes it, fail with -EINVAL until a later open reuses it
- * (then the pointer is that new context's).  Undefined: a call on a context
- * concurrent with its close, and odpx_mr_lkey() and the other handle
- * accessors on a handle of a closed context.
+ * No call on @ctx may run concurrently with its close.
  * Return: 0 or -EINVAL (NULL or closed @ctx).
  */
 int odpx_close(struct odpx_ctx *ctx);
@@ -280,27 +187,17 @@ int odpx_close(struct odpx_ctx *ctx);
  * @access: ODPX_ACCESS_* bits
  * @mr: out, a reference released with odpx_dereg()
  *
- * A hit takes no lock.  A range invalidated while it is pinned, three
- * times in a row, is served direct (counted in direct_racing).  In pin
- * mode a hit asks the kernel whether the pages still allow @access
- * (mprotect() raises no userfaultfd event; odpx_reg(3), -EFAULT).
+ * A hit takes no lock.
  * Return: 0, or -EINVAL (bad length, wrap, unknown access bits), -EFAULT
- * (unmapped, PROT_NONE or unpinnable memory: read-only or shared file
- * mappings on the uring backend), -ENOMEM (limits reached with every entry
- * in use), -E2BIG (longer than max_entry_bytes).
+ * (unmapped, PROT_NONE or unpinnable memory), -ENOMEM (limits reached with
+ * every entry in use), -E2BIG (longer than max_entry_bytes).
  */
 int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 	     struct odpx_mr **mr);
 
 enum odpx_reg_flags {
-	/* a registration that exists and covers the whole range, or -EAGAIN */
-	ODPX_REG_TRY = 1 << 0,
-	/*
-	 * one that exists and covers the lowest-addressed page of the range
-	 * that any registration covers (its bounds: odpx_mr_addr(),
-	 * odpx_mr_length()), or -EAGAIN; implies ODPX_REG_TRY
-	 */
-	ODPX_REG_PARTIAL = 1 << 1,
+	ODPX_REG_TRY = 1 << 0,		/* one that covers the whole range */
+	ODPX_REG_PARTIAL = 1 << 1,	/* one that covers the first page any covers */
 	ODPX_REG_RESERVED = 1 << 2,
 };
 
@@ -308,13 +205,10 @@ enum odpx_reg_flags {
  * odpx_reg_ex - odpx_reg() with flags: lookups that never block
  * @flags: 0 (odpx_reg()), or ODPX_REG_TRY or ODPX_REG_PARTIAL
  *
- * With either flag the call never pins, registers, waits for another
- * thread's miss or takes a lock that a miss may hold for long: it answers
- * from the registrations that exist.  Nothing registers for a call that
- * got -EAGAIN: spinning on it is no way to wait (odpx_reg_ex(3)).  In pin
- * mode a hit over pages that no longer allow @access is -EAGAIN too.
- * Return: 0, -EAGAIN (none serves it now, counted in try_again), or the
- * errors of odpx_reg(); -EINVAL for unknown flag bits.
+ * With either flag the call never pins, registers, waits for a miss or
+ * takes a lock a miss may hold for long.
+ * Return: 0, -EAGAIN (none serves it now; nothing is registered for it), or
+ * the errors of odpx_reg(); -EINVAL for unknown flag bits.
  */
 int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 		uint32_t flags, struct odpx_mr **mr);
@@ -323,10 +217,7 @@ int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
  * odpx_prereg_add - register [@addr, @addr + @len) for the context's life
  * @access: ODPX_ACCESS_* bits of the registration
  *
- * The registration is made now and held by the context: never evicted nor
- * released as idle, not unused bytes, and it may be longer than
- * max_entry_bytes.  Invalidated like any registration, it is made again by
- * the next request inside it (odpx_prereg_add(3)).
+ * Never evicted nor released as idle; made again after an invalidation.
  * Return: 0, -EEXIST (the same range and access is pre-registered),
  * -ENOSPC (64 regions), -EOPNOTSUPP (direct mode, or memory that cannot
  * be cached: a shared file mapping, a range the monitor cannot watch), or
@@ -335,10 +226,8 @@ int odpx_reg_ex(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access,
 int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access);
 
 /**
- * odpx_prereg_release - let go of a region of odpx_prereg_add()
+ * odpx_prereg_release - make a region of odpx_prereg_add() an ordinary registration
  *
- * Its registration becomes an ordinary one: released when unused, as
- * the limits and idle reaping decide.  odpx_close() releases them all.
  * Return: 0, -ENOENT (no such region), -EINVAL.
  */
 int odpx_prereg_release(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access);
@@ -365,15 +254,11 @@ enum odpx_xfer_dir {
 };
 
 /**
- * odpx_transfer - move bytes between @fd and a registration's pinned pages
+ * odpx_transfer - move bytes between @fd and the pages @mr pinned (uring backend)
+ * @offset: the position in @fd, or -1 for its current position, advanced
  *
- * The "DMA" of the uring backend: the bytes go through the pages pinned at
- * registration time, whatever the address now maps.  [@addr, @addr + @len)
- * must lie inside @mr.  @offset is the position in @fd, or -1 for the
- * file's current position, which the call advances.  Transfers of one
- * context run one at a time.  A signal, or a stop and continue, cancels the
- * request, and the call returns once nothing more moves through the pages
- * (SA_RESTART does not restart it; odpx_transfer(3)).
+ * [@addr, @addr + @len) must lie inside @mr.  One transfer of a context at a
+ * time.  A signal cancels the request; the call returns once nothing moves.
  * Return: bytes moved (those moved before an error or a signal, if any),
  * -EINTR when a signal, or a stop and continue, came before any, -EINVAL
  * (bad arguments, an offset below -1), or the -errno of the read or write.
@@ -385,37 +270,24 @@ ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int fd,
 enum odpx_prefetch_flags {
 	ODPX_PREFETCH_WRITE = 1 << 0,	/* the device will write */
 	ODPX_PREFETCH_NO_FAULT = 1 << 1,	/* map only what is resident */
-	/*
-	 * Serve the hint on the caller's thread and return when it is done:
-	 * ibv_advise_mr with IBV_ADVISE_MR_FLAG_FLUSH in the ODP modes (pages
-	 * resident), a pre-pin in pin mode.  This one may block.
-	 */
-	ODPX_PREFETCH_SYNC = 1 << 2,
+	ODPX_PREFETCH_SYNC = 1 << 2,	/* served on the caller's thread: may block */
 	ODPX_PREFETCH_RESERVED = 1 << 3,
 };
 
 /**
  * odpx_prefetch - hint that [@addr, @addr + @len) will be registered soon
  *
- * Queued without a system call (the engine is woken only when it sleeps);
- * never blocks, unless ODPX_PREFETCH_SYNC.  The engine serves hints with
- * ibv_advise_mr (ODP modes) or pins them into the cache (pin mode);
- * direct mode counts and ignores them (odpx_prefetch(3)).
- * Return: 0 queued (or done), -EAGAIN dropped (counted in prefetch_dropped:
- * the queue is full, or the engine thread could not start, which
- * odpx_last_reason() tells and a hint a second later tries again), -EINVAL,
- * or the error of a synchronous prefetch.
+ * Never blocks, unless ODPX_PREFETCH_SYNC.
+ * Return: 0 queued (or done), -EAGAIN dropped (the queue is full, or the
+ * engine could not start), -EINVAL, or the error of a synchronous prefetch.
  */
 int odpx_prefetch(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t flags);
 
 /**
  * odpx_invalidate - the pages of [@addr, @addr + @len) changed unseen
  *
- * For the one change of private memory the kernel reports to no one,
- * madvise(MADV_GUARD_INSTALL) (odpx_invalidate(3)).  It acts as a REMOVE
- * event read by the monitor would, on every pin-mode context of the process
- * (not those opened ODPX_OPEN_UNSAFE_NO_MONITOR); held registrations stay
- * valid until released.
+ * As a REMOVE event would, on every pin-mode context of the process; for
+ * madvise(MADV_GUARD_INSTALL), which raises none.
  * Return: the number of cached entries it invalidated (0 in the modes that
  * cache nothing), or -EINVAL.
  */
@@ -442,14 +314,11 @@ struct odpx_stats {
 	uint64_t direct_unwatchable;	/* uffd EINVAL/EBUSY; no descriptor to look up the VMA */
 	uint64_t direct_budget;		/* VMA budget, or vm.max_map_count, exhausted */
 	uint64_t direct_no_monitor;	/* no userfaultfd at all */
-	uint64_t direct_racing;		/* raced invalidations: a DONTNEED not yet
-					   zapped, or one at each miss retry */
+	uint64_t direct_racing;		/* a DONTNEED not yet zapped, or one each retry */
 	/* prefetch */
 	uint64_t prefetch_queued, prefetch_merged;
-	uint64_t prefetch_dropped;	/* refused (full queue, no engine), or taken by an
-					   engine that odpx_close() stopped */
-	uint64_t prefetch_issued, prefetch_failed;	/* failed: also a pre-pin served direct
-							   (pin mode: nothing was cached) */
+	uint64_t prefetch_dropped;	/* refused, or left by an engine odpx_close() stopped */
+	uint64_t prefetch_issued, prefetch_failed;	/* failed: also a pre-pin served direct */
 	/* engine */
 	uint64_t engine_wakeups, engine_ticks;
 	uint64_t unsafe_no_monitor;	/* 1 when opened ODPX_OPEN_UNSAFE_NO_MONITOR */
@@ -464,25 +333,16 @@ struct odpx_stats {
 	uint64_t global_rkey;		/* 1: remote access may exceed the request (GLOBAL_RKEY) */
 	uint64_t odp_mrs;		/* ODP MRs registered: chunks and ranges */
 	uint64_t odp_fallbacks;		/* chunk registration failed: range MR instead */
-	/* pin cache, for the thrash detector */
+	/* appended in this order: the struct only grows (odpx_stats_read(3)) */
 	uint64_t evict_remiss;		/* misses at the start of a recently evicted range */
 	uint64_t inval_api;		/* odpx_invalidate calls that reached this context */
-	uint64_t engine_lingers;	/* lingers that ended by their timeout: wake-ups that
-					   are neither a doorbell nor a tick (engine.c) */
-	/* direct-mode fallback, appended */
-	uint64_t direct_no_engine;	/* the engine thread could not start (a descriptor,
-					   memory or thread limit); retried once a second */
-	/* appended */
+	uint64_t engine_lingers;	/* lingers that ended by their timeout */
+	uint64_t direct_no_engine;	/* the engine could not start; retried each second */
 	uint64_t try_again;		/* odpx_reg_ex() TRY or PARTIAL that returned -EAGAIN */
 	uint64_t idle_released;		/* unused registrations and ODP MRs released as idle */
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
-	/* pin cache, for the thrash detector, appended */
-	uint64_t repin_fresh;		/* misses at the start of a recently evicted range
-					   whose memory was unmapped or zapped since: new
-					   memory, not in evict_remiss */
-	/* LD_PRELOAD drop-in, appended */
-	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so left to
-					   libibverbs (memory windows, dma-buf, zero-based...) */
+	uint64_t repin_fresh;		/* like evict_remiss, but the memory went since: new */
+	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so passed on */
 };
 
 /**
@@ -494,9 +354,7 @@ int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *st, size_t size);
 
 /**
  * odpx_mode_get - the mode in force and why it was chosen
- * @reason: out, may be NULL; a copy owned by the calling thread, valid
- *	until its next odpx_mode_get() (the reason may change while the
- *	context lives: a failed monitor start serves direct and says why)
+ * @reason: out, may be NULL; the calling thread's copy, valid until its next call
  */
 int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode,
 		  const char **reason);
@@ -507,8 +365,7 @@ const char *odpx_mode_str(enum odpx_mode mode);
 enum odpx_limit_source {
 	ODPX_LIMIT_ATTR = 1,		/* the open attributes */
 	ODPX_LIMIT_MEMLOCK,		/* RLIMIT_MEMLOCK */
-	ODPX_LIMIT_RAM,			/* 1/8 of physical memory (no finite RLIMIT_MEMLOCK,
-					 * or CAP_IPC_LOCK) */
+	ODPX_LIMIT_RAM,			/* 1/8 of physical memory */
 	ODPX_LIMIT_RESERVED,
 };
 
@@ -545,10 +402,7 @@ struct odpx_caps {
 
 /**
  * odpx_query - the context's limits, their use, and the resources behind
- * @caps: comp_mask set to the parts wanted (enum odpx_query_mask); on
- *	return it holds those filled: DEVICE only on the verbs backend,
- *	WATCH only in pin mode once the monitor watches, URING only on the
- *	uring backend.  Other fields are left as they were.
+ * @caps: comp_mask in: the parts wanted (enum odpx_query_mask); out: those filled
  * Return: 0, -EINVAL (NULL, unknown bits).
  */
 int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps);

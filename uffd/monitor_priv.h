@@ -35,8 +35,7 @@ struct monitor {
 	pthread_mutex_t lock;
 	int uffd, stopfd, kickfd;	/* kickfd: reader.c, the kick of a burst */
 	enum uffd_mode mode;
-	pthread_t reader;
-	bool running;
+	pthread_t reader;	/* running while uffd >= 0 (life_lock) */
 	int init_err;		/* the kernel's refusal, for good */
 	char why[96];
 	struct monitor_sub *subs;
@@ -73,6 +72,10 @@ extern struct monitor mon;
 
 /* reader.c */
 void *reader_main(void *arg);
+
+/* vma.c: the query's descriptor closed with the monitor; its lock reset in a child */
+void vma_close(void);
+void vma_atfork_child(void);
 
 /* watch.c, under mon.lock */
 void watch_cut(uintptr_t start, uintptr_t end);

@@ -27,34 +27,18 @@
 #include "monitor_priv.h"
 
 #ifndef UFFD_FEATURE_WP_ASYNC
-#define UFFD_FEATURE_WP_ASYNC (1 << 15)
-#endif
-#ifndef UFFD_USER_MODE_ONLY
-#define UFFD_USER_MODE_ONLY 1
-#endif
-#ifndef USERFAULTFD_IOC_NEW
-#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)	/* Linux 6.7; Debian 12's headers are 6.1 */
 #endif
 
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *uffd_mode_str(enum uffd_mode m)
-{
-	switch (m) {
-	case UFFD_MODE_WP_ASYNC: return "wp-async";
-	case UFFD_MODE_WP: return "wp";
-	case UFFD_MODE_MISSING: return "missing";
-	default: return "none";
-	}
-}
+static const char *const mode_name[] = { "none", "wp-async", "wp", "missing" };
 
-/* A new userfaultfd: the syscall in user-mode-only form, else /dev/userfaultfd. */
+/* A new userfaultfd: the syscall in user-mode-only form (Linux 5.11), else /dev/userfaultfd. */
 static int uffd_new(void)
 {
 	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 
-	if (fd < 0 && errno == EINVAL)	/* kernel before 5.11 */
-		fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (fd >= 0)
 		return fd;
 	int err = errno;
@@ -71,17 +55,13 @@ static int uffd_new(void)
 
 static enum uffd_mode pick_mode(const char *force, uint64_t have)
 {
-	if (force && !strcmp(force, "wp-async"))
-		return UFFD_MODE_WP_ASYNC;
-	if (force && !strcmp(force, "wp"))
-		return UFFD_MODE_WP;
-	if (force && !strcmp(force, "missing"))
+	for (enum uffd_mode m = UFFD_MODE_WP_ASYNC; force && m <= UFFD_MODE_MISSING; m++) {
+		if (!strcmp(force, mode_name[m]))
+			return m;
+	}
+	if (!(have & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
 		return UFFD_MODE_MISSING;
-	if ((have & UFFD_FEATURE_WP_ASYNC) && (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP))
-		return UFFD_MODE_WP_ASYNC;
-	if (have & UFFD_FEATURE_PAGEFAULT_FLAG_WP)
-		return UFFD_MODE_WP;
-	return UFFD_MODE_MISSING;
+	return (have & UFFD_FEATURE_WP_ASYNC) ? UFFD_MODE_WP_ASYNC : UFFD_MODE_WP;
 }
 
 /* A new uffd, UFFDIO_API done with @api (the mode named in mon.why if it fails) */
@@ -124,7 +104,7 @@ static int uffd_open(const char *force, enum uffd_mode *mode)
 		api.features |= UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_PAGEFAULT_FLAG_WP;
 	else if (want == UFFD_MODE_WP)
 		api.features |= UFFD_FEATURE_PAGEFAULT_FLAG_WP;
-	if ((fd = uffd_api(&api, uffd_mode_str(want))) >= 0)
+	if ((fd = uffd_api(&api, mode_name[want])) >= 0)
 		*mode = want;
 	return fd;
 }
@@ -178,7 +158,6 @@ static int reader_start(void)
 	pthread_mutex_lock(&mon.lock);
 	mon.reader_stack = stack;
 	mon.reader_stack_len = len;
-	mon.running = true;
 	pthread_mutex_unlock(&mon.lock);
 	goto out_attr;
 out_stack:
@@ -193,35 +172,44 @@ out:
 
 /*
  * No reader and no subscriber: close the uffd (unregistering every range)
- * and free the table, so that a process whose monitor failed or stopped
- * holds nothing of it; the next attach opens them anew.  life_lock held.
+ * and the reader's descriptors, unmap its stack and free the table, so that
+ * a process whose monitor failed or stopped holds nothing of it; the next
+ * attach opens them anew.  life_lock held.
  */
-static void release_uffd(void)
+static void release(void)
 {
-	struct watch *w;
-	int fd;
+	struct watch *w = mon.w;
+	int fd = mon.uffd;
 
+	if (mon.stopfd >= 0)
+		close(mon.stopfd);
+	if (mon.kickfd >= 0)
+		close(mon.kickfd);
+	if (mon.reader_stack)	/* watched by nobody: between two PROT_NONE pages */
+		munmap(mon.reader_stack, mon.reader_stack_len);
+	vma_close();
 	pthread_mutex_lock(&mon.lock);
-	fd = mon.uffd;
-	mon.uffd = -1;
-	w = mon.w;
+	mon.uffd = mon.stopfd = mon.kickfd = -1;
 	mon.w = NULL;
 	mon.nw = 0;
+	mon.reader_stack = NULL;
 	pthread_mutex_unlock(&mon.lock);
-	close(fd);	/* never under the invalidation lock */
+	if (fd >= 0)
+		close(fd);	/* never under the invalidation lock */
 	free(w);
 }
 
-/* The uffd and the watch table, once (life_lock): 0 or -errno. */
-static int open_once(const struct monitor_config *cfg)
+/* The uffd, the watch table and the reader, once (life_lock): 0 or -errno. */
+static int start(const struct monitor_config *cfg)
 {
 	unsigned budget = cfg->watch_max ? cfg->watch_max : monitor_budget_default();
 	enum uffd_mode mode = UFFD_MODE_NONE;
+	const char *what;
 	struct watch *w;
-	int fd;
+	int fd, r;
 
 	if (mon.uffd >= 0)
-		return 0;
+		return 0;	/* release() closes it unless everything started */
 	if (mon.init_err)
 		return mon.init_err;
 	if (!(w = calloc(budget + 1, sizeof(*w)))) {
@@ -244,7 +232,22 @@ static int open_once(const struct monitor_config *cfg)
 	mon.spin_ns = cfg->spin_ns;
 	mon.widen_max = cfg->widen_bytes;
 	pthread_mutex_unlock(&mon.lock);
-	return 0;
+	what = "the reader's eventfd";
+	if ((mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		goto out_errno;
+	what = "the reader's timerfd";
+	if ((mon.kickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0)
+		goto out_errno;
+	what = "the reader thread";
+	if ((r = reader_start()) == 0)
+		return 0;
+	goto out;
+out_errno:
+	r = -errno;
+out:
+	snprintf(mon.why, sizeof(mon.why), "%s: %s", what, strerror(-r));
+	release();
+	return r;
 }
 
 int monitor_attach(struct monitor_sub *sub, const struct monitor_config *cfg, char *why,
@@ -255,31 +258,8 @@ int monitor_attach(struct monitor_sub *sub, const struct monitor_config *cfg, ch
 	pthread_mutex_lock(&life_lock);
 	if (atomic_load_explicit(&sub->attached, memory_order_relaxed))
 		goto out;	/* another thread of this subscriber got here first */
-	if ((r = open_once(cfg)) < 0)
+	if ((r = start(cfg)) < 0)
 		goto out;
-	if (!mon.running) {
-		const char *what = "the reader's eventfd";
-
-		if (mon.stopfd < 0 && (mon.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-			r = -errno;
-		} else if (mon.kickfd < 0 &&
-			   (mon.kickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0) {
-			r = -errno;
-			what = "the reader's timerfd";
-		} else if ((r = reader_start()) < 0) {
-			what = "the reader thread";
-		}
-		if (r < 0) {
-			if (mon.stopfd >= 0)
-				close(mon.stopfd);
-			if (mon.kickfd >= 0)
-				close(mon.kickfd);
-			mon.stopfd = mon.kickfd = -1;
-			snprintf(mon.why, sizeof(mon.why), "%s: %s", what, strerror(-r));
-			release_uffd();
-			goto out;
-		}
-	}
 	pthread_mutex_lock(&mon.lock);
 	sub->next = mon.subs;
 	mon.subs = sub;
@@ -294,9 +274,8 @@ out:
 }
 
 /*
- * The last subscriber gone: stop the reader and close the uffd (which
- * unregisters every range).  Called with the subscriber's registrations
- * dead or about to be unpinned.
+ * The last subscriber gone: stop the reader and release the rest.  Called
+ * with the subscriber's registrations dead or about to be unpinned.
  */
 void monitor_detach(struct monitor_sub *sub)
 {
@@ -314,7 +293,7 @@ void monitor_detach(struct monitor_sub *sub)
 		}
 	}
 	atomic_store_explicit(&sub->attached, false, memory_order_relaxed);
-	stop = --mon.users == 0 && mon.running;
+	stop = --mon.users == 0;
 	/*
 	 * Its live registrations, unpinned next with no decrement, still
 	 * count: over, never short, and counted again when the budget needs
@@ -327,30 +306,20 @@ void monitor_detach(struct monitor_sub *sub)
 		goto out;
 	if (write(mon.stopfd, &one, sizeof(one)) == sizeof(one))
 		pthread_join(mon.reader, NULL);
-	/* no reader, no subscriber: close (unregistering every range), then forget */
-	close(mon.stopfd);
-	close(mon.kickfd);
-	munmap(mon.reader_stack, mon.reader_stack_len);	/* watched by nobody now */
-	vma_close();
-	pthread_mutex_lock(&mon.lock);
-	mon.reader_stack = NULL;
-	mon.stopfd = mon.kickfd = -1;
-	mon.running = false;
-	pthread_mutex_unlock(&mon.lock);
-	release_uffd();
+	release();
 out:
 	pthread_mutex_unlock(&life_lock);
 }
 
 void monitor_usage(struct monitor_usage *u)
 {
-	/* life_lock too: the start writes the mode, the stack and running under it alone */
+	/* life_lock too: a start or a stop under way is seen whole */
 	pthread_mutex_lock(&life_lock);
 	pthread_mutex_lock(&mon.lock);
 	*u = (struct monitor_usage){
 		.watched = mon.nw, .budget = mon.budget, .users = mon.users,
 		.registers = mon.regs, .events = mon.events, .removes = mon.nrm,
-		.running = mon.running, .mode = uffd_mode_str(mon.mode),
+		.running = mon.uffd >= 0, .mode = mode_name[mon.mode],
 		.reader_stack = mon.reader_stack, .reader_stack_len = mon.reader_stack_len,
 		.record_bytes = sizeof(struct watch),
 	};
@@ -376,19 +345,12 @@ void monitor_atfork_parent(void)
 
 void monitor_atfork_child(void)
 {
-	/* the parent's reader does not exist here; its uffd is the parent's */
-	if (mon.uffd >= 0)
-		close(mon.uffd);
-	if (mon.stopfd >= 0)
-		close(mon.stopfd);
-	if (mon.kickfd >= 0)
-		close(mon.kickfd);
-	if (mon.reader_stack)	/* a copy of the parent's reader's: nobody runs on it */
-		munmap(mon.reader_stack, mon.reader_stack_len);
-	free(mon.w);
+	/* the parent's reader does not exist here: its stack is a copy nobody runs on */
+	pthread_mutex_init(&mon.lock, NULL);
+	vma_atfork_child();
+	release();
 	memset(&mon, 0, sizeof(mon));
 	pthread_mutex_init(&mon.lock, NULL);
 	mon.uffd = mon.stopfd = mon.kickfd = -1;
 	pthread_mutex_unlock(&life_lock);	/* taken by this thread in prepare */
-	vma_atfork_child();
 }

@@ -287,18 +287,14 @@ static void read_batch(void)
 
 /*
  * The reader: wait for the uffd, the stop eventfd or the kick timerfd, and
- * read a batch.  The subscribers' unpinners are woken once a burst of
- * events has been quiet for KICK_QUIET_NS (at the latest KICK_MAX_NS after
- * its first event), not at each event.  An unpinner that runs during the
- * burst is a thread of the process awake on another CPU: every later
- * munmap of the burst must then send that CPU a TLB-shootdown interrupt,
- * and one woken on the caller's CPU would run before the caller.  The
- * delay is a timerfd armed once a burst and re-armed at most once each
- * KICK_QUIET_NS while events go on, never a timeout of each wait: arming
- * a timer costs a trap to the hypervisor in a virtual machine.  Unpinning
- * is deferred work: a miss short of room reaps dead entries itself.  With
- * ODPX_MONITOR_SPIN_US the reader polls without sleeping that long after
- * an event.
+ * read a batch.  Unpinners are kicked once a burst has been quiet for
+ * KICK_QUIET_NS (at the latest KICK_MAX_NS after its first event), not at
+ * each event: one awake during the burst costs every later munmap a TLB
+ * shootdown to its CPU, and one woken on the caller's CPU runs first.  The
+ * timerfd is re-armed at most once each KICK_QUIET_NS, never a timeout of
+ * each wait: arming a timer traps to the hypervisor in a virtual machine.
+ * A miss short of room reaps dead entries itself.  mon.spin_ns
+ * (ODPX_MONITOR_SPIN_US) keeps it polling that long after an event.
  */
 static bool kick_at(uint64_t in_ns)
 {

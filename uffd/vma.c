@@ -3,12 +3,10 @@
  * vma.c - what mapping holds an address: the PROCMAP_QUERY ioctl on
  * /proc/self/maps (Linux 6.11+), else a parse of /proc/self/maps.
  *
- * A miss needs the VMA's bounds (odpx watches whole VMAs, which never splits
- * one) and whether it is anonymous and private: only such memory raises a
- * userfaultfd event whenever its pages change.  Truncation, hole punching
- * and shmdt replace shared or file pages silently, and truncation even drops
- * private COW copies of file pages, so any file-backed or shared VMA is served
- * in direct mode.
+ * A miss needs the VMA's bounds (watch.c) and whether it is anonymous and
+ * private: truncation, hole punching and shmdt replace shared or file pages
+ * with no userfaultfd event (truncation drops even private COW copies of
+ * file pages), so such VMAs are served in direct mode.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -186,9 +184,8 @@ void vma_close(void)
 	pthread_mutex_unlock(&fd_lock);
 }
 
+/* Before vma_close() in a child: another thread of the parent may have held the lock. */
 void vma_atfork_child(void)
 {
-	/* /proc/self of the parent: reopen in the child */
 	pthread_mutex_init(&fd_lock, NULL);
-	vma_close();
 }

@@ -3,14 +3,10 @@
  * watch.c - the ranges the userfaultfd watches: a table sorted by start,
  * a budget far below vm.max_map_count, and the bridging of small gaps.
  *
- * A miss watches the VMA of the pages it pins, up to a size (whole()), else
- * the pages themselves: a VMA can hold memory of other owners (anonymous
- * mappings merge), whose munmaps then wait for the reader.  Each
- * registration of a part of a VMA splits it, so the table's records count
- * the live registrations over them, and an idle record is given back when
- * the budget is spent.  The
- * table and its counts are written under mon.lock; it is allocated once, at
- * the monitor's start (open.c), so nothing here allocates.
+ * A registration of part of a VMA splits it, so each record counts the live
+ * registrations over it, and an idle record is given back when the budget is
+ * spent.  Written under mon.lock; allocated at the monitor's start (open.c),
+ * so nothing here allocates.
  */
 #include <errno.h>
 #include <linux/userfaultfd.h>
@@ -65,13 +61,10 @@ static void recount(struct watch *w)
 }
 
 /*
- * Remove [s, e) from the table (the VMA is gone or moved).  Its entries
- * died first (handle() applies the event, then cuts), each taking its one
- * from every record under it, so what is left of a record keeps its count:
- * exact if it was, and a split gives both parts the whole count, never
- * short, marked approx.  No counting here: a record bridged over a pool of
- * buffers may hold 100,000 entries, and a munmap of one of them must not
- * walk them all under mon.lock.
+ * Remove [s, e) from the table (the VMA is gone or moved).  Its entries died
+ * first (apply()), so what is left of a record keeps its count; a split gives
+ * both parts the whole count, never short, marked approx.  No counting here:
+ * a munmap of one buffer must not walk all the entries of a bridged record.
  */
 void watch_cut(uintptr_t s, uintptr_t e)
 {
@@ -88,10 +81,8 @@ void watch_cut(uintptr_t s, uintptr_t e)
 				w[0].approx = w[1].approx = w[0].refs > 0;
 			} else {
 				/*
-				 * No slot: keep the left part only.  The right
-				 * one stays registered in the kernel, its entries
-				 * still die by its events, and a miss there
-				 * watches it again (watch_insert() counts it).
+				 * No slot: keep the left part.  The right one stays
+				 * registered; a miss there records it again.
 				 */
 				w->end = s;
 				w->approx = w->refs > 0;
@@ -148,15 +139,11 @@ static bool watch_reclaim_idle(void)
 }
 
 /*
- * A newly registered gap.  It merges with a watched neighbour it touches, as
- * the kernel merges the two VMAs: the budget counts what splits VMAs.  A
- * merged record's refs are the sum of what it merged plus the live entries
- * of the gap: the gap may hold some no record counted (a split with no free
- * slot keeps only its left part), and a count short by one would let
- * watch_reclaim_idle() unregister a range under a live entry.  An entry
- * over both seams of a bridged gap counts three times: approx, counted
- * again when the budget needs a record.  Counting the gap, not the record:
- * a record bridged over a pool of buffers may hold 100,000 entries.
+ * A newly registered gap merges with a watched neighbour it touches, as the
+ * kernel merges the two VMAs.  The merged count adds the gap's live entries,
+ * which no record may have counted (a split with no free slot): a count short
+ * by one would let watch_reclaim_idle() unregister a range under a live
+ * entry.  An entry over a seam is counted on both sides: approx.
  */
 static void watch_insert(uintptr_t s, uintptr_t e)
 {
@@ -215,22 +202,14 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
 }
 
 /*
- * A watch bridges the gap to a watched neighbour when the gap's VMA reaches
- * that neighbour and the gap is at most mon.widen_max (MONITOR_WIDEN_DEFAULT,
- * or ODPX_WATCH_WIDEN_KB): the two merge into one VMA and one record.  Our own
- * registrations split a mapping, so a pool of buffers laid out with gaps in
- * one mapping - a stride, headers between them - becomes one watched VMA,
- * where watching each exact range costs two VMAs a buffer and spends the
- * budget after a few thousand.  The price: a munmap or madvise of a bridge,
- * where no entry is, raises an event, and an application's own
- * UFFDIO_REGISTER of it fails with EBUSY.  The default is below glibc's
- * smallest mmap()ed chunk (128 KiB), so no such chunk between two buffers
- * is ever bridged, and nothing outside the outermost buffers is watched.
- *
- * Not in a sanitizer's build: the runtimes of ASan and TSan munmap memory of
- * their own on the reader thread (TSan's internal vectors, seen here), and
- * such memory may share a VMA with the application's; the reader would wait
- * for its own event.  An exact range is the application's own memory.
+ * Bridge the gap to a watched neighbour when the gap's VMA reaches it and the
+ * gap is at most mon.widen_max: the two become one VMA and one record, so a
+ * pool of buffers with gaps in one mapping costs one record, not two VMAs a
+ * buffer.  The price: a munmap or madvise of a bridge raises an event, and the
+ * application's own UFFDIO_REGISTER there fails with EBUSY.  The default
+ * (MONITOR_WIDEN_DEFAULT) bridges no glibc mmap()ed chunk.  Not in a
+ * sanitizer's build: ASan's and TSan's runtimes munmap memory of their own on
+ * the reader thread, which may share a VMA with the application's.
  */
 static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 {
@@ -239,7 +218,7 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 	if (mon.mode == UFFD_MODE_MISSING || !mon.widen_max)
 		return;	/* missing: every first touch of a bridge would fault to the reader */
 	if (SANITIZED)
-		return;	/* see above */
+		return;
 	if (i > 0 && mon.w[i - 1].end == v->start && *gs - v->start <= mon.widen_max)
 		*gs = v->start;
 	if (i < mon.nw && mon.w[i].start == v->end && v->end - *ge <= mon.widen_max)
@@ -247,20 +226,14 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 }
 
 /*
- * Watch the whole VMA where it holds no watched record and is at most
- * WATCH_WHOLE_MAX: a registration of part of a VMA splits it, and the
- * kernel's mremap() refuses a range over more than one VMA (EFAULT: a
- * resize needs one VMA; a move of several, since 6.17, none armed by a
- * userfaultfd), so a buffer of one mmap() partly watched could no longer
- * be grown or moved whole.  Watched whole, it stays one VMA that mremap()
- * moves with its registration (a REMAP event).  The price: munmaps and
- * madvises of other memory in the VMA (anonymous mappings merge) raise
- * events the reader serves, new mappings beside it no longer merge into
- * it, and an application's own UFFDIO_REGISTER in it fails with EBUSY.
- * Not in missing mode, where every first touch of the VMA would fault to
- * the reader, nor in a sanitizer's build (widen() below says why), nor with
- * widening turned off (exact ranges): there a partly cached buffer is still
- * split, and mremap() of it whole fails.
+ * Watch the whole VMA, up to WATCH_WHOLE_MAX, where it holds no record: a
+ * partly registered VMA splits, and mremap() refuses a range over several
+ * VMAs (EFAULT), so a buffer watched in part could not be grown or moved
+ * whole.  Watched whole, mremap() moves it with its registration (a REMAP
+ * event).  The price is widen()'s over the rest of the VMA, and new mappings
+ * beside it no longer merge into it.  Not in missing mode (every first touch
+ * would fault to the reader), in a sanitizer's build (widen()), or with
+ * widening off: there mremap() of a partly cached buffer whole fails.
  */
 #define WATCH_WHOLE_MAX (1UL << 30)
 
@@ -277,11 +250,7 @@ static void whole(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
 	}
 }
 
-/*
- * Watch the page range asked for, and the gaps widen() bridges, or its
- * whole VMA (whole()).  Where a part of a VMA is registered, it splits;
- * the budget of watched ranges keeps that far below vm.max_map_count.
- */
+/* Watch the pages asked for, and the gaps widen() bridges, or the whole VMA (whole()). */
 int monitor_watch(uintptr_t start, uintptr_t end)
 {
 	int einval = 0, enomem = 0;
@@ -312,11 +281,7 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			ge = v.end;
 
 		pthread_mutex_lock(&mon.lock);
-		/*
-		 * Another miss may have watched part of the gap meanwhile: what is
-		 * registered and undone below must hold no record, or the undo
-		 * would unregister a range the table says is watched.
-		 */
+		/* another miss may have watched part of it: the undo below must hit no record */
 		uintptr_t gs2, ge2;
 		if (!first_gap(start, end, &gs2, &ge2) || gs2 != gs || ge2 < ge) {
 			pthread_mutex_unlock(&mon.lock);
@@ -337,13 +302,9 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			r = -errno;
 			pthread_mutex_unlock(&mon.lock);
 			/*
-			 * The VMA changed since the query: ENOMEM, or EINVAL when
-			 * the range was a hole at that moment (a munmap and mmap
-			 * of the same geometry in between look the same to a
-			 * re-query).  An EINVAL that persists is a VMA the
-			 * userfaultfd cannot watch; an ENOMEM that persists is
-			 * vm.max_map_count reached: the split is refused, the
-			 * system's budget of VMAs is spent.
+			 * ENOMEM or EINVAL: the VMA may have changed since the
+			 * query.  If it persists, EINVAL is a VMA the uffd cannot
+			 * watch, ENOMEM vm.max_map_count refusing the split.
 			 */
 			if ((r == -ENOMEM && ++enomem < 4) || (r == -EINVAL && ++einval < 4))
 				continue;
@@ -353,10 +314,8 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 		}
 		mon.regs++;
 		/*
-		 * Re-query now that it is watched: a VMA replaced between the
-		 * query and the registration raised no event; from here on
-		 * every change does.  (The piece may have merged with a watched
-		 * neighbour: it only has to lie inside the VMA.)
+		 * Re-query: a VMA replaced before the registration raised no
+		 * event; from here on every change does.
 		 */
 		r = vma_query(gs, &v2);
 		if (r || v2.start > gs || v2.end < ge || v2.shared || v2.file) {
@@ -374,12 +333,10 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 
 /*
  * Map the zero page over the pages of [s, e) that have none, as the reader
- * does on a fault: 0, or -EFAULT where [s, e) is no longer mapped.  The
- * pages mapped are found with mincore() and skipped (UFFDIO_ZEROPAGE fails
- * with EEXIST at the first one), so a range already in costs one call per
- * 256 pages.  One ioctl must stay in one VMA: where a run fails otherwise,
- * the chunk's runs go a page at a time.  The ioctl and mincore() fail where the pages are gone; a
- * load from the application's memory here would kill the process instead.
+ * does on a fault: 0, or -EFAULT where [s, e) is gone (never a load, which
+ * would kill the process).  mincore() skips the mapped pages, where the ioctl
+ * would stop with EEXIST.  One ioctl stays in one VMA: where a run fails
+ * otherwise, the chunk's runs go a page at a time.
  */
 #define PREFAULT_CHUNK 256	/* pages per mincore() */
 #define PREFAULT_BUSY 1000	/* EAGAIN with no progress: a VMA change being reported */
@@ -428,10 +385,7 @@ static int zero_missing(uintptr_t s, uintptr_t e)
 /*
  * MISSING mode only: a user-mode-only uffd is not told of a pin's own
  * (kernel) faults, which then fail with EFAULT.  Map the missing pages of
- * our watched ranges in [s, e) first, with UFFDIO_ZEROPAGE, as the reader
- * would on a user fault; pages outside our ranges fault in the kernel as
- * usual (and may belong to an application's own userfaultfd: never
- * touched).  0, or -EFAULT where the range is gone.
+ * our watched ranges in [s, e) first; pages outside them are never touched.
  */
 int monitor_prefault(uintptr_t s, uintptr_t e)
 {
@@ -465,7 +419,6 @@ unsigned monitor_budget_default(void)
 	}
 	return max_map / 8 < 16384 ? (unsigned)(max_map / 8) : 16384;
 }
-
 
 int monitor_check_refs(bool exact, char *msg, size_t len)
 {
