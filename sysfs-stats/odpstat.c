@@ -129,60 +129,50 @@ static const char *backend_str(enum odpx_backend b)
 int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d))
 {
+	struct devcaps *all = NULL;
 	int n = 0;
-
-	if (out)
-		*out = NULL;
 #ifdef ODPX_HAVE_VERBS
 	int nd = 0;
 	struct ibv_device **list = ibv_get_device_list(&nd);
-	struct devcaps one, *all = NULL;
 
-	if (out && list && nd > 0 && !(all = calloc((size_t)nd, sizeof(*all)))) {
-		ibv_free_device_list(list);
-		return -ENOMEM;
-	}
-	for (int i = 0; list && i < nd; i++) {
-		struct devcaps *d = all ? &all[n] : &one;
+	if (list && nd > 0 && !(all = calloc((size_t)nd, sizeof(*all))))
+		n = -ENOMEM;
+	for (int i = 0; all && i < nd; i++) {
+		struct devcaps *d = &all[n];
 		struct ibv_device_attr_ex ax;
 		struct ibv_context *c;
-		int r;
+		int r = 0;
 
 		if (dev && strcmp(dev, ibv_get_device_name(list[i])))
 			continue;
-		memset(d, 0, sizeof(*d));
 		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(list[i]));
 		n++;
-		if (!(c = ibv_open_device(list[i]))) {
-			snprintf(d->err, sizeof(d->err), "ibv_open_device: %s", strerror(errno));
-			if (fn)
-				fn(NULL, d);
-			continue;
-		}
 		memset(&ax, 0, sizeof(ax));
-		r = ibv_query_device_ex(c, NULL, &ax);
-		if (r) {
+		if (!(c = ibv_open_device(list[i])))
+			snprintf(d->err, sizeof(d->err), "ibv_open_device: %s", strerror(errno));
+		else if ((r = ibv_query_device_ex(c, NULL, &ax)))
 			snprintf(d->err, sizeof(d->err), "ibv_query_device_ex: %s", strerror(r));
-		} else {
-			d->queried = true;
-			d->general = ax.odp_caps.general_caps;
-			d->rc = ax.odp_caps.per_transport_caps.rc_odp_caps;
-			d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
-			d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
-			d->xrc = ax.xrc_odp_caps;
-			d->max_mr = (uint64_t)ax.orig_attr.max_mr;
-			d->max_mr_size = ax.orig_attr.max_mr_size;
-			d->max_pd = (uint64_t)ax.orig_attr.max_pd;
-		}
+		d->queried = c && !r;
+		d->general = ax.odp_caps.general_caps;
+		d->rc = ax.odp_caps.per_transport_caps.rc_odp_caps;
+		d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
+		d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
+		d->xrc = ax.xrc_odp_caps;
+		d->max_mr = (uint64_t)ax.orig_attr.max_mr;
+		d->max_mr_size = ax.orig_attr.max_mr_size;
+		d->max_pd = (uint64_t)ax.orig_attr.max_pd;
 		if (fn)
 			fn(c, d);
-		ibv_close_device(c);
+		if (c)
+			ibv_close_device(c);
 	}
 	if (list)
 		ibv_free_device_list(list);
+#endif
 	if (out)
 		*out = all;
-#endif
+	else
+		free(all);
 	return n;
 }
 
@@ -324,13 +314,6 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	return 0;
 }
 
-/* Increase of counter @name summed over the contexts (or MRs, ...), each against its own. */
-static uint64_t inc_each(const struct sample *a, const struct sample *b, enum ctr_source src,
-			 const char *name)
-{
-	return ctr_inc_each(&a->c, &b->c, src, name, NULL);
-}
-
 /* Increase of every counter of @src whose name contains @part (and not @but). */
 static uint64_t inc_match(const struct sample *a, const struct sample *b, enum ctr_source src,
 			  const char *part, const char *but)
@@ -397,27 +380,29 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 {
 	double dt_files = src_secs(a, b, SRC_VMSTAT), dt_odpx = src_secs(a, b, SRC_ODPX), dt_dev;
 	double dt_port = src_secs(a, b, SRC_NL_PORT);
+	const struct ctr_set *p = &a->c, *c = &b->c;
+	enum ctr_source faults = o->pid ? SRC_PROC_PID : SRC_VMSTAT;
 	struct thrash_in in = { .secs = dt_odpx, .mem_secs = dt_files };
 	bool odp = false;
 
 	memset(rw, 0, sizeof(*rw));
-	in.misses = inc_each(a, b, SRC_ODPX, "misses");
-	in.evictions = inc_each(a, b, SRC_ODPX, "evictions");
-	in.repins = inc_each(a, b, SRC_ODPX, "repins");
-	in.invals = inc_each(a, b, SRC_ODPX, "inval_entries");
-	in.evict_remiss = inc_each(a, b, SRC_ODPX, "evict_remiss");
+	in.misses = ctr_inc_each(p, c, SRC_ODPX, "misses", NULL);
+	in.evictions = ctr_inc_each(p, c, SRC_ODPX, "evictions", NULL);
+	in.repins = ctr_inc_each(p, c, SRC_ODPX, "repins", NULL);
+	in.invals = ctr_inc_each(p, c, SRC_ODPX, "inval_entries", NULL);
+	in.evict_remiss = ctr_inc_each(p, c, SRC_ODPX, "evict_remiss", NULL);
 	in.have_evict_remiss = true;	/* every segment of this layout counts it */
 	for (int i = 0; i < b->nseg; i++) {
 		in.have_pin |= b->seg[i].mode == ODPX_MODE_PIN;
 		odp |= b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT;
 	}
-	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(&a->c, &b->c, &in));
+	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(p, c, &in));
 	/* the memory side in the ODP modes only, as the library: the device faults what is reclaimed */
-	rw->mem = thrash_mem_inputs(&a->c, &b->c, &in);
+	rw->mem = thrash_mem_inputs(p, c, &in);
 	in.have_mem &= odp;
 	thrash_step(t, &in);
 
-	uint64_t hits = inc_each(a, b, SRC_ODPX, "hits");
+	uint64_t hits = ctr_inc_each(p, c, SRC_ODPX, "hits", NULL);
 	rw->hit_ratio = hits + in.misses ? (double)hits / (double)(hits + in.misses) : NAN;
 	rw->v[RFLT] = (double)in.mem_refaults / dt_files;
 	rw->mem_majflt = (double)in.mem_majfaults / dt_files;
@@ -426,7 +411,7 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	rw->v[EVICT] = (double)in.evictions / dt_odpx;
 	rw->v[INVAL] = (double)in.invals / dt_odpx;
 	rw->v[REPIN] = (double)in.repins / dt_odpx;
-	rw->v[PIN_MB] = (double)ctr_sum(&b->c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
+	rw->v[PIN_MB] = (double)ctr_sum(c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
 	rw->v[DFLT] = (double)in.dev_faults / dt_dev;
 	rw->v[DINV] = (double)in.dev_inval / dt_dev;
 	rw->v[RETRY] = (double)(inc_match(a, b, SRC_HW_COUNTERS, "retry", "rnr") +
@@ -435,10 +420,10 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 				inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt_port;
 	rw->v[RNR] = (double)inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) / dt_files +
 		     (double)inc_match(a, b, SRC_NL_PORT, "rnr", NULL) / dt_port;
-	rw->v[MINFLT] = (double)inc_each(a, b, o->pid ? SRC_PROC_PID : SRC_VMSTAT,
-					 o->pid ? "minflt" : "pgfault") / dt_files;
-	rw->v[MAJFLT] = (double)inc_each(a, b, o->pid ? SRC_PROC_PID : SRC_VMSTAT,
-					 o->pid ? "majflt" : "pgmajfault") / dt_files;
+	rw->v[MINFLT] = (double)ctr_inc_each(p, c, faults, o->pid ? "minflt" : "pgfault", NULL) /
+			dt_files;
+	rw->v[MAJFLT] = (double)ctr_inc_each(p, c, faults, o->pid ? "majflt" : "pgmajfault", NULL) /
+			dt_files;
 }
 
 /* ---- output ---- */
@@ -615,20 +600,18 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 		caps_line(&caps[i], line, sizeof(line));
 		printf("# %s\n", line);
 	}
-	if (o->netlink) {
-		for (size_t d = 0; d < s->nl.ndev; d++) {
-			struct mr_count n = mrs_of(o, s, s->nl.dev[d].name);
-			if (o->dev && strcmp(o->dev, s->nl.dev[d].name))
-				continue;
-			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.dev[d].name,
-			       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
-			if (n.with)
-				printf("%u of these %u MRs\n", n.with, n.mine);
-			else if (n.mine)
-				printf("absent (none of these %u MRs carries any)\n", n.mine);
-			else
-				printf("unknown (no MR)\n");
-		}
+	for (size_t d = 0; d < s->nl.ndev; d++) {
+		struct mr_count n = mrs_of(o, s, s->nl.dev[d].name);
+		if (o->dev && strcmp(o->dev, s->nl.dev[d].name))
+			continue;
+		printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.dev[d].name,
+		       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
+		if (n.with)
+			printf("%u of these %u MRs\n", n.with, n.mine);
+		else if (n.mine)
+			printf("absent (none of these %u MRs carries any)\n", n.mine);
+		else
+			printf("unknown (no MR)\n");
 	}
 	if (!s->nseg)
 		printf("# no odpx context%s\n", o->pid ? " in this process" : " of this user");
@@ -755,7 +738,7 @@ int odpstat_main(int argc, char **argv)
 	const char *sys = NULL, *dbg = NULL, *proc = NULL, *thr = NULL;
 	struct opts o = { .interval = 1, .count = -1, .netlink = true };
 	struct devcaps *caps;
-	struct sample *a, *b;
+	struct sample s[2] = { 0 }, *a = &s[0], *b = &s[1];
 	struct thrash t;
 	bool interval_given = false;
 	int c, ncaps, rc = 0, rows, lines = 0;
@@ -819,13 +802,6 @@ int odpstat_main(int argc, char **argv)
 		o.netlink = true;
 	else if (!o.roots.sys_default || getenv("ODPX_NO_NETLINK"))
 		o.netlink = false;
-	if (o.pid) {
-		char path[PATH_MAX + 32];
-		struct stat sb;
-		snprintf(path, sizeof(path), "%s/%d", o.roots.proc, (int)o.pid);
-		if (stat(path, &sb) < 0)
-			return die("%d: no such process", (int)o.pid);
-	}
 	if ((ncaps = devcaps_query(o.dev, &caps, NULL)) < 0)
 		return die("out of memory");
 	if (o.dev) {
@@ -834,14 +810,6 @@ int odpstat_main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/class/infiniband/%s", o.roots.sys, o.dev);
 		if (!ncaps && stat(path, &sb) < 0)
 			return die("%s: no such RDMA device", o.dev);
-	}
-	a = calloc(1, sizeof(*a));
-	b = calloc(1, sizeof(*b));
-	if (!a || !b) {
-		free(a);
-		free(b);
-		free(caps);
-		return die("out of memory");
 	}
 	thrash_init(&t, &o.cfg);
 	rows = screen_rows();
@@ -881,8 +849,6 @@ out:
 	nl_result_free(&b->nl);
 	free(a->seg);
 	free(b->seg);
-	free(a);
-	free(b);
 	free(caps);
 	return rc;
 }
