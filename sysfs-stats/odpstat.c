@@ -14,7 +14,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -333,16 +332,11 @@ static uint64_t inc_match(const struct sample *a, const struct sample *b, enum c
 /* When @s read the counters of @src */
 static double src_time(const struct sample *s, enum ctr_source src)
 {
-	switch (src) {
-	case SRC_ODPX:
+	if (src == SRC_ODPX)
 		return s->t_odpx;
-	case SRC_NL_PORT:
-		return s->nl.t_port ? s->nl.t_port : s->t;
-	case SRC_NL_MR:
-		return s->nl.t_mr ? s->nl.t_mr : s->t;
-	default:
-		return s->t;
-	}
+	if (src == SRC_NL_PORT && s->nl.t_port)
+		return s->nl.t_port;
+	return src == SRC_NL_MR && s->nl.t_mr ? s->nl.t_mr : s->t;
 }
 
 /* Seconds between two samples' reads of @src (at least 1 us) */
@@ -581,8 +575,7 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 	}
 	fputs("],\"errors\":[", f);
 	for (size_t i = 0; i < b->c.nerr; i++) {
-		if (i)
-			fputc(',', f);
+		fputs(i ? "," : "", f);
 		json_str(f, b->c.err[i].msg);
 	}
 	fputs("]}\n", f);
@@ -736,11 +729,10 @@ int odpstat_main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *sys = NULL, *dbg = NULL, *proc = NULL, *thr = NULL;
-	struct opts o = { .interval = 1, .count = -1, .netlink = true };
+	struct opts o = { .interval = 1, .count = 1, .netlink = true };
 	struct devcaps *caps;
 	struct sample s[2] = { 0 }, *a = &s[0], *b = &s[1];
 	struct thrash t;
-	bool interval_given = false;
 	int c, ncaps, rc = 0, rows, lines = 0;
 	char err[160];
 
@@ -778,7 +770,7 @@ int odpstat_main(int argc, char **argv)
 			return die("interval '%s': not a positive number of seconds", argv[optind]);
 		if (o.interval < 0.01)
 			return die("interval '%s': below the shortest, 0.01 seconds", argv[optind]);
-		interval_given = true;
+		o.count = -1;	/* an interval with no count: until interrupted */
 		optind++;
 	}
 	if (optind < argc) {
@@ -792,7 +784,7 @@ int odpstat_main(int argc, char **argv)
 		return die("%s: options come before the interval", argv[optind]);
 	if (optind < argc)
 		return usage(stderr), 1;
-	if (o.once || !interval_given)
+	if (o.once)
 		o.count = 1;
 	if (thr && thrash_cfg_parse(&o.cfg, thr, err, sizeof(err)) < 0)
 		return die("--thresholds: %s", err);
