@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
  * odpstat.c - report ODP, registration-cache and paging activity (odpstat(1)).
- *
- *   odpstat [-d DEV] [-p PID] [--json] [--once] [interval [count]]
- *
  * Every interval: sample every source (counters.h), turn increases into
  * rates, run the thrash detector over the interval, print one vmstat-like
  * line (the header again every screenful) or one JSON object (NDJSON).
