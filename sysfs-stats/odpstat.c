@@ -626,35 +626,31 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 		printf("# error: %s\n", s->c.err[i].msg);
 }
 
-static void print_header(const struct opts *o)
+/* The header (@r NULL) or a row: the same columns in the same widths */
+static void print_line(const struct opts *o, const struct thrash *t, const struct row *r)
 {
-	if (o->stamp)
-		printf("%-8s ", "time");
-	printf("%-8s %-16s %9s %5s", "state", "metric", "value", "hit%");
-	for (int i = 0; i < NCOL; i++)
-		printf(" %*s", cols[i].width, cols[i].head);
-	putchar('\n');
-}
+	char ts[16] = "time", val[32] = "value", hr[8] = "hit%";
+	time_t now = time(NULL);
+	struct tm tm;
 
-static void print_row(const struct opts *o, const struct thrash *t, const struct row *r)
-{
-	char hr[8] = "-";
-
-	if (o->stamp) {
-		time_t now = time(NULL);
-		struct tm tm;
-		char ts[16];
-
+	if (r) {
 		localtime_r(&now, &tm);
 		strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
-		printf("%-8s ", ts);
+		snprintf(val, sizeof(val), "%.3f", isfinite(t->value) ? t->value : 0.0);
+		strcpy(hr, "-");
+		if (!isnan(r->hit_ratio))
+			snprintf(hr, sizeof(hr), "%.1f", r->hit_ratio * 100);
 	}
-	if (!isnan(r->hit_ratio))
-		snprintf(hr, sizeof(hr), "%.1f", r->hit_ratio * 100);
-	printf("%-8s %-16s %9.3f %5s", thrash_state_str(t->state), thrash_metric_str(t->metric),
-	       isfinite(t->value) ? t->value : 0.0, hr);
-	for (int i = 0; i < NCOL; i++)
-		printf(" %*.*f", cols[i].width, cols[i].prec, r->v[i]);
+	if (o->stamp)
+		printf("%-8s ", ts);
+	printf("%-8s %-16s %9s %5s", r ? thrash_state_str(t->state) : "state",
+	       r ? thrash_metric_str(t->metric) : "metric", val, hr);
+	for (int i = 0; i < NCOL; i++) {
+		if (r)
+			printf(" %*.*f", cols[i].width, cols[i].prec, r->v[i]);
+		else
+			printf(" %*s", cols[i].width, cols[i].head);
+	}
 	putchar('\n');
 	fflush(stdout);
 }
@@ -823,8 +819,8 @@ int odpstat_main(int argc, char **argv)
 			print_json(&o, a, b, &t, &rw, caps, ncaps);
 		} else {
 			if (lines % rows == 0)
-				print_header(&o);
-			print_row(&o, &t, &rw);
+				print_line(&o, &t, NULL);
+			print_line(&o, &t, &rw);
 			lines++;
 		}
 		x = a;
