@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -791,9 +790,8 @@ int odpstat_main(int argc, char **argv)
 		return die("out of memory");
 	if (o.dev) {
 		char path[PATH_MAX + 128];
-		struct stat sb;
 		snprintf(path, sizeof(path), "%s/class/infiniband/%s", o.roots.sys, o.dev);
-		if (!ncaps && stat(path, &sb) < 0)
+		if (!ncaps && access(path, F_OK) < 0)
 			return die("%s: no such RDMA device", o.dev);
 	}
 	thrash_init(&t, &o.cfg);
@@ -828,12 +826,11 @@ int odpstat_main(int argc, char **argv)
 		b = x;
 	}
 out:
-	ctr_set_free(&a->c);
-	ctr_set_free(&b->c);
-	nl_result_free(&a->nl);
-	nl_result_free(&b->nl);
-	free(a->seg);
-	free(b->seg);
+	for (int i = 0; i < 2; i++) {
+		ctr_set_free(&s[i].c);
+		nl_result_free(&s[i].nl);
+		free(s[i].seg);
+	}
 	free(caps);
 	return rc;
 }
