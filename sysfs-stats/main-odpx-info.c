@@ -1,16 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * odpx-info - the configuration odpx would run with in this process: every
- * environment variable with its value and source, the limits as resolved,
- * the kernel's userfaultfd features and the monitor's mode, io_uring, and
- * each RDMA device's ODP caps with the mode auto picks; see odpx-info(1).
- *
- * It learns what it can through the public API: a uring context opened
- * with defaults and one registration tell whether io_uring works, whether
- * the monitor caches, and (odpx_query) the limits as resolved; a verbs
- * context per device tells the mode auto picks and why.  What the API does
- * not report (the kernel's userfaultfd features and the mode the monitor
- * takes from them) is read from the kernel with uffd/open.c's rule.
+ * odpx-info - the configuration odpx would run with in this process; see
+ * odpx-info(1).  What the public API reports comes from contexts opened
+ * with defaults; what it does not (the kernel's userfaultfd features and
+ * the monitor's mode) is read from the kernel with uffd/open.c's rule.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -146,20 +139,19 @@ static void knobs(void)
 	section("environment");
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		const char *v = getenv(vars[i].name);
-		bool set = v && *v;
+		const char *from = v && *v ? "environment" : "default";
 
-		if (json) {
-			sep();
-			json_str(stdout, vars[i].name);
-			printf(":{\"value\":");
-			json_str(stdout, set ? v : vars[i].dflt);
-			printf(",\"source\":\"%s\",\"default\":", set ? "environment" : "default");
-			json_str(stdout, vars[i].dflt);
-			printf("}");
-		} else {
-			printf("  %-26s %s (%s)\n", vars[i].name, set ? v : vars[i].dflt,
-			       set ? "environment" : "default");
+		if (!v || !*v)
+			v = vars[i].dflt;
+		if (!json) {
+			printf("  %-26s %s (%s)\n", vars[i].name, v, from);
+			continue;
 		}
+		section(vars[i].name);
+		kv("value", "%s", v);
+		kv("source", "%s", from);
+		kv("default", "%s", vars[i].dflt);
+		section_end();
 	}
 	section_end();
 }
@@ -222,8 +214,6 @@ static int uffd_probe(uint64_t *features)
 	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 	int err;
 
-	if (fd < 0 && errno == EINVAL)
-		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	err = ioctl(fd, UFFDIO_API, &api) < 0 ? -errno : 0;

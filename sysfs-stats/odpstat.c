@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
  * odpstat.c - report ODP, registration-cache and paging activity (odpstat(1)).
- *
- *   odpstat [-d DEV] [-p PID] [--json] [--once] [interval [count]]
- *
  * Every interval: sample every source (counters.h), turn increases into
  * rates, run the thrash detector over the interval, print one vmstat-like
  * line (the header again every screenful) or one JSON object (NDJSON).
@@ -14,14 +11,12 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,60 +124,50 @@ static const char *backend_str(enum odpx_backend b)
 int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d))
 {
+	struct devcaps *all = NULL;
 	int n = 0;
-
-	if (out)
-		*out = NULL;
 #ifdef ODPX_HAVE_VERBS
 	int nd = 0;
 	struct ibv_device **list = ibv_get_device_list(&nd);
-	struct devcaps one, *all = NULL;
 
-	if (out && list && nd > 0 && !(all = calloc((size_t)nd, sizeof(*all)))) {
-		ibv_free_device_list(list);
-		return -ENOMEM;
-	}
-	for (int i = 0; list && i < nd; i++) {
-		struct devcaps *d = all ? &all[n] : &one;
+	if (list && nd > 0 && !(all = calloc((size_t)nd, sizeof(*all))))
+		n = -ENOMEM;
+	for (int i = 0; all && i < nd; i++) {
+		struct devcaps *d = &all[n];
 		struct ibv_device_attr_ex ax;
 		struct ibv_context *c;
-		int r;
+		int r = 0;
 
 		if (dev && strcmp(dev, ibv_get_device_name(list[i])))
 			continue;
-		memset(d, 0, sizeof(*d));
 		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(list[i]));
 		n++;
-		if (!(c = ibv_open_device(list[i]))) {
-			snprintf(d->err, sizeof(d->err), "ibv_open_device: %s", strerror(errno));
-			if (fn)
-				fn(NULL, d);
-			continue;
-		}
 		memset(&ax, 0, sizeof(ax));
-		r = ibv_query_device_ex(c, NULL, &ax);
-		if (r) {
+		if (!(c = ibv_open_device(list[i])))
+			snprintf(d->err, sizeof(d->err), "ibv_open_device: %s", strerror(errno));
+		else if ((r = ibv_query_device_ex(c, NULL, &ax)))
 			snprintf(d->err, sizeof(d->err), "ibv_query_device_ex: %s", strerror(r));
-		} else {
-			d->queried = true;
-			d->general = ax.odp_caps.general_caps;
-			d->rc = ax.odp_caps.per_transport_caps.rc_odp_caps;
-			d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
-			d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
-			d->xrc = ax.xrc_odp_caps;
-			d->max_mr = (uint64_t)ax.orig_attr.max_mr;
-			d->max_mr_size = ax.orig_attr.max_mr_size;
-			d->max_pd = (uint64_t)ax.orig_attr.max_pd;
-		}
+		d->queried = c && !r;
+		d->general = ax.odp_caps.general_caps;
+		d->rc = ax.odp_caps.per_transport_caps.rc_odp_caps;
+		d->uc = ax.odp_caps.per_transport_caps.uc_odp_caps;
+		d->ud = ax.odp_caps.per_transport_caps.ud_odp_caps;
+		d->xrc = ax.xrc_odp_caps;
+		d->max_mr = (uint64_t)ax.orig_attr.max_mr;
+		d->max_mr_size = ax.orig_attr.max_mr_size;
+		d->max_pd = (uint64_t)ax.orig_attr.max_pd;
 		if (fn)
 			fn(c, d);
-		ibv_close_device(c);
+		if (c)
+			ibv_close_device(c);
 	}
 	if (list)
 		ibv_free_device_list(list);
+#endif
 	if (out)
 		*out = all;
-#endif
+	else
+		free(all);
 	return n;
 }
 
@@ -324,13 +309,6 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	return 0;
 }
 
-/* Increase of counter @name summed over the contexts (or MRs, ...), each against its own. */
-static uint64_t inc_each(const struct sample *a, const struct sample *b, enum ctr_source src,
-			 const char *name)
-{
-	return ctr_inc_each(&a->c, &b->c, src, name, NULL);
-}
-
 /* Increase of every counter of @src whose name contains @part (and not @but). */
 static uint64_t inc_match(const struct sample *a, const struct sample *b, enum ctr_source src,
 			  const char *part, const char *but)
@@ -350,16 +328,11 @@ static uint64_t inc_match(const struct sample *a, const struct sample *b, enum c
 /* When @s read the counters of @src */
 static double src_time(const struct sample *s, enum ctr_source src)
 {
-	switch (src) {
-	case SRC_ODPX:
+	if (src == SRC_ODPX)
 		return s->t_odpx;
-	case SRC_NL_PORT:
-		return s->nl.t_port ? s->nl.t_port : s->t;
-	case SRC_NL_MR:
-		return s->nl.t_mr ? s->nl.t_mr : s->t;
-	default:
-		return s->t;
-	}
+	if (src == SRC_NL_PORT && s->nl.t_port)
+		return s->nl.t_port;
+	return src == SRC_NL_MR && s->nl.t_mr ? s->nl.t_mr : s->t;
 }
 
 /* Seconds between two samples' reads of @src (at least 1 us) */
@@ -397,27 +370,29 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 {
 	double dt_files = src_secs(a, b, SRC_VMSTAT), dt_odpx = src_secs(a, b, SRC_ODPX), dt_dev;
 	double dt_port = src_secs(a, b, SRC_NL_PORT);
+	const struct ctr_set *p = &a->c, *c = &b->c;
+	enum ctr_source faults = o->pid ? SRC_PROC_PID : SRC_VMSTAT;
 	struct thrash_in in = { .secs = dt_odpx, .mem_secs = dt_files };
 	bool odp = false;
 
 	memset(rw, 0, sizeof(*rw));
-	in.misses = inc_each(a, b, SRC_ODPX, "misses");
-	in.evictions = inc_each(a, b, SRC_ODPX, "evictions");
-	in.repins = inc_each(a, b, SRC_ODPX, "repins");
-	in.invals = inc_each(a, b, SRC_ODPX, "inval_entries");
-	in.evict_remiss = inc_each(a, b, SRC_ODPX, "evict_remiss");
+	in.misses = ctr_inc_each(p, c, SRC_ODPX, "misses", NULL);
+	in.evictions = ctr_inc_each(p, c, SRC_ODPX, "evictions", NULL);
+	in.repins = ctr_inc_each(p, c, SRC_ODPX, "repins", NULL);
+	in.invals = ctr_inc_each(p, c, SRC_ODPX, "inval_entries", NULL);
+	in.evict_remiss = ctr_inc_each(p, c, SRC_ODPX, "evict_remiss", NULL);
 	in.have_evict_remiss = true;	/* every segment of this layout counts it */
 	for (int i = 0; i < b->nseg; i++) {
 		in.have_pin |= b->seg[i].mode == ODPX_MODE_PIN;
 		odp |= b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT;
 	}
-	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(&a->c, &b->c, &in));
+	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(p, c, &in));
 	/* the memory side in the ODP modes only, as the library: the device faults what is reclaimed */
-	rw->mem = thrash_mem_inputs(&a->c, &b->c, &in);
+	rw->mem = thrash_mem_inputs(p, c, &in);
 	in.have_mem &= odp;
 	thrash_step(t, &in);
 
-	uint64_t hits = inc_each(a, b, SRC_ODPX, "hits");
+	uint64_t hits = ctr_inc_each(p, c, SRC_ODPX, "hits", NULL);
 	rw->hit_ratio = hits + in.misses ? (double)hits / (double)(hits + in.misses) : NAN;
 	rw->v[RFLT] = (double)in.mem_refaults / dt_files;
 	rw->mem_majflt = (double)in.mem_majfaults / dt_files;
@@ -426,7 +401,7 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	rw->v[EVICT] = (double)in.evictions / dt_odpx;
 	rw->v[INVAL] = (double)in.invals / dt_odpx;
 	rw->v[REPIN] = (double)in.repins / dt_odpx;
-	rw->v[PIN_MB] = (double)ctr_sum(&b->c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
+	rw->v[PIN_MB] = (double)ctr_sum(c, SRC_ODPX, "pinned_bytes", NULL) / 1048576.0;
 	rw->v[DFLT] = (double)in.dev_faults / dt_dev;
 	rw->v[DINV] = (double)in.dev_inval / dt_dev;
 	rw->v[RETRY] = (double)(inc_match(a, b, SRC_HW_COUNTERS, "retry", "rnr") +
@@ -435,10 +410,10 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 				inc_match(a, b, SRC_NL_PORT, "timeout", "rnr")) / dt_port;
 	rw->v[RNR] = (double)inc_match(a, b, SRC_HW_COUNTERS, "rnr", NULL) / dt_files +
 		     (double)inc_match(a, b, SRC_NL_PORT, "rnr", NULL) / dt_port;
-	rw->v[MINFLT] = (double)inc_each(a, b, o->pid ? SRC_PROC_PID : SRC_VMSTAT,
-					 o->pid ? "minflt" : "pgfault") / dt_files;
-	rw->v[MAJFLT] = (double)inc_each(a, b, o->pid ? SRC_PROC_PID : SRC_VMSTAT,
-					 o->pid ? "majflt" : "pgmajfault") / dt_files;
+	rw->v[MINFLT] = (double)ctr_inc_each(p, c, faults, o->pid ? "minflt" : "pgfault", NULL) /
+			dt_files;
+	rw->v[MAJFLT] = (double)ctr_inc_each(p, c, faults, o->pid ? "majflt" : "pgmajfault", NULL) /
+			dt_files;
 }
 
 /* ---- output ---- */
@@ -596,8 +571,7 @@ static void print_json(const struct opts *o, const struct sample *a, const struc
 	}
 	fputs("],\"errors\":[", f);
 	for (size_t i = 0; i < b->c.nerr; i++) {
-		if (i)
-			fputc(',', f);
+		fputs(i ? "," : "", f);
 		json_str(f, b->c.err[i].msg);
 	}
 	fputs("]}\n", f);
@@ -615,20 +589,18 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 		caps_line(&caps[i], line, sizeof(line));
 		printf("# %s\n", line);
 	}
-	if (o->netlink) {
-		for (size_t d = 0; d < s->nl.ndev; d++) {
-			struct mr_count n = mrs_of(o, s, s->nl.dev[d].name);
-			if (o->dev && strcmp(o->dev, s->nl.dev[d].name))
-				continue;
-			printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.dev[d].name,
-			       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
-			if (n.with)
-				printf("%u of these %u MRs\n", n.with, n.mine);
-			else if (n.mine)
-				printf("absent (none of these %u MRs carries any)\n", n.mine);
-			else
-				printf("unknown (no MR)\n");
-		}
+	for (size_t d = 0; d < s->nl.ndev; d++) {
+		struct mr_count n = mrs_of(o, s, s->nl.dev[d].name);
+		if (o->dev && strcmp(o->dev, s->nl.dev[d].name))
+			continue;
+		printf("# %s: %u MRs%s, %.1f MiB; per-MR ODP statistics (netlink): ", s->nl.dev[d].name,
+		       n.mine, o->pid ? " of this PID" : "", (double)n.mine_bytes / 1048576.0);
+		if (n.with)
+			printf("%u of these %u MRs\n", n.with, n.mine);
+		else if (n.mine)
+			printf("absent (none of these %u MRs carries any)\n", n.mine);
+		else
+			printf("unknown (no MR)\n");
 	}
 	if (!s->nseg)
 		printf("# no odpx context%s\n", o->pid ? " in this process" : " of this user");
@@ -653,35 +625,31 @@ static void print_banner(const struct opts *o, const struct sample *s, const str
 		printf("# error: %s\n", s->c.err[i].msg);
 }
 
-static void print_header(const struct opts *o)
+/* The header (@r NULL) or a row: the same columns in the same widths */
+static void print_line(const struct opts *o, const struct thrash *t, const struct row *r)
 {
-	if (o->stamp)
-		printf("%-8s ", "time");
-	printf("%-8s %-16s %9s %5s", "state", "metric", "value", "hit%");
-	for (int i = 0; i < NCOL; i++)
-		printf(" %*s", cols[i].width, cols[i].head);
-	putchar('\n');
-}
+	char ts[16] = "time", val[32] = "value", hr[8] = "hit%";
+	time_t now = time(NULL);
+	struct tm tm;
 
-static void print_row(const struct opts *o, const struct thrash *t, const struct row *r)
-{
-	char hr[8] = "-";
-
-	if (o->stamp) {
-		time_t now = time(NULL);
-		struct tm tm;
-		char ts[16];
-
+	if (r) {
 		localtime_r(&now, &tm);
 		strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
-		printf("%-8s ", ts);
+		snprintf(val, sizeof(val), "%.3f", isfinite(t->value) ? t->value : 0.0);
+		strcpy(hr, "-");
+		if (!isnan(r->hit_ratio))
+			snprintf(hr, sizeof(hr), "%.1f", r->hit_ratio * 100);
 	}
-	if (!isnan(r->hit_ratio))
-		snprintf(hr, sizeof(hr), "%.1f", r->hit_ratio * 100);
-	printf("%-8s %-16s %9.3f %5s", thrash_state_str(t->state), thrash_metric_str(t->metric),
-	       isfinite(t->value) ? t->value : 0.0, hr);
-	for (int i = 0; i < NCOL; i++)
-		printf(" %*.*f", cols[i].width, cols[i].prec, r->v[i]);
+	if (o->stamp)
+		printf("%-8s ", ts);
+	printf("%-8s %-16s %9s %5s", r ? thrash_state_str(t->state) : "state",
+	       r ? thrash_metric_str(t->metric) : "metric", val, hr);
+	for (int i = 0; i < NCOL; i++) {
+		if (r)
+			printf(" %*.*f", cols[i].width, cols[i].prec, r->v[i]);
+		else
+			printf(" %*s", cols[i].width, cols[i].head);
+	}
 	putchar('\n');
 	fflush(stdout);
 }
@@ -753,11 +721,10 @@ int odpstat_main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *sys = NULL, *dbg = NULL, *proc = NULL, *thr = NULL;
-	struct opts o = { .interval = 1, .count = -1, .netlink = true };
+	struct opts o = { .interval = 1, .count = 1, .netlink = true };
 	struct devcaps *caps;
-	struct sample *a, *b;
+	struct sample s[2] = { 0 }, *a = &s[0], *b = &s[1];
 	struct thrash t;
-	bool interval_given = false;
 	int c, ncaps, rc = 0, rows, lines = 0;
 	char err[160];
 
@@ -795,7 +762,7 @@ int odpstat_main(int argc, char **argv)
 			return die("interval '%s': not a positive number of seconds", argv[optind]);
 		if (o.interval < 0.01)
 			return die("interval '%s': below the shortest, 0.01 seconds", argv[optind]);
-		interval_given = true;
+		o.count = -1;	/* an interval with no count: until interrupted */
 		optind++;
 	}
 	if (optind < argc) {
@@ -809,7 +776,7 @@ int odpstat_main(int argc, char **argv)
 		return die("%s: options come before the interval", argv[optind]);
 	if (optind < argc)
 		return usage(stderr), 1;
-	if (o.once || !interval_given)
+	if (o.once)
 		o.count = 1;
 	if (thr && thrash_cfg_parse(&o.cfg, thr, err, sizeof(err)) < 0)
 		return die("--thresholds: %s", err);
@@ -819,29 +786,13 @@ int odpstat_main(int argc, char **argv)
 		o.netlink = true;
 	else if (!o.roots.sys_default || getenv("ODPX_NO_NETLINK"))
 		o.netlink = false;
-	if (o.pid) {
-		char path[PATH_MAX + 32];
-		struct stat sb;
-		snprintf(path, sizeof(path), "%s/%d", o.roots.proc, (int)o.pid);
-		if (stat(path, &sb) < 0)
-			return die("%d: no such process", (int)o.pid);
-	}
 	if ((ncaps = devcaps_query(o.dev, &caps, NULL)) < 0)
 		return die("out of memory");
 	if (o.dev) {
 		char path[PATH_MAX + 128];
-		struct stat sb;
 		snprintf(path, sizeof(path), "%s/class/infiniband/%s", o.roots.sys, o.dev);
-		if (!ncaps && stat(path, &sb) < 0)
+		if (!ncaps && access(path, F_OK) < 0)
 			return die("%s: no such RDMA device", o.dev);
-	}
-	a = calloc(1, sizeof(*a));
-	b = calloc(1, sizeof(*b));
-	if (!a || !b) {
-		free(a);
-		free(b);
-		free(caps);
-		return die("out of memory");
 	}
 	thrash_init(&t, &o.cfg);
 	rows = screen_rows();
@@ -866,8 +817,8 @@ int odpstat_main(int argc, char **argv)
 			print_json(&o, a, b, &t, &rw, caps, ncaps);
 		} else {
 			if (lines % rows == 0)
-				print_header(&o);
-			print_row(&o, &t, &rw);
+				print_line(&o, &t, NULL);
+			print_line(&o, &t, &rw);
 			lines++;
 		}
 		x = a;
@@ -875,14 +826,11 @@ int odpstat_main(int argc, char **argv)
 		b = x;
 	}
 out:
-	ctr_set_free(&a->c);
-	ctr_set_free(&b->c);
-	nl_result_free(&a->nl);
-	nl_result_free(&b->nl);
-	free(a->seg);
-	free(b->seg);
-	free(a);
-	free(b);
+	for (int i = 0; i < 2; i++) {
+		ctr_set_free(&s[i].c);
+		nl_result_free(&s[i].nl);
+		free(s[i].seg);
+	}
 	free(caps);
 	return rc;
 }
