@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache-readonly: what odpx.h (odpx_reg) guarantees for memory whose
+ * cache-readonly: what odpx_reg(3) guarantees for memory whose
  * protection mprotect() reduced after it was cached, in each uffd mode
  * (auto, wp, missing):
  *   - a request over read-only pages never cached: -EFAULT;
@@ -13,7 +13,7 @@
  *     no odpx_invalidate(): -EFAULT from odpx_reg() (the hit asks the
  *     kernel), -EAGAIN from ODPX_REG_TRY; writable again: 0, the right
  *     bytes; a hit made PROT_NONE, asked to read: -EFAULT;
- *   - opened ODPX_OPEN_NO_PROT_CHECK: that hit returns 0 (odpx.h says so),
+ *   - opened ODPX_OPEN_NO_PROT_CHECK: that hit returns 0 (odpx_reg(3) says so),
  *     and -EFAULT once odpx_invalidate()d.
  */
 #include "test.h"

@@ -19,7 +19,7 @@
  * - a request longer than max_entry_bytes is -E2BIG;
  * - direct registrations (shared memory in a pin-mode context, every one in
  *   direct mode) count against the same limits and evict unused entries;
- * - max_unused_bytes is enforced by the engine tick (odpx.h); a miss does not
+ * - max_unused_bytes is enforced by the engine tick (odpx_open_uring(3)); a miss does not
  *   walk the LRU to enforce it (that would make every miss O(entries));
  * - an eviction and the miss that caused it share one slot update (the
  *   io_uring backend's pin replaces what the slot holds) when both ranges
