@@ -34,7 +34,7 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 
 		if (idx == NIL) {	/* held while advised: an unused chunk may be evicted */
 			if (c >= b->nchunks ||
-			    (idx = chunk_get(ctx, CLS_WRITE, c, &err, &slow)) == NIL) {
+			    (idx = chunk_get(ctx, CLS_WRITE, c, false, &err, &slow)) == NIL) {
 				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
 				r = c >= b->nchunks ? -EFAULT : err;
 				continue;

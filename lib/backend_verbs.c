@@ -23,11 +23,12 @@
  * (explicit mode) with every remote access the device's ODP offers serves it.
  *
  * Handles are entries of ctx->ent, as the core's odpx_dereg() requires.  In
- * the ODP modes this backend owns the whole slab: the core's free list is
- * emptied at open, and the entries are managed here:
+ * the ODP modes this backend manages the slab with fields the pin cache
+ * would use: the free list (ctx->free_head through @lru_next) and the
+ * exact-start hash (index.h:bucket_of(), @bucket and @hnext) for ranges.
  *
- * struct vbe.lock - the pool of free entries, the range hash and chunk
- *   misses.  Never held across anything that can wait on userfaultfd (ODP
+ * struct vbe.lock - the free list, the range hash and the chunk table's
+ *   writers.  Never held across anything that can wait on userfaultfd (ODP
  *   registration does not fault pages in).  Operations:
  *     chunk hit   no lock: acquire-load ctab[cls][chunk] (paired with the
  *                 release store of the miss that published the entry), then
@@ -35,17 +36,17 @@
  *                 still this chunk's (span and access): an unused chunk
  *                 entry may have been evicted and reused since the load.
  *                 If not, drop the reference and look again (chunk_get).
- *     chunk miss  lock, re-check, register, fill the entry, release-store
- *                 its index + 1 into ctab, unlock.
- *     range       lock, look up by (start, pages, access), word += 1, unlock;
- *                 a miss registers outside the lock and inserts under it.
+ *     miss        register with no lock; then lock, re-check, fill a free
+ *                 entry, release-store its index + 1 into ctab (a chunk) or
+ *                 hash it (a range, word += 1), unlock.
+ *     range       lock, look up by (start, pages, access), word += 1, unlock.
  *     dereg       no lock: CAS word -> word - 1 while ALIVE with a reference.
  *     evict       lock: CAS an unused range or chunk entry ALIVE/0 -> FREE
  *                 (gen + 1), and unlink it (range hash, or ctab: 0).  A
  *                 range hit holds the lock; a chunk hit's CAS and the
  *                 eviction's meet on word, one wins; a dereg never moves a
  *                 count of 0.  Its MR is deregistered after unlocking.
- *                 Implicit entries are never evicted.
+ *                 Implicit entries (span 0) are never evicted.
  *
  * Lifecycle: a one-page anchor MR is held from open to close so that
  * ibv_dealloc_pd() fails with EBUSY while a context is open.  Nothing closes
@@ -63,6 +64,7 @@
 
 #include "log.h"
 #include "backend_verbs.h"
+#include "index.h"
 
 #ifdef ODPX_HAVE_VERBS
 
@@ -96,9 +98,6 @@ static void verbs_close(struct odpx_ctx *ctx)
 	if (b->ctab[0])
 		munmap(b->ctab[0], NCLS * b->ctab_bytes);
 	free(b->mr);
-	free(b->free_stack);
-	free(b->rbucket);
-	free(b->meta);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
 	ctx->be_priv = NULL;
@@ -168,79 +167,94 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), REL);
 }
 
-static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
+/* The chunk table's slot that holds entry @i, NULL if @i is no chunk's (b->lock). */
+static _Atomic uint32_t *chunk_slot(struct odpx_ctx *ctx, uint32_t i)
+{
+	struct vbe *b = vbe_of(ctx);
+	uint64_t c = e_start(&ctx->ent[i]) >> b->chunk_shift;
+
+	for (unsigned cls = 0; cls < NCLS && c < b->nchunks; cls++)
+		if (b->cls_access[cls] == ctx->ent[i].access && LD(b->ctab[cls][c]) == i + 1)
+			return &b->ctab[cls][c];
+	return NULL;
+}
+
+/* The head of the range hash chain of (@s, @acc). */
+static _Atomic uint32_t *rbucket(struct odpx_ctx *ctx, uintptr_t s, uint32_t acc)
+{
+	return &ctx->ent[bucket_of(ctx, s, acc)].bucket;
+}
 
 /*
- * An entry just made FREE (b->lock held): out of the range hash or the
- * chunk table, its MR returned for deregistration after unlocking.
+ * An entry just made FREE (b->lock held): out of the chunk table or the
+ * range hash and onto the free list, its MR returned for deregistration
+ * after unlocking.
  */
-static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
+static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i, _Atomic uint32_t *slot)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
-	uint64_t span = LD(e->span);
 	struct ibv_mr *mr = b->mr[i];
 
-	if (b->meta[i].kind == EK_CHUNK) {
-		atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >> b->chunk_shift], 0,
-				      REL);
+	if (slot) {
+		atomic_store_explicit(slot, 0, REL);
 	} else {
-		uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span), e->access)];
-		while (*pp != NIL && *pp != i)
-			pp = &b->meta[*pp].rnext;
-		if (*pp == i)
-			*pp = b->meta[i].rnext;
+		_Atomic uint32_t *pp = rbucket(ctx, e_start(e), e->access);
+
+		while (LD(*pp) != NIL && LD(*pp) != i)
+			pp = &ctx->ent[LD(*pp)].hnext;
+		if (LD(*pp) == i)
+			ST(*pp, LD(e->hnext));
 	}
 	b->mr[i] = NULL;
-	b->meta[i].kind = EK_FREE;
+	e->lru_next = ctx->free_head;
+	ctx->free_head = i;
 	return mr;
 }
 
 /*
  * Free entry @i if it is a range (or, unless @range_only, a chunk) with no
  * reference, released before *@before unless NULL: ALIVE/0 -> FREE (gen + 1),
- * a CAS that meets a chunk hit's on the word, one wins.  b->lock held;
- * returns its MR for deregistration after unlocking.
+ * a CAS that meets a chunk hit's on the word, one wins.  The implicit
+ * entries (span 0) never go.  b->lock held; returns its MR for
+ * deregistration after unlocking.
  */
 static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, bool range_only,
 				const uint32_t *before)
 {
-	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
+	_Atomic uint32_t *slot;
 
-	if ((b->meta[i].kind != EK_RANGE && (range_only || b->meta[i].kind != EK_CHUNK)) ||
-	    W_STATE(w) != ST_ALIVE || W_REF(w) ||
+	if (W_STATE(w) != ST_ALIVE || W_REF(w) || !LD(e->span) ||
+	    ((slot = chunk_slot(ctx, i)) && range_only) ||
 	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
 	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
 		return NULL;
-	return ent_unlink(ctx, i);
+	return ent_unlink(ctx, i, slot);
 }
 
-/* A free entry (b->lock held); may evict an unused range or chunk, whose MR goes to *victim. */
+/*
+ * A free entry (b->lock held).  With none free, the hand goes round and
+ * evicts the first unused range or chunk it meets (FIFO), whose MR goes to
+ * *victim.
+ */
 static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 {
 	struct vbe *b = vbe_of(ctx);
+	uint32_t idx;
 
 	*victim = NULL;
-	if (!b->nfree) {
-		/*
-		 * A hand that goes round, so the oldest unused entry goes
-		 * first (FIFO).  Looking from 0 each time took the entry just
-		 * reused again: the newest chunk was the next victim.
-		 */
-		for (uint32_t k = 0; k < ctx->max_entries; k++) {
-			uint32_t i = b->hand;
+	for (uint32_t k = 0; ctx->free_head == NIL && k < ctx->max_entries; k++) {
+		uint32_t i = b->hand;
 
-			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
-			if ((*victim = ent_evict(ctx, i, false, NULL))) {
-				STAT_INC(ctx, evictions);
-				return i;
-			}
-		}
-		return NIL;
+		b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
+		if ((*victim = ent_evict(ctx, i, false, NULL)))
+			STAT_INC(ctx, evictions);
 	}
-	return b->free_stack[--b->nfree];
+	if ((idx = ctx->free_head) != NIL)
+		ctx->free_head = ctx->ent[idx].lru_next;
+	return idx;
 }
 
 static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
@@ -265,31 +279,9 @@ static struct ibv_mr *reg_odp(struct odpx_ctx *ctx, uintptr_t start, uint64_t by
 	return mr;
 }
 
-/*
- * Idle release needs the engine, which the ODP modes otherwise start only
- * for prefetch hints: start it with the first chunk or range MR.  A failed
- * start is retried with the next (engine.c spaces the retries).
- */
-static void idle_engine(struct odpx_ctx *ctx)
-{
-	if (ctx->idle_ms && !engine_running(ctx))
-		engine_start(ctx);
-}
-
-/* ---- ODP modes: ranges cached by (start, pages, access) ---- */
-
-static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc)
-{
-	uint64_t k = (s >> PAGE_SHIFT) * 0x9E3779B97F4A7C15ULL ^ (bytes >> PAGE_SHIFT) * 31 ^ acc;
-
-	return (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 40) & b->rmask;
-}
-
 static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc)
 {
-	struct vbe *b = vbe_of(ctx);
-
-	for (uint32_t i = b->rbucket[rhash(b, s, bytes, acc)]; i != NIL; i = b->meta[i].rnext) {
+	for (uint32_t i = LD(*rbucket(ctx, s, acc)); i != NIL; i = LD(ctx->ent[i].hnext)) {
 		uint64_t span = LD(ctx->ent[i].span);
 		if (SPAN_START(span) == s && SPAN_BYTES(span) == bytes && ctx->ent[i].access == acc)
 			return i;
@@ -303,7 +295,9 @@ static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_
  * @bytes, @acc) with a reference taken.  Two threads that race for one both
  * register, and the later one drops its MR for the entry of the first
  * (taking a range's reference under b->lock).  NIL + *err when every entry
- * is in use.
+ * is in use.  Idle release needs the engine, which the ODP modes otherwise
+ * start only for prefetch hints: it starts with the first new entry, and a
+ * failed start is retried with the next (engine.c spaces the retries).
  */
 static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, unsigned cls, uintptr_t s,
 			   uint64_t bytes, uint32_t acc, int *err)
@@ -325,26 +319,24 @@ static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, unsigned cls
 		victim = mr;
 		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
 	} else {
-		b->meta[idx].kind = chunk ? EK_CHUNK : EK_RANGE;
-		b->meta[idx].cls = (uint8_t)cls;
 		ent_fill(ctx, idx, mr, acc, s, bytes, !chunk);
 		if (chunk) {
 			atomic_store_explicit(&b->ctab[cls][s >> b->chunk_shift], idx + 1, REL);
 		} else {
-			uint32_t h = rhash(b, s, bytes, acc);
-			b->meta[idx].rnext = b->rbucket[h];
-			b->rbucket[h] = idx;
+			ST(ctx->ent[idx].hnext, LD(*rbucket(ctx, s, acc)));
+			ST(*rbucket(ctx, s, acc), idx);
 		}
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
 		ibv_dereg_mr(victim);
-	if (victim != mr)
-		idle_engine(ctx);
+	if (victim != mr && ctx->idle_ms && !engine_running(ctx))
+		engine_start(ctx);
 	return idx;
 }
 
-static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
+/* A range's entry, with a reference; @try: no registration, no wait for b->lock. */
+static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc, bool try,
 		     struct entry **out)
 {
 	struct vbe *b = vbe_of(ctx);
@@ -352,12 +344,15 @@ static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t 
 	uint32_t idx;
 	int err = 0;
 
-	pthread_mutex_lock(&b->lock);
+	if (try && pthread_mutex_trylock(&b->lock))
+		return -EAGAIN;
+	if (!try)
+		pthread_mutex_lock(&b->lock);
 	if ((idx = rfind(ctx, s, end - s, acc)) != NIL)
-		take(ctx, idx, out, 1);
+		take(ctx, idx, out, !try);
 	pthread_mutex_unlock(&b->lock);
-	if (idx != NIL)
-		return 0;
+	if (idx != NIL || try)
+		return idx != NIL ? 0 : -EAGAIN;
 	mr = reg_odp(ctx, s, end - s, acc, &err);
 	if (!mr) {
 		STAT_INC(ctx, pin_failures);
@@ -371,23 +366,6 @@ static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t 
 }
 
 /* ---- ODP modes: chunks ---- */
-
-/* The chunk's entry, registered if needed; NIL + *err on failure.  No reference taken. */
-static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
-{
-	struct vbe *b = vbe_of(ctx);
-	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
-	struct ibv_mr *mr;
-
-	if (idx)
-		return idx - 1;
-	mr = reg_odp(ctx, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
-		     b->cls_access[cls], err);
-	if (!mr)
-		return NIL;
-	return ent_insert(ctx, mr, cls, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
-			  b->cls_access[cls], err);
-}
 
 static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before);
 
@@ -410,27 +388,27 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 	return false;
 }
 
-static uint64_t chunk_span(const struct vbe *b, uint64_t c)
-{
-	return SPAN_MAKE((uintptr_t)c << b->chunk_shift, 1ULL << (b->chunk_shift - PAGE_SHIFT));
-}
-
-uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow)
+uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, bool try, int *err, int *slow)
 {
 	struct vbe *b = vbe_of(ctx);
-	uint64_t span = chunk_span(b, c);
+	uintptr_t s = (uintptr_t)c << b->chunk_shift;
+	uint64_t bytes = 1ULL << b->chunk_shift;
+	struct ibv_mr *mr;
 
 	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
+		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ) - 1;
 
-		if (idx) {
-			idx--;
-		} else {
+		if (idx == NIL && try) {
+			*err = -EAGAIN;
+			return NIL;
+		}
+		if (idx == NIL) {
 			*slow = 1;
-			if ((idx = chunk_ensure(ctx, cls, c, err)) == NIL)
+			if (!(mr = reg_odp(ctx, s, bytes, b->cls_access[cls], err)) ||
+			    (idx = ent_insert(ctx, mr, cls, s, bytes, b->cls_access[cls], err)) == NIL)
 				return NIL;
 		}
-		if (take_if(ctx, idx, span, b->cls_access[cls]))
+		if (take_if(ctx, idx, SPAN_MAKE(s, bytes >> PAGE_SHIFT), b->cls_access[cls]))
 			return idx;
 		*slow = 1;
 	}
@@ -477,61 +455,48 @@ static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsig
 
 /*
  * odp_reg() and, with @flags, odpx_reg_ex()'s TRY and PARTIAL: the same
- * lookups without registrations.  The implicit MRs always exist; a chunk is
- * taken as a chunk hit takes it (take_if(), no lock); the range hash is read
- * only if b->lock is free at once.  PARTIAL looks at the exact range, then
+ * lookups with no registration and no wait.  The implicit MRs always exist;
+ * a request inside one chunk takes that chunk, else (or when the chunk
+ * cannot be registered) the range of exactly its pages.  PARTIAL then looks
  * at the chunks of the range in address order: the first that exists holds
  * the lowest page that a chunk MR holds.
  */
 static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
-		   uint32_t flags, struct entry **out)
+		      uint32_t flags, struct entry **out)
 {
 	struct vbe *b = vbe_of(ctx);
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
 	unsigned cls = CLS_READ;
-	int r = odp_class(ctx, b, access, &cls, out);
-	uint32_t idx = NIL;
+	int err, slow = 0, r = odp_class(ctx, b, access, &cls, out);
+	uint32_t idx;
 
 	if (r < 0 || r == 1)
 		return r < 0 ? r : 0;
-	if (!flags) {
-		if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
-			int slow = 0;
-			if (likely((idx = chunk_get(ctx, cls, c0, &r, &slow)) != NIL)) {
-				stats_hit(ctx, slow, 0);
-				*out = &ctx->ent[idx];
-				return 0;
-			}
-			/* e.g. a chunk beyond what the device can map: the range alone */
-			STAT_INC(ctx, odp_fallbacks);
-		}
-		if (end - s > b->max_reg_bytes)
-			return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
-					 len, (unsigned long long)b->max_reg_bytes);
-		return range_get(ctx, s, end, access, out);
-	}
-	if (r == 2 || c0 != c1) {
-		if (pthread_mutex_trylock(&b->lock) == 0) {
-			if ((idx = rfind(ctx, s, end - s, access)) != NIL)
-				take(ctx, idx, out, 0);
-			pthread_mutex_unlock(&b->lock);
-		}
-		if (idx != NIL)
+	if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
+		if (likely((idx = chunk_get(ctx, cls, c0, flags, &err, &slow)) != NIL)) {
+			stats_hit(ctx, slow, 0);
+			*out = &ctx->ent[idx];
 			return 0;
-		if (r == 2 || !(flags & ODPX_REG_PARTIAL))
+		}
+		if (flags)
 			return -EAGAIN;
+		/* e.g. a chunk beyond what the device can map: the range alone */
+		STAT_INC(ctx, odp_fallbacks);
 	}
+	if (!flags && end - s > b->max_reg_bytes)
+		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
+				 len, (unsigned long long)b->max_reg_bytes);
+	err = range_get(ctx, s, end, access, flags, out);
+	if (err != -EAGAIN || !(flags & ODPX_REG_PARTIAL) || r == 2)
+		return err;
 	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
-		idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
-		if (idx && take_if(ctx, idx - 1, chunk_span(b, c), b->cls_access[cls])) {
+		if ((idx = chunk_get(ctx, cls, c, true, &err, &slow)) != NIL) {
 			stats_hit(ctx, 0, 0);
-			*out = &ctx->ent[idx - 1];
+			*out = &ctx->ent[idx];
 			return 0;
 		}
-		if (!(flags & ODPX_REG_PARTIAL))
-			break;
 	}
 	return -EAGAIN;
 }
@@ -559,9 +524,8 @@ static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 	struct ibv_mr *mr = NULL;
 
 	pthread_mutex_lock(&b->lock);
-	if ((before || (ctx->ent[i].access & ACC_REMOTE_BITS)) &&
-	    (mr = ent_evict(ctx, i, !before, before)))
-		b->free_stack[b->nfree++] = i;
+	if (before || (ctx->ent[i].access & ACC_REMOTE_BITS))
+		mr = ent_evict(ctx, i, !before, before);
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
@@ -588,12 +552,14 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 /* Idle release (engine tick): ent_drop() of each chunk and range; the implicit MRs stay. */
 static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
-	struct vbe *b = vbe_of(ctx);
 	unsigned n = 0;
 
-	for (uint32_t i = 0; i < ctx->max_entries; i++)	/* an unlocked peek first */
-		if (b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK)
+	for (uint32_t i = 0; i < ctx->max_entries; i++) {	/* an unlocked peek first */
+		uint64_t w = LD(ctx->ent[i].word);
+
+		if (W_STATE(w) == ST_ALIVE && !W_REF(w) && LD(ctx->ent[i].span))
 			n += ent_drop(ctx, i, &stamp);
+	}
 	return n;
 }
 
@@ -637,8 +603,6 @@ static unsigned log2_u64(uint64_t v)
 static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 		     uint64_t max_mr_size, uint32_t global_access)
 {
-	uint32_t nb = 1;
-
 	b->chunk_shift = log2_u64(chunk_bytes);
 	/* a chunk the device cannot register: every request is a range of its own */
 	b->nchunks = chunk_bytes <= max_mr_size ? 1ULL << (VA_BITS - b->chunk_shift) : 0;
@@ -653,31 +617,14 @@ static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
 		return -ENOMEM;
 	for (int c = 0; c < NCLS; c++)	/* one mapping: unmapped by ctab[0] */
 		b->ctab[c] = (_Atomic uint32_t *)(p + c * b->ctab_bytes);
-	while (nb < ctx->max_entries)
-		nb *= 2;
-	b->rmask = nb - 1;
-	b->rbucket = malloc(nb * sizeof(uint32_t));
-	b->free_stack = malloc(ctx->max_entries * sizeof(uint32_t));
-	b->meta = calloc(ctx->max_entries, sizeof(*b->meta));
-	if (!b->rbucket || !b->free_stack || !b->meta)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < nb; i++)
-		b->rbucket[i] = NIL;
-	/* this backend owns the slab: the core's free list is emptied */
-	pthread_mutex_lock(&ctx->lock);
-	ctx->free_head = NIL;
-	pthread_mutex_unlock(&ctx->lock);
-	for (uint32_t i = ctx->max_entries; i-- > 0;)
-		b->free_stack[b->nfree++] = i;
 	return 0;
 }
 
 static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t acc)
 {
-	struct vbe *b = vbe_of(ctx);
-	uint32_t idx = b->free_stack[--b->nfree];	/* the open checked nfree */
+	struct ibv_mr *none;
+	uint32_t idx = ent_alloc(ctx, &none);	/* the open checked max_entries */
 
-	b->meta[idx].kind = EK_IMPLICIT;
 	ent_fill(ctx, idx, mr, acc, 0, 0, 0);
 	return idx;
 }
@@ -810,7 +757,7 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 	atomic_store(&ctx->cs->global_rkey, b->global_rkey);
 	/* the implicit entries and at least one more (a range's) */
 	unsigned nimpl = (*impl != NULL) + (*impl_global != NULL);
-	if (b->nfree < nimpl + 1u)
+	if (ctx->max_entries < nimpl + 1u)
 		return odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a range"
 				 " needs one more", ctx->max_entries, nimpl);
 	if (*impl)

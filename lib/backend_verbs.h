@@ -18,13 +18,6 @@
 #define VA_BITS 47
 
 enum { CLS_READ = 0, CLS_WRITE, CLS_GLOBAL, NCLS };	/* chunk classes */
-enum { EK_FREE = 0, EK_IMPLICIT, EK_CHUNK, EK_RANGE };
-
-struct meta {
-	uint8_t kind;
-	uint8_t cls;		/* a chunk's class */
-	uint32_t rnext;		/* range hash chain (lock) */
-};
 
 struct vbe {
 	struct ibv_pd *pd;
@@ -40,10 +33,7 @@ struct vbe {
 	size_t ctab_bytes;
 	uint32_t cls_access[NCLS];	/* the MR access of each chunk class */
 	uint32_t implicit_idx, implicit_global_idx;
-	uint32_t *free_stack, nfree;
 	uint32_t hand;			/* where the next eviction looks first */
-	uint32_t *rbucket, rmask;
-	struct meta *meta;
 	struct mode_caps caps;		/* the device, for odpx_query() */
 };
 
@@ -51,11 +41,11 @@ static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
 
 /*
  * backend_verbs.c: chunk_get() - a reference on chunk @c's entry of class
- * @cls, registered on first use: its index, or NIL and *err; *slow set when
- * it was not a plain hit.  Released with ent_put().
+ * @cls, registered on first use unless @try: its index, or NIL and *err;
+ * *slow set when it was not a plain hit.  Released with ent_put().
  */
 #define CHUNK_GET_TRIES 8
-uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow);
+uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, bool try, int *err, int *slow);
 void ent_put(struct odpx_ctx *ctx, uint32_t idx);
 
 /* advise_verbs.c */
