@@ -195,48 +195,32 @@ static uint64_t piece_len(uint64_t a, uint64_t end, unsigned chunk_shift)
 	return lim > ADV_SGE_MAX_BYTES ? ADV_SGE_MAX_BYTES : lim;
 }
 
-size_t adv_count(const struct pf_range *r, size_t n, unsigned chunk_shift)
+size_t adv_next(const struct pf_range *r, size_t n, unsigned chunk_shift, struct adv_cursor *cur,
+		struct adv_piece *out, size_t max)
 {
 	size_t k = 0;
 
-	for (size_t i = 0; i < n; i++)
-		for (uint64_t a = r[i].start; a < r[i].end; a += piece_len(a, r[i].end, chunk_shift))
-			k++;
-	return k;
-}
-
-size_t adv_split(const struct pf_range *r, size_t n, unsigned chunk_shift,
-		 struct adv_piece *out, size_t max)
-{
-	size_t k = 0;
-
-	for (unsigned adv = 0; adv < ADV_NR; adv++) {
-		for (size_t i = 0; i < n; i++) {
-			if (adv_of_flags(r[i].flags) != adv)
+	for (; cur->adv < ADV_NR; cur->adv++, cur->i = 0) {
+		for (; cur->i < n; cur->i++, cur->a = 0) {
+			if (adv_of_flags(r[cur->i].flags) != cur->adv)
 				continue;
-			for (uint64_t a = r[i].start; a < r[i].end && k < max;) {
-				uint64_t l = piece_len(a, r[i].end, chunk_shift);
-				out[k++] = (struct adv_piece){ a, (uint32_t)l, (uint8_t)adv };
-				a += l;
+			if (cur->a < r[cur->i].start)
+				cur->a = r[cur->i].start;
+			for (; cur->a < r[cur->i].end; cur->a += out[k - 1].len) {
+				if (k == max)
+					return k;
+				out[k++] = (struct adv_piece){ cur->a,
+					(uint32_t)piece_len(cur->a, r[cur->i].end, chunk_shift),
+					(uint8_t)cur->adv };
 			}
 		}
+		if (k) {	/* a batch holds one advice */
+			cur->adv++;
+			cur->i = 0;
+			return k;
+		}
 	}
-	return k;
-}
-
-size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge, struct adv_batch *out)
-{
-	size_t nb = 0;
-
-	if (!max_sge)
-		max_sge = 1;
-	for (size_t i = 0; i < n; i++) {
-		if (nb && out[nb - 1].advice == p[i].advice && out[nb - 1].count < max_sge)
-			out[nb - 1].count++;
-		else
-			out[nb++] = (struct adv_batch){ p[i].advice, (uint32_t)i, 1 };
-	}
-	return nb;
+	return 0;
 }
 
 /*
