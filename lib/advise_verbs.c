@@ -24,17 +24,16 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_sge sge[ADV_MAX_SGE];
 	uint32_t held[ADV_MAX_SGE], nheld = 0, k = 0;
-	int r = 0, err, slow;
+	int r = 0, err = -EFAULT, how;
 
 	for (uint32_t i = 0; i < n && k < ADV_MAX_SGE; i++) {
 		uint32_t idx = b->implicit_idx;
-		uint64_t c = p[i].addr >> b->chunk_shift;
 
 		if (idx == NIL) {	/* held while advised: an unused chunk may be evicted */
-			if (c >= b->nchunks ||
-			    (idx = chunk_get(ctx, CLS_WRITE, c, false, &err, &slow)) == NIL) {
+			if (!b->chunks || (idx = chunk_get(ctx, p[i].addr, ODPX_ACCESS_LOCAL_WRITE,
+							   false, &err, &how)) == NIL) {
 				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
-				r = c >= b->nchunks ? -EFAULT : err;
+				r = err;
 				continue;
 			}
 			held[nheld++] = idx;

@@ -8,45 +8,41 @@
  *   implicit  one MR ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND | LOCAL_WRITE);
  *             a LOCAL_WRITE request takes a reference on it: one atomic add.
  *   explicit  ODP MRs over aligned chunks (chunk_bytes), one per chunk and
- *             local access class, registered on first use and never
- *             invalidated: ODP follows the page tables.  A hit is a table
- *             load and an atomic add.
+ *             local access, registered on first use and never invalidated:
+ *             ODP follows the page tables.
  *   pin       the core's pin cache and userfaultfd monitor over
  *             ibv_reg_mr/ibv_dereg_mr (pin/unpin below).
  *   direct    the same ops with the cache off: one MR per request.
  *
- * In both ODP modes a request the chunk table cannot serve - remote access,
- * or a range that straddles chunks - gets an explicit ODP MR over exactly its
- * page-rounded range, cached by (range, access) in a small hash.  Remote
- * access is never granted beyond the request unless the context was opened
- * ODPX_OPEN_GLOBAL_RKEY: then the implicit MR (implicit mode) or a chunk MR
- * (explicit mode) with every remote access the device's ODP offers serves it.
+ * In both ODP modes a request no chunk serves - remote access, or a range
+ * that straddles chunks - gets an explicit ODP MR over exactly its
+ * page-rounded range, cached as chunks are.  Remote access is never granted
+ * beyond the request unless the context was opened ODPX_OPEN_GLOBAL_RKEY:
+ * then the implicit MR (implicit mode) or a chunk MR (explicit mode) with
+ * every remote access the device's ODP offers serves it.
  *
  * Handles are entries of ctx->ent, as the core's odpx_dereg() requires.  In
- * the ODP modes this backend manages the slab with fields the pin cache
- * would use: the free list (ctx->free_head through @lru_next) and the
- * exact-start hash (index.h:bucket_of(), @bucket and @hnext) for ranges.
+ * the ODP modes chunks and ranges are entries keyed by (start, pages,
+ * access), kept in fields the pin cache would use: the exact-start hash
+ * (index.h:bucket_of(), @bucket and @hnext) and the free list
+ * (ctx->free_head through @lru_next).
  *
- * struct vbe.lock - the free list, the range hash and the chunk table's
- *   writers.  Never held across anything that can wait on userfaultfd (ODP
- *   registration does not fault pages in).  Operations:
- *     chunk hit   no lock: acquire-load ctab[cls][chunk] (paired with the
- *                 release store of the miss that published the entry), then
- *                 CAS word -> word + 1 while ALIVE, then check the entry is
- *                 still this chunk's (span and access): an unused chunk
- *                 entry may have been evicted and reused since the load.
- *                 If not, drop the reference and look again (chunk_get).
+ * struct vbe.lock - the hash chains and the free list.  Never held across a
+ *   registration.  Operations:
+ *     hit         no lock: walk the chain (acquire-load of its head, paired
+ *                 with the release store of the insert), CAS word -> word + 1
+ *                 while ALIVE, then check the entry is still (span, access):
+ *                 an unused entry may have been evicted and reused since.
+ *                 If not, drop the reference; a walk that misses looks again
+ *                 under the lock (ent_get).
  *     miss        register with no lock; then lock, re-check, fill a free
- *                 entry, release-store its index + 1 into ctab (a chunk) or
- *                 hash it (a range, word += 1), unlock.
- *     range       lock, look up by (start, pages, access), word += 1, unlock.
+ *                 entry with a reference, push it on its chain, unlock.
  *     dereg       no lock: CAS word -> word - 1 while ALIVE with a reference.
- *     evict       lock: CAS an unused range or chunk entry ALIVE/0 -> FREE
- *                 (gen + 1), and unlink it (range hash, or ctab: 0).  A
- *                 range hit holds the lock; a chunk hit's CAS and the
- *                 eviction's meet on word, one wins; a dereg never moves a
- *                 count of 0.  Its MR is deregistered after unlocking.
- *                 Implicit entries (span 0) are never evicted.
+ *     evict       lock: CAS an unused entry ALIVE/0 -> FREE (gen + 1), and
+ *                 unlink it.  A hit's CAS and the eviction's meet on word,
+ *                 one wins; a dereg never moves a count of 0.  Its MR is
+ *                 deregistered after unlocking.  Implicit entries (span 0)
+ *                 are never evicted.
  *
  * Lifecycle: a one-page anchor MR is held from open to close so that
  * ibv_dealloc_pd() fails with EBUSY while a context is open.  Nothing closes
@@ -60,7 +56,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "log.h"
 #include "backend_verbs.h"
@@ -95,8 +90,6 @@ static void verbs_close(struct odpx_ctx *ctx)
 		verbs_unpin(ctx, i);
 	if (!child && b->anchor)
 		ibv_dereg_mr(b->anchor);
-	if (b->ctab[0])
-		munmap(b->ctab[0], NCLS * b->ctab_bytes);
 	free(b->mr);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
@@ -167,45 +160,43 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), REL);
 }
 
-/* The chunk table's slot that holds entry @i, NULL if @i is no chunk's (b->lock). */
-static _Atomic uint32_t *chunk_slot(struct odpx_ctx *ctx, uint32_t i)
-{
-	struct vbe *b = vbe_of(ctx);
-	uint64_t c = e_start(&ctx->ent[i]) >> b->chunk_shift;
-
-	for (unsigned cls = 0; cls < NCLS && c < b->nchunks; cls++)
-		if (b->cls_access[cls] == ctx->ent[i].access && LD(b->ctab[cls][c]) == i + 1)
-			return &b->ctab[cls][c];
-	return NULL;
-}
-
-/* The head of the range hash chain of (@s, @acc). */
-static _Atomic uint32_t *rbucket(struct odpx_ctx *ctx, uintptr_t s, uint32_t acc)
+/* The head of the hash chain of (@s, @acc). */
+static _Atomic uint32_t *bucket(struct odpx_ctx *ctx, uintptr_t s, uint32_t acc)
 {
 	return &ctx->ent[bucket_of(ctx, s, acc)].bucket;
 }
 
 /*
- * An entry just made FREE (b->lock held): out of the chunk table or the
- * range hash and onto the free list, its MR returned for deregistration
- * after unlocking.
+ * Remote access is granted beyond a release only under GLOBAL_RKEY: any other
+ * MR with remote access goes with its last reference (see ent_drop()).
  */
-static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i, _Atomic uint32_t *slot)
+static bool drop_at_zero(const struct vbe *b, uint32_t acc)
+{
+	return (acc & ACC_REMOTE_BITS) && !(b->global_rkey && acc == b->global_access);
+}
+
+/*
+ * Free entry @i if it has no reference and, unless @before is NULL, was
+ * released before *@before: ALIVE/0 -> FREE (gen + 1), a CAS that meets a
+ * lock-free hit's on the word, one wins; then out of its hash chain and onto
+ * the free list.  The implicit entries (span 0) never go.  b->lock held;
+ * returns its MR for deregistration after unlocking.
+ */
+static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
+	uint64_t w = atomic_load_explicit(&e->word, ACQ);
 	struct ibv_mr *mr = b->mr[i];
+	_Atomic uint32_t *pp;
 
-	if (slot) {
-		atomic_store_explicit(slot, 0, REL);
-	} else {
-		_Atomic uint32_t *pp = rbucket(ctx, e_start(e), e->access);
-
-		while (LD(*pp) != NIL && LD(*pp) != i)
-			pp = &ctx->ent[LD(*pp)].hnext;
-		if (LD(*pp) == i)
-			ST(*pp, LD(e->hnext));
-	}
+	if (W_STATE(w) != ST_ALIVE || W_REF(w) || !LD(e->span) ||
+	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
+	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
+		return NULL;
+	for (pp = bucket(ctx, e_start(e), e->access); LD(*pp) != i; pp = &ctx->ent[LD(*pp)].hnext)
+		;
+	ST(*pp, LD(e->hnext));
 	b->mr[i] = NULL;
 	e->lru_next = ctx->free_head;
 	ctx->free_head = i;
@@ -213,30 +204,8 @@ static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i, _Atomic uint3
 }
 
 /*
- * Free entry @i if it is a range (or, unless @range_only, a chunk) with no
- * reference, released before *@before unless NULL: ALIVE/0 -> FREE (gen + 1),
- * a CAS that meets a chunk hit's on the word, one wins.  The implicit
- * entries (span 0) never go.  b->lock held; returns its MR for
- * deregistration after unlocking.
- */
-static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, bool range_only,
-				const uint32_t *before)
-{
-	struct entry *e = &ctx->ent[i];
-	uint64_t w = atomic_load_explicit(&e->word, ACQ);
-	_Atomic uint32_t *slot;
-
-	if (W_STATE(w) != ST_ALIVE || W_REF(w) || !LD(e->span) ||
-	    ((slot = chunk_slot(ctx, i)) && range_only) ||
-	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
-	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
-		return NULL;
-	return ent_unlink(ctx, i, slot);
-}
-
-/*
  * A free entry (b->lock held).  With none free, the hand goes round and
- * evicts the first unused range or chunk it meets (FIFO), whose MR goes to
+ * evicts the first unused chunk or range it meets (FIFO), whose MR goes to
  * *victim.
  */
 static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
@@ -249,7 +218,7 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 		uint32_t i = b->hand;
 
 		b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
-		if ((*victim = ent_evict(ctx, i, false, NULL)))
+		if ((*victim = ent_evict(ctx, i, NULL)))
 			STAT_INC(ctx, evictions);
 	}
 	if ((idx = ctx->free_head) != NIL)
@@ -257,75 +226,51 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 	return idx;
 }
 
-static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
+static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out)
 {
 	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
-	stats_hit(ctx, slow, 0);
+	stats_hit(ctx, 0, 0);
 	*out = &ctx->ent[idx];
 }
 
-static struct ibv_mr *reg_odp(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
-			      uint32_t access, int *err)
-{
-	struct ibv_mr *mr = ibv_reg_mr(vbe_of(ctx)->pd, (void *)start, bytes,
-				       (int)access | IBV_ACCESS_ON_DEMAND);
-
-	if (!mr) {
-		*err = verr_ptr();
-		return NULL;
-	}
-	STAT_INC(ctx, odp_mrs);
-	STAT_INC(ctx, misses);
-	return mr;
-}
-
+/* The entry of (@s, @bytes, @acc) in its hash chain (b->lock held), no reference taken. */
 static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc)
 {
-	for (uint32_t i = LD(*rbucket(ctx, s, acc)); i != NIL; i = LD(ctx->ent[i].hnext)) {
-		uint64_t span = LD(ctx->ent[i].span);
-		if (SPAN_START(span) == s && SPAN_BYTES(span) == bytes && ctx->ent[i].access == acc)
+	uint64_t span = SPAN_MAKE(s, bytes >> PAGE_SHIFT);
+
+	for (uint32_t i = LD(*bucket(ctx, s, acc)); i != NIL; i = LD(ctx->ent[i].hnext))
+		if (LD(ctx->ent[i].span) == span && ctx->ent[i].access == acc)
 			return i;
-	}
 	return NIL;
 }
 
 /*
- * A fresh MR @mr, registered with no lock held, as the entry of chunk
- * s >> chunk_shift of class @cls, or with @cls NCLS of the range (@s,
- * @bytes, @acc) with a reference taken.  Two threads that race for one both
- * register, and the later one drops its MR for the entry of the first
- * (taking a range's reference under b->lock).  NIL + *err when every entry
- * is in use.  Idle release needs the engine, which the ODP modes otherwise
- * start only for prefetch hints: it starts with the first new entry, and a
- * failed start is retried with the next (engine.c spaces the retries).
+ * A fresh MR @mr, registered with no lock held, as the entry of (@s, @bytes,
+ * @acc), with a reference.  Two threads that race for one both register,
+ * and the later one drops its MR for the entry of the first.  NIL + *err
+ * when every entry is in use.  Idle release needs the engine, which the ODP
+ * modes otherwise start only for prefetch hints: it starts with the first
+ * new entry, and a failed start is retried with the next (engine.c spaces
+ * the retries).
  */
-static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, unsigned cls, uintptr_t s,
-			   uint64_t bytes, uint32_t acc, int *err)
+static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, uintptr_t s, uint64_t bytes,
+			   uint32_t acc, int *err)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *victim = NULL;
-	bool chunk = cls < NCLS;
 	uint32_t idx;
 
 	pthread_mutex_lock(&b->lock);
-	idx = chunk ? LD(b->ctab[cls][s >> b->chunk_shift]) - 1 : rfind(ctx, s, bytes, acc);
-	if (idx != NIL) {	/* another thread registered it meanwhile */
-		if (!chunk) {
-			atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
-			stats_hit(ctx, 1, 0);
-		}
+	if ((idx = rfind(ctx, s, bytes, acc)) != NIL) {	/* another thread registered it meanwhile */
+		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
 		victim = mr;
 	} else if ((idx = ent_alloc(ctx, &victim)) == NIL) {
 		victim = mr;
 		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
 	} else {
-		ent_fill(ctx, idx, mr, acc, s, bytes, !chunk);
-		if (chunk) {
-			atomic_store_explicit(&b->ctab[cls][s >> b->chunk_shift], idx + 1, REL);
-		} else {
-			ST(ctx->ent[idx].hnext, LD(*rbucket(ctx, s, acc)));
-			ST(*rbucket(ctx, s, acc), idx);
-		}
+		ent_fill(ctx, idx, mr, acc, s, bytes, 1);
+		ST(ctx->ent[idx].hnext, LD(*bucket(ctx, s, acc)));
+		atomic_store_explicit(bucket(ctx, s, acc), idx, REL);	/* pairs with ent_get() */
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
@@ -334,38 +279,6 @@ static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, unsigned cls
 		engine_start(ctx);
 	return idx;
 }
-
-/* A range's entry, with a reference; @try: no registration, no wait for b->lock. */
-static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc, bool try,
-		     struct entry **out)
-{
-	struct vbe *b = vbe_of(ctx);
-	struct ibv_mr *mr;
-	uint32_t idx;
-	int err = 0;
-
-	if (try && pthread_mutex_trylock(&b->lock))
-		return -EAGAIN;
-	if (!try)
-		pthread_mutex_lock(&b->lock);
-	if ((idx = rfind(ctx, s, end - s, acc)) != NIL)
-		take(ctx, idx, out, !try);
-	pthread_mutex_unlock(&b->lock);
-	if (idx != NIL || try)
-		return idx != NIL ? 0 : -EAGAIN;
-	mr = reg_odp(ctx, s, end - s, acc, &err);
-	if (!mr) {
-		STAT_INC(ctx, pin_failures);
-		return odpx_fail(err, "ODP registration of %#lx-%#lx (access %#x): %s",
-				 (unsigned long)s, (unsigned long)end, acc, strerror(-err));
-	}
-	if ((idx = ent_insert(ctx, mr, NCLS, s, end - s, acc, &err)) == NIL)
-		return err;
-	*out = &ctx->ent[idx];
-	return 0;
-}
-
-/* ---- ODP modes: chunks ---- */
 
 static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before);
 
@@ -379,42 +292,69 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 		if (W_STATE(w) != ST_ALIVE)
 			return false;
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, ACQ, RLX));
-	/* held: no eviction now, but it may have been reused since ctab was read */
+	/* held: no eviction now, but it may have been reused since the chain was read */
 	if (LD(e->span) == span && e->access == acc)
 		return true;
 	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
-	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
-		ent_drop(ctx, idx, NULL);	/* ours was the last: a range released meanwhile */
+	if (W_REF(w) == 1 && drop_at_zero(vbe_of(ctx), W_ACC(w)))
+		ent_drop(ctx, idx, NULL);	/* ours was the last: released meanwhile */
 	return false;
 }
 
-uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, bool try, int *err, int *slow)
+/*
+ * A reference on the entry of (@s, @bytes, @acc): a chunk or a range.  First
+ * a walk of its hash chain with no lock, bounded, whose find take_if()
+ * checks (a walk that a concurrent eviction sends astray misses); then
+ * under b->lock; then, unless @try, a registration.  The entry, or NIL and
+ * *err; *how is 0 for a hit without the lock, 1 with it, 2 for a
+ * registration (a miss).
+ */
+static uint32_t ent_get(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc, bool try,
+			int *err, int *how)
 {
 	struct vbe *b = vbe_of(ctx);
-	uintptr_t s = (uintptr_t)c << b->chunk_shift;
-	uint64_t bytes = 1ULL << b->chunk_shift;
+	uint64_t span = SPAN_MAKE(s, bytes >> PAGE_SHIFT);
+	uint32_t i = atomic_load_explicit(bucket(ctx, s, acc), ACQ);
 	struct ibv_mr *mr;
 
-	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ) - 1;
-
-		if (idx == NIL && try) {
-			*err = -EAGAIN;
-			return NIL;
-		}
-		if (idx == NIL) {
-			*slow = 1;
-			if (!(mr = reg_odp(ctx, s, bytes, b->cls_access[cls], err)) ||
-			    (idx = ent_insert(ctx, mr, cls, s, bytes, b->cls_access[cls], err)) == NIL)
-				return NIL;
-		}
-		if (take_if(ctx, idx, SPAN_MAKE(s, bytes >> PAGE_SHIFT), b->cls_access[cls]))
-			return idx;
-		*slow = 1;
+	*how = 0;
+	for (int steps = 0; i < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		if (LD(ctx->ent[i].span) == span && W_ACC(LD(ctx->ent[i].word)) == acc &&
+		    take_if(ctx, i, span, acc))
+			return i;
+		i = LD(ctx->ent[i].hnext);
 	}
-	*err = odpx_fail(-EBUSY, "chunk %#llx evicted at each of %d tries",
-			 (unsigned long long)c, CHUNK_GET_TRIES);
-	return NIL;
+	*how = 1;
+	*err = -EAGAIN;
+	if (try && pthread_mutex_trylock(&b->lock))
+		return NIL;
+	if (!try)
+		pthread_mutex_lock(&b->lock);
+	if ((i = rfind(ctx, s, bytes, acc)) != NIL)
+		atomic_fetch_add_explicit(&ctx->ent[i].word, 1, ACQ);
+	pthread_mutex_unlock(&b->lock);
+	if (i != NIL || try)
+		return i;
+	*how = 2;
+	mr = ibv_reg_mr(b->pd, (void *)s, bytes, (int)acc | IBV_ACCESS_ON_DEMAND);
+	if (!mr) {
+		int r = verr_ptr();
+
+		STAT_INC(ctx, pin_failures);
+		*err = odpx_fail(r, "ODP registration of %#lx-%#lx (access %#x): %s",
+				 (unsigned long)s, (unsigned long)(s + bytes), acc, strerror(-r));
+		return NIL;
+	}
+	STAT_INC(ctx, odp_mrs);
+	STAT_INC(ctx, misses);
+	return ent_insert(ctx, mr, s, bytes, acc, err);
+}
+
+uint32_t chunk_get(struct odpx_ctx *ctx, uintptr_t a, uint32_t acc, bool try, int *err, int *how)
+{
+	uint64_t bytes = 1ULL << vbe_of(ctx)->chunk_shift;
+
+	return ent_get(ctx, a & ~(bytes - 1), bytes, acc, try, err, how);
 }
 
 void ent_put(struct odpx_ctx *ctx, uint32_t idx)
@@ -425,31 +365,31 @@ void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 
 /*
  * Which MR serves @access: 1, an implicit one, taken into *out; 0, a chunk
- * of class *cls; 2, a range MR of exactly the request (remote access beyond
- * the global class); -errno for bad access bits.
+ * whose MRs have access *cacc; 2, a range MR of exactly the request (remote
+ * access beyond GLOBAL_RKEY's); -errno for bad access bits.
  */
-static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsigned *cls,
+static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, uint32_t *cacc,
 		     struct entry **out)
 {
 	int r;
 
 	if (!(access & ACC_REMOTE_BITS)) {
 		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
-			take(ctx, b->implicit_idx, out, 0);
+			take(ctx, b->implicit_idx, out);
 			return 1;
 		}
-		*cls = access ? CLS_WRITE : CLS_READ;
+		*cacc = access;
 		return 0;
 	}
 	if (unlikely((r = check_access(access)) < 0))
 		return r;
-	if (!b->global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
+	if (!b->global_rkey || (access & ~b->global_access))
 		return 2;
 	if (b->implicit_global_idx != NIL) {
-		take(ctx, b->implicit_global_idx, out, 0);
+		take(ctx, b->implicit_global_idx, out);
 		return 1;
 	}
-	*cls = CLS_GLOBAL;
+	*cacc = b->global_access;
 	return 0;
 }
 
@@ -467,38 +407,31 @@ static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 	struct vbe *b = vbe_of(ctx);
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
-	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
-	unsigned cls = CLS_READ;
-	int err, slow = 0, r = odp_class(ctx, b, access, &cls, out);
-	uint32_t idx;
+	uint32_t cacc = 0, idx = NIL;
+	int err = 0, how = 0, r = odp_class(ctx, b, access, &cacc, out);
 
 	if (r < 0 || r == 1)
 		return r < 0 ? r : 0;
-	if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
-		if (likely((idx = chunk_get(ctx, cls, c0, flags, &err, &slow)) != NIL)) {
-			stats_hit(ctx, slow, 0);
-			*out = &ctx->ent[idx];
-			return 0;
-		}
-		if (flags)
-			return -EAGAIN;
+	if (r == 0 && b->chunks && likely(s >> b->chunk_shift == (end - 1) >> b->chunk_shift)) {
+		if (likely((idx = chunk_get(ctx, s, cacc, flags, &err, &how)) != NIL) || flags)
+			goto out;
 		/* e.g. a chunk beyond what the device can map: the range alone */
 		STAT_INC(ctx, odp_fallbacks);
 	}
 	if (!flags && end - s > b->max_reg_bytes)
 		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
 				 len, (unsigned long long)b->max_reg_bytes);
-	err = range_get(ctx, s, end, access, flags, out);
-	if (err != -EAGAIN || !(flags & ODPX_REG_PARTIAL) || r == 2)
-		return err;
-	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
-		if ((idx = chunk_get(ctx, cls, c, true, &err, &slow)) != NIL) {
-			stats_hit(ctx, 0, 0);
-			*out = &ctx->ent[idx];
-			return 0;
-		}
-	}
-	return -EAGAIN;
+	idx = ent_get(ctx, s, end - s, access, flags, &err, &how);
+	for (uintptr_t c = s; idx == NIL && r == 0 && b->chunks && (flags & ODPX_REG_PARTIAL) &&
+	     c < end; c = ((c >> b->chunk_shift) + 1) << b->chunk_shift)
+		idx = chunk_get(ctx, c, cacc, true, &err, &how);
+out:
+	if (idx == NIL)
+		return flags ? -EAGAIN : err;
+	if (how < 2)
+		stats_hit(ctx, how, 0);
+	*out = &ctx->ent[idx];
+	return 0;
 }
 
 static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
@@ -508,24 +441,23 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 }
 
 /*
- * A remote-access range whose count went to 0 is deregistered at once.
- * Nothing invalidates the ODP modes' MRs (they follow the page tables), so
- * a kept one would give a peer that still has its rkey whatever the
- * application maps there later.  Whoever takes the count to 0 calls this,
- * a chunk hit's passing reference too (take_if()); it frees the entry only
- * if no reference came meanwhile (a range hit takes one under b->lock).
- * With @before, it is idle release (engine tick) instead: a chunk or range
- * with no reference whose last release (or registration) is stamped before
- * *@before goes as an eviction does.  True when the entry went.
+ * An MR with remote access whose count went to 0 is deregistered at once
+ * (drop_at_zero()).  Nothing invalidates the ODP modes' MRs (they follow the
+ * page tables), so a kept one would give a peer that still has its rkey
+ * whatever the application maps there later.  Whoever takes the count to 0
+ * calls this, a lock-free hit's passing reference too (take_if()); it frees
+ * the entry only if no reference came meanwhile.  With @before, it is idle
+ * release (engine tick) instead: a chunk or range with no reference whose
+ * last release (or registration) is stamped before *@before goes as an
+ * eviction does.  True when the entry went.
  */
 static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {
 	struct vbe *b = vbe_of(ctx);
-	struct ibv_mr *mr = NULL;
+	struct ibv_mr *mr;
 
 	pthread_mutex_lock(&b->lock);
-	if (before || (ctx->ent[i].access & ACC_REMOTE_BITS))
-		mr = ent_evict(ctx, i, !before, before);
+	mr = ent_evict(ctx, i, before);
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
@@ -543,7 +475,7 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
-	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
+	if (W_REF(w) == 1 && drop_at_zero(vbe_of(ctx), W_ACC(w)))
 		ent_drop(ctx, (uint32_t)(e - ctx->ent), NULL);
 	stats_dereg(ctx, 0);
 	return 0;
@@ -594,31 +526,6 @@ static const struct backend_ops verbs_odp_ops = {
 /* ---- open ---- */
 
 static __attribute__((aligned(4096))) char anchor_page[4096];
-
-static unsigned log2_u64(uint64_t v)
-{
-	return 63 - (unsigned)__builtin_clzll(v);
-}
-
-static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
-		     uint64_t max_mr_size, uint32_t global_access)
-{
-	b->chunk_shift = log2_u64(chunk_bytes);
-	/* a chunk the device cannot register: every request is a range of its own */
-	b->nchunks = chunk_bytes <= max_mr_size ? 1ULL << (VA_BITS - b->chunk_shift) : 0;
-	b->ctab_bytes = (1ULL << (VA_BITS - b->chunk_shift)) * sizeof(uint32_t);
-	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
-	b->cls_access[CLS_READ] = 0;
-	b->cls_access[CLS_WRITE] = ODPX_ACCESS_LOCAL_WRITE;
-	b->cls_access[CLS_GLOBAL] = global_access;
-	char *p = mmap(NULL, NCLS * b->ctab_bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	for (int c = 0; c < NCLS; c++)	/* one mapping: unmapped by ctab[0] */
-		b->ctab[c] = (_Atomic uint32_t *)(p + c * b->ctab_bytes);
-	return 0;
-}
 
 static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t acc)
 {
@@ -737,7 +644,6 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		       struct ibv_mr **impl, struct ibv_mr **impl_global)
 {
 	struct vbe *b = calloc(1, sizeof(*b));
-	int r;
 
 	if (!b)
 		return -ENOMEM;
@@ -751,8 +657,10 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		return verr_ptr();
 	if (!odp)
 		return 0;
-	if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
-		return r;
+	b->chunk_shift = (unsigned)__builtin_ctzll(chunk);	/* a power of 2 */
+	b->chunks = chunk <= max_mr_size;	/* else every request is a range of its own */
+	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
+	b->global_access = global_access;
 	b->global_rkey = !!(flags & ODPX_OPEN_GLOBAL_RKEY);
 	atomic_store(&ctx->cs->global_rkey, b->global_rkey);
 	/* the implicit entries and at least one more (a range's) */
