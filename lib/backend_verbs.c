@@ -166,13 +166,10 @@ static _Atomic uint32_t *bucket(struct odpx_ctx *ctx, uintptr_t s, uint32_t acc)
 	return &ctx->ent[bucket_of(ctx, s, acc)].bucket;
 }
 
-/*
- * Remote access is granted beyond a release only under GLOBAL_RKEY: any other
- * MR with remote access goes with its last reference (see ent_drop()).
- */
+/* An MR with remote access goes with its last reference, but GLOBAL_RKEY's (ent_drop()). */
 static bool drop_at_zero(const struct vbe *b, uint32_t acc)
 {
-	return (acc & ACC_REMOTE_BITS) && !(b->global_rkey && acc == b->global_access);
+	return (acc & ACC_REMOTE_BITS) && acc != b->global_access;
 }
 
 /*
@@ -383,7 +380,7 @@ static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, uint3
 	}
 	if (unlikely((r = check_access(access)) < 0))
 		return r;
-	if (!b->global_rkey || (access & ~b->global_access))
+	if (!b->global_access || (access & ~b->global_access))
 		return 2;
 	if (b->implicit_global_idx != NIL) {
 		take(ctx, b->implicit_global_idx, out);
@@ -527,15 +524,6 @@ static const struct backend_ops verbs_odp_ops = {
 
 static __attribute__((aligned(4096))) char anchor_page[4096];
 
-static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t acc)
-{
-	struct ibv_mr *none;
-	uint32_t idx = ent_alloc(ctx, &none);	/* the open checked max_entries */
-
-	ent_fill(ctx, idx, mr, acc, 0, 0, 0);
-	return idx;
-}
-
 static void query_caps(struct ibv_pd *pd, struct mode_caps *c)
 {
 	struct ibv_device_attr_ex ax;
@@ -644,6 +632,7 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		       struct ibv_mr **impl, struct ibv_mr **impl_global)
 {
 	struct vbe *b = calloc(1, sizeof(*b));
+	struct ibv_mr *none;
 
 	if (!b)
 		return -ENOMEM;
@@ -660,18 +649,21 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 	b->chunk_shift = (unsigned)__builtin_ctzll(chunk);	/* a power of 2 */
 	b->chunks = chunk <= max_mr_size;	/* else every request is a range of its own */
 	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
-	b->global_access = global_access;
-	b->global_rkey = !!(flags & ODPX_OPEN_GLOBAL_RKEY);
-	atomic_store(&ctx->cs->global_rkey, b->global_rkey);
+	b->global_access = flags & ODPX_OPEN_GLOBAL_RKEY ? global_access : 0;
+	atomic_store(&ctx->cs->global_rkey, !!b->global_access);
 	/* the implicit entries and at least one more (a range's) */
 	unsigned nimpl = (*impl != NULL) + (*impl_global != NULL);
 	if (ctx->max_entries < nimpl + 1u)
 		return odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a range"
 				 " needs one more", ctx->max_entries, nimpl);
-	if (*impl)
-		b->implicit_idx = implicit_entry(ctx, *impl, ODPX_ACCESS_LOCAL_WRITE);
-	if (*impl_global)
-		b->implicit_global_idx = implicit_entry(ctx, *impl_global, global_access);
+	if (*impl) {	/* ent_alloc() finds the entries checked above free */
+		b->implicit_idx = ent_alloc(ctx, &none);
+		ent_fill(ctx, b->implicit_idx, *impl, ODPX_ACCESS_LOCAL_WRITE, 0, 0, 0);
+	}
+	if (*impl_global) {
+		b->implicit_global_idx = ent_alloc(ctx, &none);
+		ent_fill(ctx, b->implicit_global_idx, *impl_global, global_access, 0, 0, 0);
+	}
 	*impl = *impl_global = NULL;	/* the entries own them now */
 	return 0;
 }

@@ -18,7 +18,6 @@
 
 struct vbe {
 	struct ibv_pd *pd;
-	bool global_rkey;		/* ODPX_OPEN_GLOBAL_RKEY */
 	struct ibv_mr **mr;		/* by entry index */
 	struct ibv_mr *anchor;
 
@@ -27,7 +26,7 @@ struct vbe {
 	unsigned chunk_shift;
 	bool chunks;			/* false: the device cannot register one */
 	uint64_t max_reg_bytes;
-	uint32_t global_access;		/* of GLOBAL_RKEY's MRs */
+	uint32_t global_access;		/* of ODPX_OPEN_GLOBAL_RKEY's MRs, else 0 */
 	uint32_t implicit_idx, implicit_global_idx;
 	uint32_t hand;			/* where the next eviction looks first */
 	struct mode_caps caps;		/* the device, for odpx_query() */
