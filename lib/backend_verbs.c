@@ -223,13 +223,6 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 	return idx;
 }
 
-static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out)
-{
-	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
-	stats_hit(ctx, 0, 0);
-	*out = &ctx->ent[idx];
-}
-
 /* The entry of (@s, @bytes, @acc) in its hash chain (b->lock held), no reference taken. */
 static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc)
 {
@@ -245,10 +238,8 @@ static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_
  * A fresh MR @mr, registered with no lock held, as the entry of (@s, @bytes,
  * @acc), with a reference.  Two threads that race for one both register,
  * and the later one drops its MR for the entry of the first.  NIL + *err
- * when every entry is in use.  Idle release needs the engine, which the ODP
- * modes otherwise start only for prefetch hints: it starts with the first
- * new entry, and a failed start is retried with the next (engine.c spaces
- * the retries).
+ * when every entry is in use.  The first new entry starts the engine for
+ * idle release (engine.c spaces the retries of a failed start).
  */
 static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, uintptr_t s, uint64_t bytes,
 			   uint32_t acc, int *err)
@@ -258,7 +249,7 @@ static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, uintptr_t s,
 	uint32_t idx;
 
 	pthread_mutex_lock(&b->lock);
-	if ((idx = rfind(ctx, s, bytes, acc)) != NIL) {	/* another thread registered it meanwhile */
+	if ((idx = rfind(ctx, s, bytes, acc)) != NIL) {	/* registered meanwhile */
 		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
 		victim = mr;
 	} else if ((idx = ent_alloc(ctx, &victim)) == NIL) {
@@ -267,7 +258,7 @@ static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, uintptr_t s,
 	} else {
 		ent_fill(ctx, idx, mr, acc, s, bytes, 1);
 		ST(ctx->ent[idx].hnext, LD(*bucket(ctx, s, acc)));
-		atomic_store_explicit(bucket(ctx, s, acc), idx, REL);	/* pairs with ent_get() */
+		atomic_store_explicit(bucket(ctx, s, acc), idx, REL);	/* for ent_get() */
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
@@ -361,42 +352,13 @@ void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
- * Which MR serves @access: 1, an implicit one, taken into *out; 0, a chunk
- * whose MRs have access *cacc; 2, a range MR of exactly the request (remote
- * access beyond GLOBAL_RKEY's); -errno for bad access bits.
- */
-static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, uint32_t *cacc,
-		     struct entry **out)
-{
-	int r;
-
-	if (!(access & ACC_REMOTE_BITS)) {
-		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
-			take(ctx, b->implicit_idx, out);
-			return 1;
-		}
-		*cacc = access;
-		return 0;
-	}
-	if (unlikely((r = check_access(access)) < 0))
-		return r;
-	if (!b->global_access || (access & ~b->global_access))
-		return 2;
-	if (b->implicit_global_idx != NIL) {
-		take(ctx, b->implicit_global_idx, out);
-		return 1;
-	}
-	*cacc = b->global_access;
-	return 0;
-}
-
-/*
  * odp_reg() and, with @flags, odpx_reg_ex()'s TRY and PARTIAL: the same
- * lookups with no registration and no wait.  The implicit MRs always exist;
- * a request inside one chunk takes that chunk, else (or when the chunk
- * cannot be registered) the range of exactly its pages.  PARTIAL then looks
- * at the chunks of the range in address order: the first that exists holds
- * the lowest page that a chunk MR holds.
+ * lookups with no registration and no wait.  An implicit MR serves what its
+ * access allows; else a request inside one chunk takes that chunk of its
+ * access (remote access: only GLOBAL_RKEY's), else (or when the chunk cannot
+ * be registered) the range of exactly its pages.  PARTIAL then looks at the
+ * chunks of the range in address order: the first that exists holds the
+ * lowest page that a chunk MR holds.
  */
 static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		      uint32_t flags, struct entry **out)
@@ -404,12 +366,24 @@ static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 	struct vbe *b = vbe_of(ctx);
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
-	uint32_t cacc = 0, idx = NIL;
-	int err = 0, how = 0, r = odp_class(ctx, b, access, &cacc, out);
+	uint32_t cacc = access, idx = access == ODPX_ACCESS_LOCAL_WRITE ? b->implicit_idx : NIL;
+	bool chunk = b->chunks;
+	int err = 0, how = 0;
 
-	if (r < 0 || r == 1)
-		return r < 0 ? r : 0;
-	if (r == 0 && b->chunks && likely(s >> b->chunk_shift == (end - 1) >> b->chunk_shift)) {
+	if (access & ACC_REMOTE_BITS) {
+		bool global = b->global_access && !(access & ~b->global_access);
+
+		if (unlikely((err = check_access(access)) < 0))
+			return err;
+		cacc = b->global_access;
+		idx = global ? b->implicit_global_idx : NIL;
+		chunk = chunk && global;
+	}
+	if (idx != NIL) {
+		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
+		goto out;
+	}
+	if (chunk && likely(s >> b->chunk_shift == (end - 1) >> b->chunk_shift)) {
 		if (likely((idx = chunk_get(ctx, s, cacc, flags, &err, &how)) != NIL) || flags)
 			goto out;
 		/* e.g. a chunk beyond what the device can map: the range alone */
@@ -419,8 +393,8 @@ static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
 				 len, (unsigned long long)b->max_reg_bytes);
 	idx = ent_get(ctx, s, end - s, access, flags, &err, &how);
-	for (uintptr_t c = s; idx == NIL && r == 0 && b->chunks && (flags & ODPX_REG_PARTIAL) &&
-	     c < end; c = ((c >> b->chunk_shift) + 1) << b->chunk_shift)
+	for (uintptr_t c = s; idx == NIL && chunk && (flags & ODPX_REG_PARTIAL) && c < end;
+	     c = ((c >> b->chunk_shift) + 1) << b->chunk_shift)
 		idx = chunk_get(ctx, c, cacc, true, &err, &how);
 out:
 	if (idx == NIL)
@@ -438,15 +412,12 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 }
 
 /*
- * An MR with remote access whose count went to 0 is deregistered at once
- * (drop_at_zero()).  Nothing invalidates the ODP modes' MRs (they follow the
- * page tables), so a kept one would give a peer that still has its rkey
- * whatever the application maps there later.  Whoever takes the count to 0
- * calls this, a lock-free hit's passing reference too (take_if()); it frees
- * the entry only if no reference came meanwhile.  With @before, it is idle
- * release (engine tick) instead: a chunk or range with no reference whose
- * last release (or registration) is stamped before *@before goes as an
- * eviction does.  True when the entry went.
+ * Free entry @i unless a reference came meanwhile.  Called by whoever takes
+ * the count of a drop_at_zero() entry to 0: nothing invalidates the ODP
+ * modes' MRs (they follow the page tables), so a kept one would give a peer
+ * that still has its rkey whatever the application maps there later.  With
+ * @before, by idle release (engine tick): the entry goes if its last release
+ * (or registration) is stamped before *@before.  True when it went.
  */
 static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {

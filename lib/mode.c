@@ -99,8 +99,8 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 	if (m == ODPX_MODE_AUTO) {
 		if (!no_impl[0]) {
 			out->mode = ODPX_MODE_IMPLICIT;
-			snprintf(out->reason, sizeof(out->reason),
-				 "implicit ODP: IBV_ODP_SUPPORT_IMPLICIT and %s ODP caps present", tr);
+			snprintf(out->reason, sizeof(out->reason), "implicit ODP: "
+				 "IBV_ODP_SUPPORT_IMPLICIT and %s ODP caps present", tr);
 		} else if (!no_expl[0]) {
 			out->mode = ODPX_MODE_EXPLICIT;
 			snprintf(out->reason, sizeof(out->reason),
