@@ -6,8 +6,6 @@
  * engine and ODPX_PREFETCH_SYNC (mode.c) call odp_advise().
  */
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend_verbs.h"
 
@@ -26,17 +24,16 @@ static int advise_batch(struct odpx_ctx *ctx, const struct adv_piece *p, uint32_
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_sge sge[ADV_MAX_SGE];
 	uint32_t held[ADV_MAX_SGE], nheld = 0, k = 0;
-	int r = 0, err, slow;
+	int r = 0, err = -EFAULT, how;
 
 	for (uint32_t i = 0; i < n && k < ADV_MAX_SGE; i++) {
 		uint32_t idx = b->implicit_idx;
-		uint64_t c = p[i].addr >> b->chunk_shift;
 
 		if (idx == NIL) {	/* held while advised: an unused chunk may be evicted */
-			if (c >= b->nchunks ||
-			    (idx = chunk_get(ctx, CLS_WRITE, c, &err, &slow)) == NIL) {
+			if (!b->chunks || (idx = chunk_get(ctx, p[i].addr, ODPX_ACCESS_LOCAL_WRITE,
+							   false, &err, &how)) == NIL) {
 				STAT_INC(ctx, prefetch_failed);	/* no MR can cover it */
-				r = c >= b->nchunks ? -EFAULT : err;
+				r = err;
 				continue;
 			}
 			held[nheld++] = idx;
@@ -68,25 +65,15 @@ int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool fl
 {
 	struct vbe *b = vbe_of(ctx);
 	unsigned shift = b->implicit_idx != NIL ? 0 : b->chunk_shift;
-	size_t k = adv_count(r, n, shift), nb;
-	struct adv_piece *p = malloc(k * sizeof(*p));
-	struct adv_batch *bt = malloc(k * sizeof(*bt));
+	struct adv_cursor cur = { 0 };
+	struct adv_piece p[ADV_MAX_SGE];
+	size_t k;
 	int ret = 0, e;
 
-	if (!p || !bt) {
-		free(p);
-		free(bt);
-		STAT_INC(ctx, prefetch_failed);
-		return -ENOMEM;
-	}
-	k = adv_split(r, n, shift, p, k);
-	nb = adv_batches(p, k, ADV_MAX_SGE, bt);
-	for (size_t i = 0; i < nb; i++)
-		if ((e = advise_batch(ctx, p + bt[i].first, bt[i].count,
-				      flush ? IBV_ADVISE_MR_FLAG_FLUSH : 0)) < 0 && !ret)
+	while ((k = adv_next(r, n, shift, &cur, p, ADV_MAX_SGE)))
+		if ((e = advise_batch(ctx, p, (uint32_t)k, flush ? IBV_ADVISE_MR_FLAG_FLUSH : 0)) < 0 &&
+		    !ret)
 			ret = e;
-	free(p);
-	free(bt);
 	return ret;
 }
 

@@ -8,44 +8,41 @@
  *   implicit  one MR ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND | LOCAL_WRITE);
  *             a LOCAL_WRITE request takes a reference on it: one atomic add.
  *   explicit  ODP MRs over aligned chunks (chunk_bytes), one per chunk and
- *             local access class, registered on first use and never
- *             invalidated: ODP follows the page tables.  A hit is a table
- *             load and an atomic add.
+ *             local access, registered on first use and never invalidated:
+ *             ODP follows the page tables.
  *   pin       the core's pin cache and userfaultfd monitor over
  *             ibv_reg_mr/ibv_dereg_mr (pin/unpin below).
  *   direct    the same ops with the cache off: one MR per request.
  *
- * In both ODP modes a request the chunk table cannot serve - remote access,
- * or a range that straddles chunks - gets an explicit ODP MR over exactly its
- * page-rounded range, cached by (range, access) in a small hash.  Remote
- * access is never granted beyond the request unless the context was opened
- * ODPX_OPEN_GLOBAL_RKEY: then the implicit MR (implicit mode) or a chunk MR
- * (explicit mode) with every remote access the device's ODP offers serves it.
+ * In both ODP modes a request no chunk serves - remote access, or a range
+ * that straddles chunks - gets an explicit ODP MR over exactly its
+ * page-rounded range, cached as chunks are.  Remote access is never granted
+ * beyond the request unless the context was opened ODPX_OPEN_GLOBAL_RKEY:
+ * then the implicit MR (implicit mode) or a chunk MR (explicit mode) with
+ * every remote access the device's ODP offers serves it.
  *
  * Handles are entries of ctx->ent, as the core's odpx_dereg() requires.  In
- * the ODP modes this backend owns the whole slab: the core's free list is
- * emptied at open, and the entries are managed here:
+ * the ODP modes chunks and ranges are entries keyed by (start, pages,
+ * access), kept in fields the pin cache would use: the exact-start hash
+ * (index.h:bucket_of(), @bucket and @hnext) and the free list
+ * (ctx->free_head through @lru_next).
  *
- * struct vbe.lock - the pool of free entries, the range hash and chunk
- *   misses.  Never held across anything that can wait on userfaultfd (ODP
- *   registration does not fault pages in).  Operations:
- *     chunk hit   no lock: acquire-load ctab[cls][chunk] (paired with the
- *                 release store of the miss that published the entry), then
- *                 CAS word -> word + 1 while ALIVE, then check the entry is
- *                 still this chunk's (span and access): an unused chunk
- *                 entry may have been evicted and reused since the load.
- *                 If not, drop the reference and look again (chunk_get).
- *     chunk miss  lock, re-check, register, fill the entry, release-store
- *                 its index + 1 into ctab, unlock.
- *     range       lock, look up by (start, pages, access), word += 1, unlock;
- *                 a miss registers outside the lock and inserts under it.
+ * struct vbe.lock - the hash chains and the free list.  Never held across a
+ *   registration.  Operations:
+ *     hit         no lock: walk the chain (acquire-load of its head, paired
+ *                 with the release store of the insert), CAS word -> word + 1
+ *                 while ALIVE, then check the entry is still (span, access):
+ *                 an unused entry may have been evicted and reused since.
+ *                 If not, drop the reference; a walk that misses looks again
+ *                 under the lock (ent_get).
+ *     miss        register with no lock; then lock, re-check, fill a free
+ *                 entry with a reference, push it on its chain, unlock.
  *     dereg       no lock: CAS word -> word - 1 while ALIVE with a reference.
- *     evict       lock: CAS an unused range or chunk entry ALIVE/0 -> FREE
- *                 (gen + 1), and unlink it (range hash, or ctab: 0).  A
- *                 range hit holds the lock; a chunk hit's CAS and the
- *                 eviction's meet on word, one wins; a dereg never moves a
- *                 count of 0.  Its MR is deregistered after unlocking.
- *                 Implicit entries are never evicted.
+ *     evict       lock: CAS an unused entry ALIVE/0 -> FREE (gen + 1), and
+ *                 unlink it.  A hit's CAS and the eviction's meet on word,
+ *                 one wins; a dereg never moves a count of 0.  Its MR is
+ *                 deregistered after unlocking.  Implicit entries (span 0)
+ *                 are never evicted.
  *
  * Lifecycle: a one-page anchor MR is held from open to close so that
  * ibv_dealloc_pd() fails with EBUSY while a context is open.  Nothing closes
@@ -59,10 +56,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "log.h"
 #include "backend_verbs.h"
+#include "index.h"
 
 #ifdef ODPX_HAVE_VERBS
 
@@ -93,12 +90,7 @@ static void verbs_close(struct odpx_ctx *ctx)
 		verbs_unpin(ctx, i);
 	if (!child && b->anchor)
 		ibv_dereg_mr(b->anchor);
-	if (b->ctab[0])
-		munmap(b->ctab[0], NCLS * b->ctab_bytes);
 	free(b->mr);
-	free(b->free_stack);
-	free(b->rbucket);
-	free(b->meta);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
 	ctx->be_priv = NULL;
@@ -168,225 +160,112 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), REL);
 }
 
-static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc);
-
-/*
- * An entry just made FREE (b->lock held): out of the range hash or the
- * chunk table, its MR returned for deregistration after unlocking.
- */
-static struct ibv_mr *ent_unlink(struct odpx_ctx *ctx, uint32_t i)
+/* The head of the hash chain of (@s, @acc). */
+static _Atomic uint32_t *bucket(struct odpx_ctx *ctx, uintptr_t s, uint32_t acc)
 {
-	struct vbe *b = vbe_of(ctx);
-	struct entry *e = &ctx->ent[i];
-	uint64_t span = LD(e->span);
-	struct ibv_mr *mr = b->mr[i];
+	return &ctx->ent[bucket_of(ctx, s, acc)].bucket;
+}
 
-	if (b->meta[i].kind == EK_CHUNK) {
-		atomic_store_explicit(&b->ctab[b->meta[i].cls][SPAN_START(span) >> b->chunk_shift], 0,
-				      REL);
-	} else {
-		uint32_t *pp = &b->rbucket[rhash(b, SPAN_START(span), SPAN_BYTES(span), e->access)];
-		while (*pp != NIL && *pp != i)
-			pp = &b->meta[*pp].rnext;
-		if (*pp == i)
-			*pp = b->meta[i].rnext;
-	}
-	b->mr[i] = NULL;
-	b->meta[i].kind = EK_FREE;
-	return mr;
+/* An MR with remote access goes with its last reference, but GLOBAL_RKEY's (ent_drop()). */
+static bool drop_at_zero(const struct vbe *b, uint32_t acc)
+{
+	return (acc & ACC_REMOTE_BITS) && acc != b->global_access;
 }
 
 /*
- * Free entry @i if it is a range (or, unless @range_only, a chunk) with no
- * reference, released before *@before unless NULL: ALIVE/0 -> FREE (gen + 1),
- * a CAS that meets a chunk hit's on the word, one wins.  b->lock held;
+ * Free entry @i if it has no reference and, unless @before is NULL, was
+ * released before *@before: ALIVE/0 -> FREE (gen + 1), a CAS that meets a
+ * lock-free hit's on the word, one wins; then out of its hash chain and onto
+ * the free list.  The implicit entries (span 0) never go.  b->lock held;
  * returns its MR for deregistration after unlocking.
  */
-static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, bool range_only,
-				const uint32_t *before)
+static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct entry *e = &ctx->ent[i];
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
+	struct ibv_mr *mr = b->mr[i];
+	_Atomic uint32_t *pp;
 
-	if ((b->meta[i].kind != EK_RANGE && (range_only || b->meta[i].kind != EK_CHUNK)) ||
-	    W_STATE(w) != ST_ALIVE || W_REF(w) ||
+	if (W_STATE(w) != ST_ALIVE || W_REF(w) || !LD(e->span) ||
 	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
 	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
 		return NULL;
-	return ent_unlink(ctx, i);
-}
-
-/* A free entry (b->lock held); may evict an unused range or chunk, whose MR goes to *victim. */
-static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
-{
-	struct vbe *b = vbe_of(ctx);
-
-	*victim = NULL;
-	if (!b->nfree) {
-		/*
-		 * A hand that goes round, so the oldest unused entry goes
-		 * first (FIFO).  Looking from 0 each time took the entry just
-		 * reused again: the newest chunk was the next victim.
-		 */
-		for (uint32_t k = 0; k < ctx->max_entries; k++) {
-			uint32_t i = b->hand;
-
-			b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
-			if ((*victim = ent_evict(ctx, i, false, NULL))) {
-				STAT_INC(ctx, evictions);
-				return i;
-			}
-		}
-		return NIL;
-	}
-	return b->free_stack[--b->nfree];
-}
-
-static inline void take(struct odpx_ctx *ctx, uint32_t idx, struct entry **out, int slow)
-{
-	atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
-	stats_hit(ctx, slow, 0);
-	*out = &ctx->ent[idx];
-}
-
-static struct ibv_mr *reg_odp(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
-			      uint32_t access, int *err)
-{
-	struct ibv_mr *mr = ibv_reg_mr(vbe_of(ctx)->pd, (void *)start, bytes,
-				       (int)access | IBV_ACCESS_ON_DEMAND);
-
-	if (!mr) {
-		*err = verr_ptr();
-		return NULL;
-	}
-	STAT_INC(ctx, odp_mrs);
-	STAT_INC(ctx, misses);
+	for (pp = bucket(ctx, e_start(e), e->access); LD(*pp) != i; pp = &ctx->ent[LD(*pp)].hnext)
+		;
+	ST(*pp, LD(e->hnext));
+	b->mr[i] = NULL;
+	e->lru_next = ctx->free_head;
+	ctx->free_head = i;
 	return mr;
 }
 
 /*
- * Idle release needs the engine, which the ODP modes otherwise start only
- * for prefetch hints: start it with the first chunk or range MR.  A failed
- * start is retried with the next (engine.c spaces the retries).
+ * A free entry (b->lock held).  With none free, the hand goes round and
+ * evicts the first unused chunk or range it meets (FIFO), whose MR goes to
+ * *victim.
  */
-static void idle_engine(struct odpx_ctx *ctx)
-{
-	if (ctx->idle_ms && !engine_running(ctx))
-		engine_start(ctx);
-}
-
-/* ---- ODP modes: ranges cached by (start, pages, access) ---- */
-
-static uint32_t rhash(const struct vbe *b, uintptr_t s, uint64_t bytes, uint32_t acc)
-{
-	uint64_t k = (s >> PAGE_SHIFT) * 0x9E3779B97F4A7C15ULL ^ (bytes >> PAGE_SHIFT) * 31 ^ acc;
-
-	return (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> 40) & b->rmask;
-}
-
-static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc)
+static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 {
 	struct vbe *b = vbe_of(ctx);
+	uint32_t idx;
 
-	for (uint32_t i = b->rbucket[rhash(b, s, bytes, acc)]; i != NIL; i = b->meta[i].rnext) {
-		uint64_t span = LD(ctx->ent[i].span);
-		if (SPAN_START(span) == s && SPAN_BYTES(span) == bytes && ctx->ent[i].access == acc)
-			return i;
+	*victim = NULL;
+	for (uint32_t k = 0; ctx->free_head == NIL && k < ctx->max_entries; k++) {
+		uint32_t i = b->hand;
+
+		b->hand = i + 1 == ctx->max_entries ? 0 : i + 1;
+		if ((*victim = ent_evict(ctx, i, NULL)))
+			STAT_INC(ctx, evictions);
 	}
+	if ((idx = ctx->free_head) != NIL)
+		ctx->free_head = ctx->ent[idx].lru_next;
+	return idx;
+}
+
+/* The entry of (@s, @bytes, @acc) in its hash chain (b->lock held), no reference taken. */
+static uint32_t rfind(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc)
+{
+	uint64_t span = SPAN_MAKE(s, bytes >> PAGE_SHIFT);
+
+	for (uint32_t i = LD(*bucket(ctx, s, acc)); i != NIL; i = LD(ctx->ent[i].hnext))
+		if (LD(ctx->ent[i].span) == span && ctx->ent[i].access == acc)
+			return i;
 	return NIL;
 }
 
 /*
- * A fresh MR @mr, registered with no lock held, as the entry of chunk
- * s >> chunk_shift of class @cls, or with @cls NCLS of the range (@s,
- * @bytes, @acc) with a reference taken.  Two threads that race for one both
- * register, and the later one drops its MR for the entry of the first
- * (taking a range's reference under b->lock).  NIL + *err when every entry
- * is in use.
+ * A fresh MR @mr, registered with no lock held, as the entry of (@s, @bytes,
+ * @acc), with a reference.  Two threads that race for one both register,
+ * and the later one drops its MR for the entry of the first.  NIL + *err
+ * when every entry is in use.  The first new entry starts the engine for
+ * idle release (engine.c spaces the retries of a failed start).
  */
-static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, unsigned cls, uintptr_t s,
-			   uint64_t bytes, uint32_t acc, int *err)
+static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, uintptr_t s, uint64_t bytes,
+			   uint32_t acc, int *err)
 {
 	struct vbe *b = vbe_of(ctx);
 	struct ibv_mr *victim = NULL;
-	bool chunk = cls < NCLS;
 	uint32_t idx;
 
 	pthread_mutex_lock(&b->lock);
-	idx = chunk ? LD(b->ctab[cls][s >> b->chunk_shift]) - 1 : rfind(ctx, s, bytes, acc);
-	if (idx != NIL) {	/* another thread registered it meanwhile */
-		if (!chunk) {
-			atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
-			stats_hit(ctx, 1, 0);
-		}
+	if ((idx = rfind(ctx, s, bytes, acc)) != NIL) {	/* registered meanwhile */
+		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
 		victim = mr;
 	} else if ((idx = ent_alloc(ctx, &victim)) == NIL) {
 		victim = mr;
 		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
 	} else {
-		b->meta[idx].kind = chunk ? EK_CHUNK : EK_RANGE;
-		b->meta[idx].cls = (uint8_t)cls;
-		ent_fill(ctx, idx, mr, acc, s, bytes, !chunk);
-		if (chunk) {
-			atomic_store_explicit(&b->ctab[cls][s >> b->chunk_shift], idx + 1, REL);
-		} else {
-			uint32_t h = rhash(b, s, bytes, acc);
-			b->meta[idx].rnext = b->rbucket[h];
-			b->rbucket[h] = idx;
-		}
+		ent_fill(ctx, idx, mr, acc, s, bytes, 1);
+		ST(ctx->ent[idx].hnext, LD(*bucket(ctx, s, acc)));
+		atomic_store_explicit(bucket(ctx, s, acc), idx, REL);	/* for ent_get() */
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (victim)
 		ibv_dereg_mr(victim);
-	if (victim != mr)
-		idle_engine(ctx);
+	if (victim != mr && ctx->idle_ms && !engine_running(ctx))
+		engine_start(ctx);
 	return idx;
-}
-
-static int range_get(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
-		     struct entry **out)
-{
-	struct vbe *b = vbe_of(ctx);
-	struct ibv_mr *mr;
-	uint32_t idx;
-	int err = 0;
-
-	pthread_mutex_lock(&b->lock);
-	if ((idx = rfind(ctx, s, end - s, acc)) != NIL)
-		take(ctx, idx, out, 1);
-	pthread_mutex_unlock(&b->lock);
-	if (idx != NIL)
-		return 0;
-	mr = reg_odp(ctx, s, end - s, acc, &err);
-	if (!mr) {
-		STAT_INC(ctx, pin_failures);
-		return odpx_fail(err, "ODP registration of %#lx-%#lx (access %#x): %s",
-				 (unsigned long)s, (unsigned long)end, acc, strerror(-err));
-	}
-	if ((idx = ent_insert(ctx, mr, NCLS, s, end - s, acc, &err)) == NIL)
-		return err;
-	*out = &ctx->ent[idx];
-	return 0;
-}
-
-/* ---- ODP modes: chunks ---- */
-
-/* The chunk's entry, registered if needed; NIL + *err on failure.  No reference taken. */
-static uint32_t chunk_ensure(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err)
-{
-	struct vbe *b = vbe_of(ctx);
-	uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
-	struct ibv_mr *mr;
-
-	if (idx)
-		return idx - 1;
-	mr = reg_odp(ctx, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
-		     b->cls_access[cls], err);
-	if (!mr)
-		return NIL;
-	return ent_insert(ctx, mr, cls, (uintptr_t)c << b->chunk_shift, 1ULL << b->chunk_shift,
-			  b->cls_access[cls], err);
 }
 
 static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before);
@@ -401,42 +280,69 @@ static bool take_if(struct odpx_ctx *ctx, uint32_t idx, uint64_t span, uint32_t 
 		if (W_STATE(w) != ST_ALIVE)
 			return false;
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w + 1, ACQ, RLX));
-	/* held: no eviction now, but it may have been reused since ctab was read */
+	/* held: no eviction now, but it may have been reused since the chain was read */
 	if (LD(e->span) == span && e->access == acc)
 		return true;
 	w = atomic_fetch_sub_explicit(&e->word, 1, REL);
-	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
-		ent_drop(ctx, idx, NULL);	/* ours was the last: a range released meanwhile */
+	if (W_REF(w) == 1 && drop_at_zero(vbe_of(ctx), W_ACC(w)))
+		ent_drop(ctx, idx, NULL);	/* ours was the last: released meanwhile */
 	return false;
 }
 
-static uint64_t chunk_span(const struct vbe *b, uint64_t c)
-{
-	return SPAN_MAKE((uintptr_t)c << b->chunk_shift, 1ULL << (b->chunk_shift - PAGE_SHIFT));
-}
-
-uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow)
+/*
+ * A reference on the entry of (@s, @bytes, @acc): a chunk or a range.  First
+ * a walk of its hash chain with no lock, bounded, whose find take_if()
+ * checks (a walk that a concurrent eviction sends astray misses); then
+ * under b->lock; then, unless @try, a registration.  The entry, or NIL and
+ * *err; *how is 0 for a hit without the lock, 1 with it, 2 for a
+ * registration (a miss).
+ */
+static uint32_t ent_get(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes, uint32_t acc, bool try,
+			int *err, int *how)
 {
 	struct vbe *b = vbe_of(ctx);
-	uint64_t span = chunk_span(b, c);
+	uint64_t span = SPAN_MAKE(s, bytes >> PAGE_SHIFT);
+	uint32_t i = atomic_load_explicit(bucket(ctx, s, acc), ACQ);
+	struct ibv_mr *mr;
 
-	for (int tries = 0; tries < CHUNK_GET_TRIES; tries++) {
-		uint32_t idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
-
-		if (idx) {
-			idx--;
-		} else {
-			*slow = 1;
-			if ((idx = chunk_ensure(ctx, cls, c, err)) == NIL)
-				return NIL;
-		}
-		if (take_if(ctx, idx, span, b->cls_access[cls]))
-			return idx;
-		*slow = 1;
+	*how = 0;
+	for (int steps = 0; i < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		if (LD(ctx->ent[i].span) == span && W_ACC(LD(ctx->ent[i].word)) == acc &&
+		    take_if(ctx, i, span, acc))
+			return i;
+		i = LD(ctx->ent[i].hnext);
 	}
-	*err = odpx_fail(-EBUSY, "chunk %#llx evicted at each of %d tries",
-			 (unsigned long long)c, CHUNK_GET_TRIES);
-	return NIL;
+	*how = 1;
+	*err = -EAGAIN;
+	if (try && pthread_mutex_trylock(&b->lock))
+		return NIL;
+	if (!try)
+		pthread_mutex_lock(&b->lock);
+	if ((i = rfind(ctx, s, bytes, acc)) != NIL)
+		atomic_fetch_add_explicit(&ctx->ent[i].word, 1, ACQ);
+	pthread_mutex_unlock(&b->lock);
+	if (i != NIL || try)
+		return i;
+	*how = 2;
+	mr = ibv_reg_mr(b->pd, (void *)s, bytes, (int)acc | IBV_ACCESS_ON_DEMAND);
+	if (!mr) {
+		int r = verr_ptr();
+
+		STAT_INC(ctx, pin_failures);
+		*err = odpx_fail(r, "ODP registration of %#lx-%#lx (access %#x): %s",
+				 (unsigned long)s, (unsigned long)(s + bytes), acc, strerror(-r));
+		return NIL;
+	}
+	STAT_INC(ctx, odp_mrs);
+	STAT_INC(ctx, misses);
+	return ent_insert(ctx, mr, s, bytes, acc, err);
+}
+
+uint32_t chunk_get(struct odpx_ctx *ctx, uintptr_t a, uint32_t acc, bool try, int *err, int *how)
+{
+	uint64_t bytes = 1ULL << vbe_of(ctx)->chunk_shift;
+
+	return ent_get(ctx, a & ~(bytes - 1), bytes, acc, try, err, how);
 }
 
 void ent_put(struct odpx_ctx *ctx, uint32_t idx)
@@ -446,94 +352,57 @@ void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
- * Which MR serves @access: 1, an implicit one, taken into *out; 0, a chunk
- * of class *cls; 2, a range MR of exactly the request (remote access beyond
- * the global class); -errno for bad access bits.
- */
-static int odp_class(struct odpx_ctx *ctx, struct vbe *b, uint32_t access, unsigned *cls,
-		     struct entry **out)
-{
-	int r;
-
-	if (!(access & ACC_REMOTE_BITS)) {
-		if (access == ODPX_ACCESS_LOCAL_WRITE && b->implicit_idx != NIL) {
-			take(ctx, b->implicit_idx, out, 0);
-			return 1;
-		}
-		*cls = access ? CLS_WRITE : CLS_READ;
-		return 0;
-	}
-	if (unlikely((r = check_access(access)) < 0))
-		return r;
-	if (!b->global_rkey || (access & ~b->cls_access[CLS_GLOBAL]))
-		return 2;
-	if (b->implicit_global_idx != NIL) {
-		take(ctx, b->implicit_global_idx, out, 0);
-		return 1;
-	}
-	*cls = CLS_GLOBAL;
-	return 0;
-}
-
-/*
  * odp_reg() and, with @flags, odpx_reg_ex()'s TRY and PARTIAL: the same
- * lookups without registrations.  The implicit MRs always exist; a chunk is
- * taken as a chunk hit takes it (take_if(), no lock); the range hash is read
- * only if b->lock is free at once.  PARTIAL looks at the exact range, then
- * at the chunks of the range in address order: the first that exists holds
- * the lowest page that a chunk MR holds.
+ * lookups with no registration and no wait.  An implicit MR serves what its
+ * access allows; else a request inside one chunk takes that chunk of its
+ * access (remote access: only GLOBAL_RKEY's), else (or when the chunk cannot
+ * be registered) the range of exactly its pages.  PARTIAL then looks at the
+ * chunks of the range in address order: the first that exists holds the
+ * lowest page that a chunk MR holds.
  */
 static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
-		   uint32_t flags, struct entry **out)
+		      uint32_t flags, struct entry **out)
 {
 	struct vbe *b = vbe_of(ctx);
 	uintptr_t s = addr & ~(PAGE_SIZE - 1);
 	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
-	uint64_t c0 = addr >> b->chunk_shift, c1 = (addr + len - 1) >> b->chunk_shift;
-	unsigned cls = CLS_READ;
-	int r = odp_class(ctx, b, access, &cls, out);
-	uint32_t idx = NIL;
+	uint32_t cacc = access, idx = access == ODPX_ACCESS_LOCAL_WRITE ? b->implicit_idx : NIL;
+	bool chunk = b->chunks;
+	int err = 0, how = 0;
 
-	if (r < 0 || r == 1)
-		return r < 0 ? r : 0;
-	if (!flags) {
-		if (r == 0 && likely(c0 == c1 && c0 < b->nchunks)) {
-			int slow = 0;
-			if (likely((idx = chunk_get(ctx, cls, c0, &r, &slow)) != NIL)) {
-				stats_hit(ctx, slow, 0);
-				*out = &ctx->ent[idx];
-				return 0;
-			}
-			/* e.g. a chunk beyond what the device can map: the range alone */
-			STAT_INC(ctx, odp_fallbacks);
-		}
-		if (end - s > b->max_reg_bytes)
-			return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
-					 len, (unsigned long long)b->max_reg_bytes);
-		return range_get(ctx, s, end, access, out);
+	if (access & ACC_REMOTE_BITS) {
+		bool global = b->global_access && !(access & ~b->global_access);
+
+		if (unlikely((err = check_access(access)) < 0))
+			return err;
+		cacc = b->global_access;
+		idx = global ? b->implicit_global_idx : NIL;
+		chunk = chunk && global;
 	}
-	if (r == 2 || c0 != c1) {
-		if (pthread_mutex_trylock(&b->lock) == 0) {
-			if ((idx = rfind(ctx, s, end - s, access)) != NIL)
-				take(ctx, idx, out, 0);
-			pthread_mutex_unlock(&b->lock);
-		}
-		if (idx != NIL)
-			return 0;
-		if (r == 2 || !(flags & ODPX_REG_PARTIAL))
-			return -EAGAIN;
+	if (idx != NIL) {
+		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
+		goto out;
 	}
-	for (uint64_t c = c0; c <= c1 && c < b->nchunks; c++) {
-		idx = atomic_load_explicit(&b->ctab[cls][c], ACQ);
-		if (idx && take_if(ctx, idx - 1, chunk_span(b, c), b->cls_access[cls])) {
-			stats_hit(ctx, 0, 0);
-			*out = &ctx->ent[idx - 1];
-			return 0;
-		}
-		if (!(flags & ODPX_REG_PARTIAL))
-			break;
+	if (chunk && likely(s >> b->chunk_shift == (end - 1) >> b->chunk_shift)) {
+		if (likely((idx = chunk_get(ctx, s, cacc, flags, &err, &how)) != NIL) || flags)
+			goto out;
+		/* e.g. a chunk beyond what the device can map: the range alone */
+		STAT_INC(ctx, odp_fallbacks);
 	}
-	return -EAGAIN;
+	if (!flags && end - s > b->max_reg_bytes)
+		return odpx_fail(-E2BIG, "%zu bytes exceed the largest registration, %llu",
+				 len, (unsigned long long)b->max_reg_bytes);
+	idx = ent_get(ctx, s, end - s, access, flags, &err, &how);
+	for (uintptr_t c = s; idx == NIL && chunk && (flags & ODPX_REG_PARTIAL) && c < end;
+	     c = ((c >> b->chunk_shift) + 1) << b->chunk_shift)
+		idx = chunk_get(ctx, c, cacc, true, &err, &how);
+out:
+	if (idx == NIL)
+		return flags ? -EAGAIN : err;
+	if (how < 2)
+		stats_hit(ctx, how, 0);
+	*out = &ctx->ent[idx];
+	return 0;
 }
 
 static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
@@ -543,25 +412,20 @@ static int odp_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t ac
 }
 
 /*
- * A remote-access range whose count went to 0 is deregistered at once.
- * Nothing invalidates the ODP modes' MRs (they follow the page tables), so
- * a kept one would give a peer that still has its rkey whatever the
- * application maps there later.  Whoever takes the count to 0 calls this,
- * a chunk hit's passing reference too (take_if()); it frees the entry only
- * if no reference came meanwhile (a range hit takes one under b->lock).
- * With @before, it is idle release (engine tick) instead: a chunk or range
- * with no reference whose last release (or registration) is stamped before
- * *@before goes as an eviction does.  True when the entry went.
+ * Free entry @i unless a reference came meanwhile.  Called by whoever takes
+ * the count of a drop_at_zero() entry to 0: nothing invalidates the ODP
+ * modes' MRs (they follow the page tables), so a kept one would give a peer
+ * that still has its rkey whatever the application maps there later.  With
+ * @before, by idle release (engine tick): the entry goes if its last release
+ * (or registration) is stamped before *@before.  True when it went.
  */
 static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 {
 	struct vbe *b = vbe_of(ctx);
-	struct ibv_mr *mr = NULL;
+	struct ibv_mr *mr;
 
 	pthread_mutex_lock(&b->lock);
-	if ((before || (ctx->ent[i].access & ACC_REMOTE_BITS)) &&
-	    (mr = ent_evict(ctx, i, !before, before)))
-		b->free_stack[b->nfree++] = i;
+	mr = ent_evict(ctx, i, before);
 	pthread_mutex_unlock(&b->lock);
 	if (mr)
 		ibv_dereg_mr(mr);
@@ -579,7 +443,7 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
 					 (void *)e);
 	} while (!atomic_compare_exchange_weak_explicit(&e->word, &w, w - 1, REL, RLX));
-	if (W_REF(w) == 1 && (e->access & ACC_REMOTE_BITS))
+	if (W_REF(w) == 1 && drop_at_zero(vbe_of(ctx), W_ACC(w)))
 		ent_drop(ctx, (uint32_t)(e - ctx->ent), NULL);
 	stats_dereg(ctx, 0);
 	return 0;
@@ -588,12 +452,14 @@ static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 /* Idle release (engine tick): ent_drop() of each chunk and range; the implicit MRs stay. */
 static unsigned odp_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
-	struct vbe *b = vbe_of(ctx);
 	unsigned n = 0;
 
-	for (uint32_t i = 0; i < ctx->max_entries; i++)	/* an unlocked peek first */
-		if (b->meta[i].kind == EK_RANGE || b->meta[i].kind == EK_CHUNK)
+	for (uint32_t i = 0; i < ctx->max_entries; i++) {	/* an unlocked peek first */
+		uint64_t w = LD(ctx->ent[i].word);
+
+		if (W_STATE(w) == ST_ALIVE && !W_REF(w) && LD(ctx->ent[i].span))
 			n += ent_drop(ctx, i, &stamp);
+	}
 	return n;
 }
 
@@ -628,59 +494,6 @@ static const struct backend_ops verbs_odp_ops = {
 /* ---- open ---- */
 
 static __attribute__((aligned(4096))) char anchor_page[4096];
-
-static unsigned log2_u64(uint64_t v)
-{
-	return 63 - (unsigned)__builtin_clzll(v);
-}
-
-static int odp_setup(struct odpx_ctx *ctx, struct vbe *b, uint64_t chunk_bytes,
-		     uint64_t max_mr_size, uint32_t global_access)
-{
-	uint32_t nb = 1;
-
-	b->chunk_shift = log2_u64(chunk_bytes);
-	/* a chunk the device cannot register: every request is a range of its own */
-	b->nchunks = chunk_bytes <= max_mr_size ? 1ULL << (VA_BITS - b->chunk_shift) : 0;
-	b->ctab_bytes = (1ULL << (VA_BITS - b->chunk_shift)) * sizeof(uint32_t);
-	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
-	b->cls_access[CLS_READ] = 0;
-	b->cls_access[CLS_WRITE] = ODPX_ACCESS_LOCAL_WRITE;
-	b->cls_access[CLS_GLOBAL] = global_access;
-	char *p = mmap(NULL, NCLS * b->ctab_bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	for (int c = 0; c < NCLS; c++)	/* one mapping: unmapped by ctab[0] */
-		b->ctab[c] = (_Atomic uint32_t *)(p + c * b->ctab_bytes);
-	while (nb < ctx->max_entries)
-		nb *= 2;
-	b->rmask = nb - 1;
-	b->rbucket = malloc(nb * sizeof(uint32_t));
-	b->free_stack = malloc(ctx->max_entries * sizeof(uint32_t));
-	b->meta = calloc(ctx->max_entries, sizeof(*b->meta));
-	if (!b->rbucket || !b->free_stack || !b->meta)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < nb; i++)
-		b->rbucket[i] = NIL;
-	/* this backend owns the slab: the core's free list is emptied */
-	pthread_mutex_lock(&ctx->lock);
-	ctx->free_head = NIL;
-	pthread_mutex_unlock(&ctx->lock);
-	for (uint32_t i = ctx->max_entries; i-- > 0;)
-		b->free_stack[b->nfree++] = i;
-	return 0;
-}
-
-static uint32_t implicit_entry(struct odpx_ctx *ctx, struct ibv_mr *mr, uint32_t acc)
-{
-	struct vbe *b = vbe_of(ctx);
-	uint32_t idx = b->free_stack[--b->nfree];	/* the open checked nfree */
-
-	b->meta[idx].kind = EK_IMPLICIT;
-	ent_fill(ctx, idx, mr, acc, 0, 0, 0);
-	return idx;
-}
 
 static void query_caps(struct ibv_pd *pd, struct mode_caps *c)
 {
@@ -790,7 +603,7 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		       struct ibv_mr **impl, struct ibv_mr **impl_global)
 {
 	struct vbe *b = calloc(1, sizeof(*b));
-	int r;
+	struct ibv_mr *none;
 
 	if (!b)
 		return -ENOMEM;
@@ -804,19 +617,24 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		return verr_ptr();
 	if (!odp)
 		return 0;
-	if ((r = odp_setup(ctx, b, chunk, max_mr_size, global_access)) < 0)
-		return r;
-	b->global_rkey = !!(flags & ODPX_OPEN_GLOBAL_RKEY);
-	atomic_store(&ctx->cs->global_rkey, b->global_rkey);
+	b->chunk_shift = (unsigned)__builtin_ctzll(chunk);	/* a power of 2 */
+	b->chunks = chunk <= max_mr_size;	/* else every request is a range of its own */
+	b->max_reg_bytes = SPAN_MAX_BYTES < max_mr_size ? SPAN_MAX_BYTES : max_mr_size;
+	b->global_access = flags & ODPX_OPEN_GLOBAL_RKEY ? global_access : 0;
+	atomic_store(&ctx->cs->global_rkey, !!b->global_access);
 	/* the implicit entries and at least one more (a range's) */
 	unsigned nimpl = (*impl != NULL) + (*impl_global != NULL);
-	if (b->nfree < nimpl + 1u)
+	if (ctx->max_entries < nimpl + 1u)
 		return odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a range"
 				 " needs one more", ctx->max_entries, nimpl);
-	if (*impl)
-		b->implicit_idx = implicit_entry(ctx, *impl, ODPX_ACCESS_LOCAL_WRITE);
-	if (*impl_global)
-		b->implicit_global_idx = implicit_entry(ctx, *impl_global, global_access);
+	if (*impl) {	/* ent_alloc() finds the entries checked above free */
+		b->implicit_idx = ent_alloc(ctx, &none);
+		ent_fill(ctx, b->implicit_idx, *impl, ODPX_ACCESS_LOCAL_WRITE, 0, 0, 0);
+	}
+	if (*impl_global) {
+		b->implicit_global_idx = ent_alloc(ctx, &none);
+		ent_fill(ctx, b->implicit_global_idx, *impl_global, global_access, 0, 0, 0);
+	}
 	*impl = *impl_global = NULL;	/* the entries own them now */
 	return 0;
 }

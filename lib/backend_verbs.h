@@ -15,47 +15,31 @@
 #define CHUNK_DEFAULT_BYTES (64UL << 20)
 #define CHUNK_MIN_BYTES (2UL << 20)
 #define CHUNK_MAX_BYTES (2UL << 30)	/* an entry's span holds < 4 GiB */
-#define VA_BITS 47
-
-enum { CLS_READ = 0, CLS_WRITE, CLS_GLOBAL, NCLS };	/* chunk classes */
-enum { EK_FREE = 0, EK_IMPLICIT, EK_CHUNK, EK_RANGE };
-
-struct meta {
-	uint8_t kind;
-	uint8_t cls;		/* a chunk's class */
-	uint32_t rnext;		/* range hash chain (lock) */
-};
 
 struct vbe {
 	struct ibv_pd *pd;
-	bool global_rkey;		/* ODPX_OPEN_GLOBAL_RKEY */
 	struct ibv_mr **mr;		/* by entry index */
 	struct ibv_mr *anchor;
 
 	/* ODP modes */
 	pthread_mutex_t lock;
 	unsigned chunk_shift;
-	uint64_t nchunks, max_reg_bytes;
-	_Atomic uint32_t *ctab[NCLS];	/* entry index + 1 per chunk, 0: none */
-	size_t ctab_bytes;
-	uint32_t cls_access[NCLS];	/* the MR access of each chunk class */
+	bool chunks;			/* false: the device cannot register one */
+	uint64_t max_reg_bytes;
+	uint32_t global_access;		/* of ODPX_OPEN_GLOBAL_RKEY's MRs, else 0 */
 	uint32_t implicit_idx, implicit_global_idx;
-	uint32_t *free_stack, nfree;
 	uint32_t hand;			/* where the next eviction looks first */
-	uint32_t *rbucket, rmask;
-	struct meta *meta;
 	struct mode_caps caps;		/* the device, for odpx_query() */
 };
 
 static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
 
 /*
- * backend_verbs.c: chunk_get() - a reference on chunk @c's entry of class
- * @cls, registered on first use: its index, or NIL and *err; *slow set when
- * it was not a plain hit.  Released with ent_put().
+ * backend_verbs.c: chunk_get() - a reference on the entry of @a's chunk for
+ * @acc, registered on first use unless @try: its index, or NIL and *err;
+ * *how is 0 for a plain hit.  Released with ent_put().
  */
-#define CHUNK_GET_TRIES 8
-uint32_t chunk_get(struct odpx_ctx *ctx, unsigned cls, uint64_t c, int *err, int *slow);
+uint32_t chunk_get(struct odpx_ctx *ctx, uintptr_t a, uint32_t acc, bool try, int *err, int *how);
 void ent_put(struct odpx_ctx *ctx, uint32_t idx);
 
 /* advise_verbs.c */

@@ -32,51 +32,51 @@ static const struct {
 /* the per-transport cap bits, lowest first */
 static const char *const cap_names[] = { "SEND", "RECV", "WRITE", "READ", "ATOMIC", "SRQ_RECV" };
 
-/* Why explicit ODP cannot serve the transports @want ("" if it can). */
-static void no_odp(const struct mode_caps *c, uint32_t want, char *why, size_t len)
+/*
+ * The names of the transports @want ("RC+UD") into @tr, and why explicit
+ * ODP cannot serve them into @why ("" if it can).
+ */
+static void no_odp(const struct mode_caps *c, uint32_t want, char *why, size_t len, char *tr,
+		   size_t trlen)
 {
-	why[0] = '\0';
-	if (!c->queried) {
-		snprintf(why, len, "no ODP caps: ibv_query_device_ex failed (%s)",
-			 strerror(c->query_err ? c->query_err : EIO));
-		return;
-	}
-	if (!(c->general & MODE_ODP_SUPPORT)) {
-		snprintf(why, len, "no ODP (IBV_ODP_SUPPORT not in general_caps)");
-		return;
-	}
+	why[0] = tr[0] = '\0';
 	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
 		uint32_t have = *(const uint32_t *)((const char *)c + transports[i].off);
 		uint32_t miss = transports[i].need & ~have;
 
-		if ((want & transports[i].bit) && miss) {
+		if (!(want & transports[i].bit))
+			continue;
+		snprintf(tr + strlen(tr), trlen - strlen(tr), "%s%s", tr[0] ? "+" : "",
+			 transports[i].name);
+		if (miss && !why[0])
 			snprintf(why, len, "%s %s not in %s", transports[i].name,
 				 cap_names[__builtin_ctz(miss)], transports[i].caps);
-			return;
-		}
 	}
-}
-
-static void transport_names(uint32_t want, char *buf, size_t len)
-{
-	buf[0] = '\0';
-	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
-		if (want & transports[i].bit)
-			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "+" : "",
-				 transports[i].name);
+	if (!c->queried)
+		snprintf(why, len, "no ODP caps: ibv_query_device_ex failed (%s)",
+			 strerror(c->query_err ? c->query_err : EIO));
+	else if (!(c->general & MODE_ODP_SUPPORT))
+		snprintf(why, len, "no ODP (IBV_ODP_SUPPORT not in general_caps)");
 }
 
 int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		struct mode_choice *out)
 {
+	static const char *const how[] = {
+		[ODPX_MODE_IMPLICIT] = "one ODP MR over the address space",
+		[ODPX_MODE_EXPLICIT] = "ODP MRs over aligned chunks",
+		[ODPX_MODE_PIN] = "pin-down cache invalidated by userfaultfd",
+		[ODPX_MODE_DIRECT] = "register and deregister per request",
+	};
 	char no_impl[128], no_expl[128], tr[32];
-	const char *by = rq->forced_by ? rq->forced_by : "attributes";
-	bool impl_ok, expl_ok;
+	const char *by = rq->forced_by ? rq->forced_by : "attributes", *no;
+	enum odpx_mode m = rq->forced;
+	bool odp = m == ODPX_MODE_IMPLICIT || m == ODPX_MODE_EXPLICIT;
 
 	out->mode = ODPX_MODE_PIN;
 	out->reason[0] = '\0';
-	if ((unsigned)rq->forced >= ODPX_MODE_RESERVED) {
-		snprintf(out->reason, sizeof(out->reason), "mode %d out of range", rq->forced);
+	if ((unsigned)m >= ODPX_MODE_RESERVED) {
+		snprintf(out->reason, sizeof(out->reason), "mode %d out of range", m);
 		return -EINVAL;
 	}
 	if (!rq->transports || rq->transports & ~(uint32_t)(ODPX_TRANSPORT_RESERVED - 1)) {
@@ -84,11 +84,8 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 			 rq->transports);
 		return -EINVAL;
 	}
-	transport_names(rq->transports, tr, sizeof(tr));
-	no_odp(c, rq->transports, no_expl, sizeof(no_expl));
-	expl_ok = !no_expl[0];
-
-	if (!expl_ok)
+	no_odp(c, rq->transports, no_expl, sizeof(no_expl), tr, sizeof(tr));
+	if (no_expl[0])
 		snprintf(no_impl, sizeof(no_impl), "%s", no_expl);
 	else if (!(c->general & MODE_ODP_SUPPORT_IMPLICIT))
 		snprintf(no_impl, sizeof(no_impl),
@@ -98,42 +95,31 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 			 strerror(rq->implicit_err));
 	else
 		no_impl[0] = '\0';
-	impl_ok = !no_impl[0];
 
-	if (rq->forced != ODPX_MODE_AUTO) {
-		static const char *const how[] = {
-			[ODPX_MODE_IMPLICIT] = "one ODP MR over the address space",
-			[ODPX_MODE_EXPLICIT] = "ODP MRs over aligned chunks",
-			[ODPX_MODE_PIN] = "pin-down cache invalidated by userfaultfd",
-			[ODPX_MODE_DIRECT] = "register and deregister per request",
-		};
-		const char *name = odpx_mode_str(rq->forced);
-		bool odp_mode = rq->forced == ODPX_MODE_IMPLICIT || rq->forced == ODPX_MODE_EXPLICIT;
-		const char *no = rq->forced == ODPX_MODE_IMPLICIT ? no_impl : odp_mode ? no_expl : "";
-
-		if (*no) {
-			snprintf(out->reason, sizeof(out->reason), "%s forced (%s) but %s", name, by, no);
-			return -EOPNOTSUPP;
+	if (m == ODPX_MODE_AUTO) {
+		if (!no_impl[0]) {
+			out->mode = ODPX_MODE_IMPLICIT;
+			snprintf(out->reason, sizeof(out->reason), "implicit ODP: "
+				 "IBV_ODP_SUPPORT_IMPLICIT and %s ODP caps present", tr);
+		} else if (!no_expl[0]) {
+			out->mode = ODPX_MODE_EXPLICIT;
+			snprintf(out->reason, sizeof(out->reason),
+				 "explicit ODP: %s; %s ODP caps present", no_impl, tr);
+		} else {
+			snprintf(out->reason, sizeof(out->reason),
+				 "pin: %s; pin-down cache invalidated by userfaultfd", no_expl);
 		}
-		out->mode = rq->forced;
-		snprintf(out->reason, sizeof(out->reason), "%s forced (%s): %s%s%s%s", name, by,
-			 how[rq->forced], odp_mode ? ", " : "", odp_mode ? tr : "",
-			 odp_mode ? " ODP caps present" : "");
 		return 0;
 	}
-	if (impl_ok) {
-		out->mode = ODPX_MODE_IMPLICIT;
-		snprintf(out->reason, sizeof(out->reason),
-			 "implicit ODP: IBV_ODP_SUPPORT_IMPLICIT and %s ODP caps present", tr);
-	} else if (expl_ok) {
-		out->mode = ODPX_MODE_EXPLICIT;
-		snprintf(out->reason, sizeof(out->reason), "explicit ODP: %s; %s ODP caps present",
-			 no_impl, tr);
-	} else {
-		out->mode = ODPX_MODE_PIN;
-		snprintf(out->reason, sizeof(out->reason),
-			 "pin: %s; pin-down cache invalidated by userfaultfd", no_expl);
+	no = m == ODPX_MODE_IMPLICIT ? no_impl : odp ? no_expl : "";
+	if (*no) {
+		snprintf(out->reason, sizeof(out->reason), "%s forced (%s) but %s",
+			 odpx_mode_str(m), by, no);
+		return -EOPNOTSUPP;
 	}
+	out->mode = m;
+	snprintf(out->reason, sizeof(out->reason), "%s forced (%s): %s%s%s%s", odpx_mode_str(m), by,
+		 how[m], odp ? ", " : "", odp ? tr : "", odp ? " ODP caps present" : "");
 	return 0;
 }
 
@@ -195,48 +181,32 @@ static uint64_t piece_len(uint64_t a, uint64_t end, unsigned chunk_shift)
 	return lim > ADV_SGE_MAX_BYTES ? ADV_SGE_MAX_BYTES : lim;
 }
 
-size_t adv_count(const struct pf_range *r, size_t n, unsigned chunk_shift)
+size_t adv_next(const struct pf_range *r, size_t n, unsigned chunk_shift, struct adv_cursor *cur,
+		struct adv_piece *out, size_t max)
 {
 	size_t k = 0;
 
-	for (size_t i = 0; i < n; i++)
-		for (uint64_t a = r[i].start; a < r[i].end; a += piece_len(a, r[i].end, chunk_shift))
-			k++;
-	return k;
-}
-
-size_t adv_split(const struct pf_range *r, size_t n, unsigned chunk_shift,
-		 struct adv_piece *out, size_t max)
-{
-	size_t k = 0;
-
-	for (unsigned adv = 0; adv < ADV_NR; adv++) {
-		for (size_t i = 0; i < n; i++) {
-			if (adv_of_flags(r[i].flags) != adv)
+	for (; cur->adv < ADV_NR; cur->adv++, cur->i = 0) {
+		for (; cur->i < n; cur->i++, cur->a = 0) {
+			if (adv_of_flags(r[cur->i].flags) != cur->adv)
 				continue;
-			for (uint64_t a = r[i].start; a < r[i].end && k < max;) {
-				uint64_t l = piece_len(a, r[i].end, chunk_shift);
-				out[k++] = (struct adv_piece){ a, (uint32_t)l, (uint8_t)adv };
-				a += l;
+			if (cur->a < r[cur->i].start)
+				cur->a = r[cur->i].start;
+			for (; cur->a < r[cur->i].end; cur->a += out[k - 1].len) {
+				if (k == max)
+					return k;
+				out[k++] = (struct adv_piece){ cur->a,
+					(uint32_t)piece_len(cur->a, r[cur->i].end, chunk_shift),
+					(uint8_t)cur->adv };
 			}
 		}
+		if (k) {	/* a batch holds one advice */
+			cur->adv++;
+			cur->i = 0;
+			return k;
+		}
 	}
-	return k;
-}
-
-size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge, struct adv_batch *out)
-{
-	size_t nb = 0;
-
-	if (!max_sge)
-		max_sge = 1;
-	for (size_t i = 0; i < n; i++) {
-		if (nb && out[nb - 1].advice == p[i].advice && out[nb - 1].count < max_sge)
-			out[nb - 1].count++;
-		else
-			out[nb++] = (struct adv_batch){ p[i].advice, (uint32_t)i, 1 };
-	}
-	return nb;
+	return 0;
 }
 
 /*

@@ -75,9 +75,10 @@ int mode_verbs_err(int rc, int err);
 /*
  * Prefetch scatter lists.  A piece is one SGE: inside one chunk when
  * @chunk_shift is non-zero (an SGE names one MR), at most ADV_SGE_MAX_BYTES.
- * Pieces come out grouped by advice (PREFETCH, PREFETCH_WRITE, NO_FAULT),
- * by address within each group; batches are runs of one advice, at most
- * @max_sge pieces each: one ibv_advise_mr call per batch.
+ * adv_next() gives the next batch, one ibv_advise_mr call: at most @max
+ * pieces of one advice, from a cursor that starts zeroed; 0 at the end.
+ * Batches come grouped by advice (PREFETCH, PREFETCH_WRITE, NO_FAULT), by
+ * range and address within each group.
  */
 enum { ADV_PREFETCH = 0, ADV_PREFETCH_WRITE, ADV_PREFETCH_NO_FAULT, ADV_NR };
 #define ADV_SGE_MAX_BYTES (1UL << 30)
@@ -89,16 +90,14 @@ struct adv_piece {
 	uint8_t advice;
 };
 
-struct adv_batch {
-	uint8_t advice;
-	uint32_t first, count;
+struct adv_cursor {
+	unsigned adv;
+	size_t i;		/* the range */
+	uint64_t a;		/* where in it */
 };
 
 unsigned adv_of_flags(uint32_t prefetch_flags);
-size_t adv_count(const struct pf_range *r, size_t n, unsigned chunk_shift);
-size_t adv_split(const struct pf_range *r, size_t n, unsigned chunk_shift,
-		 struct adv_piece *out, size_t max);
-size_t adv_batches(const struct adv_piece *p, size_t n, uint32_t max_sge,
-		   struct adv_batch *out);
+size_t adv_next(const struct pf_range *r, size_t n, unsigned chunk_shift, struct adv_cursor *cur,
+		struct adv_piece *out, size_t max);
 
 #endif

@@ -2,8 +2,8 @@
 /*
  * verbs-advise: how prefetch hints become ibv_advise_mr calls, without a device.  The engine
  * coalesces and de-duplicates (prefetch_coalesce); the verbs backend cuts the result into
- * SGEs that each lie inside one chunk MR and at most 1 GiB long (adv_split), grouped by advice,
- * and batches them ADV_MAX_SGE at a time, one call per batch (adv_batches).
+ * SGEs that each lie inside one chunk MR and at most 1 GiB long, grouped by advice, and
+ * batches them ADV_MAX_SGE at a time, one call per batch (adv_next).
  */
 #include "test.h"
 #include "odpx-private.h"	/* mode.h: the advice's splitting; prefetch_coalesce */
@@ -11,15 +11,27 @@
 #define MB (1UL << 20)
 #define BASE 0x7f0000000000UL
 
+struct adv_batch {
+	uint8_t advice;
+	uint32_t first, count;
+};
+
+/* The batches of adv_next() over @r, their pieces into @p one after another. */
 static size_t plan(struct pf_range *r, size_t n, unsigned shift, struct adv_piece *p, size_t max,
 		   struct adv_batch *b, size_t *npieces)
 {
-	size_t k = adv_count(r, n, shift);
+	struct adv_cursor cur = { 0 };
+	size_t k = 0, nb = 0, m;
 
-	CHECK(k <= max, "adv_count %zu above the buffer", k);
-	CHECK(adv_split(r, n, shift, p, max) == k, "adv_split disagrees with adv_count");
+	while ((m = adv_next(r, n, shift, &cur, p + k, ADV_MAX_SGE)) > 0) {
+		CHECK(m <= ADV_MAX_SGE && k + m + ADV_MAX_SGE <= max, "adv_next: %zu pieces", m);
+		for (size_t j = 1; j < m; j++)
+			CHECK(p[k + j].advice == p[k].advice, "a batch of two advices");
+		b[nb++] = (struct adv_batch){ p[k].advice, (uint32_t)k, (uint32_t)m };
+		k += m;
+	}
 	*npieces = k;
-	return adv_batches(p, k, ADV_MAX_SGE, b);
+	return nb;
 }
 
 int main(void)
