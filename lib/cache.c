@@ -33,9 +33,12 @@
 #define MISS_RETRIES 3
 #define FAST_TRIES 4
 
-/* On a hit, *taken is the entry's size if it was unused, else 0 (stats.c). */
+/*
+ * On a hit, *taken is the entry's size if it was unused, else 0 (stats.c).
+ * @partial: the entry need only overlap [a, aend) (ODPX_REG_PARTIAL).
+ */
 static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t aend,
-		   uint32_t acc, struct entry **out, uint64_t *taken)
+		   uint32_t acc, bool partial, struct entry **out, uint64_t *taken)
 {
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
@@ -44,7 +47,8 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 		return LK_RETRY;
 	uint64_t span = LD(e->span);
 	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
-	if (!covers(span, a, aend))
+	uintptr_t s = SPAN_START(span), end = s + SPAN_BYTES(span);
+	if (partial ? end <= a || s >= aend : !covers(span, a, aend))
 		return LK_RETRY;
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
 						     memory_order_acq_rel, RLX))
@@ -54,15 +58,20 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 	return LK_HIT;
 }
 
-/* On LK_MISS, *seen is the (even) seq under which nothing was found. */
-static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
-		       struct entry **out, uint64_t *taken, uint32_t *seen)
+/*
+ * The lock-free read side (at the top).  @partial: the entry holding the
+ * lowest page of [a, aend) that any entry holds.  On LK_MISS, *seen is the
+ * (even) seq under which nothing was found.
+ */
+int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
+		struct entry **out, uint64_t *taken, uint32_t *seen)
 {
 	for (int t = 0; t < FAST_TRIES; t++) {
 		uint32_t s = seq_read(ctx);
 		if (s & 1)
 			continue;
-		uint32_t idx = index_find(ctx, a, aend, acc);
+		uint32_t idx = partial ? index_first_overlap(ctx, acc, a, aend)
+				       : index_find(ctx, a, aend, acc);
 		if (idx == NIL) {
 			atomic_thread_fence(ACQ);
 			if (!seq_retry(ctx, s)) {
@@ -71,7 +80,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 			}
 			continue;
 		}
-		if (try_get(ctx, idx, a, aend, acc, out, taken) != LK_HIT)
+		if (try_get(ctx, idx, a, aend, acc, partial, out, taken) != LK_HIT)
 			continue;
 		atomic_thread_fence(ACQ);
 		if (!seq_retry(ctx, s))
@@ -631,7 +640,7 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 	int r, slow = 0;
 again:
 	seen = 1;
-	r = lookup_fast(ctx, addr, addr + len, acc, out, &taken, &seen);
+	r = lookup_fast(ctx, addr, addr + len, acc, false, out, &taken, &seen);
 	if (r == LK_RETRY) {
 		slow = 1;
 		monitor_lock();

@@ -41,6 +41,8 @@ void put_dead(struct odpx_ctx *ctx, struct entry *e);	/* last reference of a DEA
 void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
 bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* invalidation lock, seq */
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
+int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
+		struct entry **out, uint64_t *taken, uint32_t *seen);
 
 /*
  * What a miss asks of reserve_locked() beyond its request, and what that
