@@ -1,24 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache.c - the pin-down registration cache.
+ * cache.c - the pin-down registration cache: lookups, the entries' life
+ * cycle, misses and invalidation.  The index is index.h's; room for a new
+ * entry (free list, LRU, eviction, the pin) is reserve.c's.
  *
- * Index (index.h, index.c): per access class, the alive entries never
- * overlap.  Two structures share the entries' own memory: a hash by exact
- * start page (the common hit: the same buffer again) and an AVL tree by start
- * (interior hits, overlap and invalidation scans).  Both are written under
- * the invalidation lock inside a ctx->seq write section and read without any lock: a
- * reader loads ctx->seq, searches, takes a reference with a CAS on the
- * entry's word (which fails if the entry was recycled, since that bumps its
- * generation), and re-reads ctx->seq.  A changed or odd seq means retry;
- * after a few retries it searches under the lock.  So a hit writes only to
- * the entry it hits.
- *
- * A miss follows the monitor's protocol (uffd/reader.c): watch, read_begin,
- * pin with no lock held, read_retry, insert.  The context is the monitor's
- * subscriber: its invalidate() kills what an event covers.
- *
- * Room for a new entry (the free list, the LRU of unused entries, eviction
- * and the pin itself) is reserve.c's; the two share cache.h.
+ * A lookup takes no lock: it loads ctx->seq, searches, takes a reference
+ * with a CAS on the entry's word (which fails if the entry was recycled,
+ * since that bumps its generation), and re-reads ctx->seq.  A changed or odd
+ * seq means retry; after a few retries it searches under the invalidation
+ * lock.  So a hit writes only to the entry it hits.  A miss follows the
+ * monitor's protocol (uffd/reader.c): watch, read_begin, pin with no lock
+ * held, read_retry, insert.  The context is the monitor's subscriber: its
+ * invalidate() kills what an event covers.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -188,11 +181,16 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
 	ctx->free_head = idx;
 }
 
-/* @dead: counted before the entry is freed, so whoever sees it gone sees it counted */
-static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
+void unpin_one(struct odpx_ctx *ctx, uint32_t idx)
 {
 	ctx->be->unpin(ctx, idx);
 	STAT_INC(ctx, unpins);
+}
+
+/* @dead: counted before the entry is freed, so whoever sees it gone sees it counted */
+static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
+{
+	unpin_one(ctx, idx);
 	if (dead)
 		STAT_INC(ctx, dead_unpinned);
 	pthread_mutex_lock(&ctx->lock);
@@ -201,13 +199,14 @@ static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Unpin every dead entry with no holder.  Never on the uffd reader. */
-/* Returns the entries released. */
+/* Unpin every dead entry with no holder, never on the uffd reader; returns how many. */
 unsigned cache_reap_dead(struct odpx_ctx *ctx)
 {
-	uint32_t i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
+	uint32_t i = NIL;
 	unsigned n = 0;
 
+	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+		i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
 	while (i != NIL) {
 		uint32_t next = LD(ctx->ent[i].dnext);
 		release_owned(ctx, i, true);
@@ -250,8 +249,7 @@ static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 	if (!rv->coming && rv->dead == NIL)
 		return false;
 	for (uint64_t end = odpx_now_ns() + ROOM_WAIT_NS;;) {
-		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-			cache_reap_dead(ctx);
+		cache_reap_dead(ctx);
 		if (atomic_load_explicit(&ctx->releasing, ACQ) < rv->coming ||
 		    (rv->dead != NIL && W_STATE(LD(ctx->ent[rv->dead].word)) != ST_DEAD) ||
 		    odpx_now_ns() >= end)
@@ -263,6 +261,27 @@ static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 
 #define ROOM_WAITS 2	/* per registration */
 
+/*
+ * A pinned entry handed out with one reference: KIND_CACHED is ALIVE, for
+ * the caller to index; KIND_DIRECT is not indexed, DEAD from birth, freed by
+ * its only dereg.
+ */
+static struct entry *entry_set(struct odpx_ctx *ctx, int64_t idx, int kind, uintptr_t s,
+			       uintptr_t end, uint32_t acc)
+{
+	struct entry *e = &ctx->ent[idx];
+	int state = kind == KIND_DIRECT ? ST_DEAD : ST_ALIVE;
+
+	e->kind = kind | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
+	e->access = (uint8_t)acc;
+	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
+	ST(e->last_use, LD(ctx->clock));
+	if (kind == KIND_DIRECT)
+		STAT_INC(ctx, direct_regs);
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, state, 1), REL);
+	return e;
+}
+
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		      struct entry **out)
 {
@@ -272,8 +291,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	for (int waits = 0;; waits++) {
 		struct reservation rv = { .victims = NIL, .dead = NIL };
 
-		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-			cache_reap_dead(ctx);
+		cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
 		idx = reserve_locked(ctx, end - s, NIL, 0, &rv, false);
 		pthread_mutex_unlock(&ctx->lock);
@@ -283,14 +301,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 			return r;
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	struct entry *e = &ctx->ent[idx];
-	e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
-	e->access = (uint8_t)acc;
-	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
-	/* not indexed: DEAD from birth, freed by its only dereg */
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_DEAD, 1), REL);
-	STAT_INC(ctx, direct_regs);
-	*out = e;
+	*out = entry_set(ctx, idx, KIND_DIRECT, s, end, acc);
 	return 0;
 }
 
@@ -459,21 +470,12 @@ static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 	return MISS_RESERVED;
 }
 
-static void entry_set(struct odpx_ctx *ctx, struct entry *e, int kind, uintptr_t s,
-		      uintptr_t end, uint32_t acc)
-{
-	e->kind = kind | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
-	e->access = (uint8_t)acc;
-	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
-}
-
 /*
  * Pinned, with ctx->lock held: read_retry under the invalidation lock,
  * then insert.  -EAGAIN: invalidated meanwhile, unpinned, try again.
  */
 static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 {
-	struct entry *e = &ctx->ent[m->idx];
 	bool kick = false;
 	int r;
 
@@ -482,8 +484,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	if (r == -EAGAIN) {
 		monitor_unlock();
 		pthread_mutex_unlock(&ctx->lock);
-		ctx->be->unpin(ctx, (uint32_t)m->idx);
-		STAT_INC(ctx, unpins);
+		unpin_one(ctx, (uint32_t)m->idx);
 		unreserve(ctx, (uint32_t)m->idx);
 		STAT_INC(ctx, miss_retries);
 		return -EAGAIN;
@@ -492,10 +493,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 		monitor_unlock();
 		pthread_mutex_unlock(&ctx->lock);
 		STAT_INC(ctx, direct_racing);
-		STAT_INC(ctx, direct_regs);
-		entry_set(ctx, e, KIND_DIRECT, m->us, m->ue, m->acc);
-		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), m->acc, ST_DEAD, 1), REL);
-		*out = e;
+		*out = entry_set(ctx, m->idx, KIND_DIRECT, m->us, m->ue, m->acc);
 		return 0;
 	}
 	seq_begin(ctx);
@@ -506,9 +504,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 		}
 		STAT_INC(ctx, superseded);
 	}
-	entry_set(ctx, e, KIND_CACHED, m->us, m->ue, m->acc);
-	ST(e->last_use, LD(ctx->clock));
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), m->acc, ST_ALIVE, 1), REL);
+	*out = entry_set(ctx, m->idx, KIND_CACHED, m->us, m->ue, m->acc);
 	index_insert(ctx, (uint32_t)m->idx, m->acc);
 	/*
 	 * The watch records count the entries of attached contexts only, as
@@ -523,7 +519,6 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	pthread_mutex_unlock(&ctx->lock);
 	if (kick)
 		engine_kick(ctx);
-	*out = e;
 	return 0;
 }
 
@@ -556,8 +551,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		return direct_reg(ctx, s, end, acc, out);
 	}
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
-		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-			cache_reap_dead(ctx);
+		cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
 		monitor_lock();
 		r = miss_reserve(ctx, &m, seen, out);
@@ -782,10 +776,8 @@ void cache_fini(struct odpx_ctx *ctx)
 		return;
 	for (uint32_t i = 0; i < ctx->max_entries; i++) {
 		uint64_t w = LD(ctx->ent[i].word);
-		if (W_STATE(w) != ST_FREE) {
-			ctx->be->unpin(ctx, i);
-			STAT_INC(ctx, unpins);
-		}
+		if (W_STATE(w) != ST_FREE)
+			unpin_one(ctx, i);
 	}
 	munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 	ctx->ent = NULL;

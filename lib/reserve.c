@@ -1,24 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
  * reserve.c - room for a new entry of the pin cache: the free list, the LRU
- * of unused entries kept as victims, eviction within the limits, and the pin
- * into a reserved entry (cache.c calls in on a miss and a direct
- * registration; the engine's tick trims).  Everything here runs under
- * ctx->lock, and under the invalidation lock too where it kills an indexed entry; victims
- * are unpinned after both are dropped.
+ * of unused entries, eviction within the limits, and the pin into a
+ * reserved entry.  Everything here runs under ctx->lock, and under the
+ * invalidation lock too where it kills an indexed entry; victims are
+ * unpinned after both are dropped.
  *
  * LRU: lazy and exact at the resolution of misses.  A release stores
  * ctx->clock (bumped at each miss) in @last_use without a lock.  The linked
  * entries sit in a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990)
- * keyed by @link_stamp, the stamp they had when linked: a lower bound of
- * their last release.  The evictor takes the least key; an entry released
- * since it was linked goes back in under its new stamp, an entry in use
- * under the current clock (its release will stamp it no earlier).  The
- * first minimum with last_use == link_stamp and no reference is the least
- * recently released entry.  Keys only grow and never fall below the last
- * minimum taken, which is what a radix heap needs: linking is O(1) and
- * taking the minimum O(log of the stamp range) amortized, so no eviction
- * walks the LRU (bench/cache-miss, workload LRU).
+ * keyed by @link_stamp, a lower bound of their last release.  The evictor
+ * takes the least key; an entry released since it was linked goes back in
+ * under its new stamp, an entry in use under the current clock.  The first
+ * minimum with last_use == link_stamp and no reference is the least recently
+ * released entry.  Keys never fall below the last minimum taken, as a radix
+ * heap needs: linking is O(1), taking the minimum O(log of the stamp range)
+ * amortized.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,11 +27,7 @@
 
 #define LRU_AGE_MAX (1U << 30)
 
-/*
- * Take a free entry, preferably @home: the entry whose index is the hash
- * bucket of its own start, so that a hit finds the bucket head and the entry
- * in one cache line (ctx->lock).
- */
+/* Take a free entry, preferably @home, its start's hash bucket (index.h). */
 static uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home)
 {
 	uint32_t idx = ctx->free_head;
@@ -61,12 +54,10 @@ static uint64_t lru_key(const struct odpx_ctx *ctx, uint32_t stamp)
 }
 
 /*
- * Bucket 0 holds the keys equal to the minimum.  The others go by base-16
- * digit: a key whose highest digit differing from the minimum's is digit j,
- * with value d there, is in bucket 1 + 16j + d.  Keys are less than 2^32
- * above the minimum, but a carry makes j any of 0..15 (the minimum just
- * below 2^36, a key just above).  A lower bucket holds only lower keys, and
- * an entry moves at most 16 times between two links.
+ * Bucket 0 holds the keys equal to the minimum; a key whose highest base-16
+ * digit differing from the minimum's is digit j, of value d, is in bucket
+ * 1 + 16j + d (a carry makes j any of 0..15).  A lower bucket holds only
+ * lower keys, and an entry moves at most 16 times between two links.
  */
 static unsigned lru_bucket(const struct odpx_ctx *ctx, uint64_t key)
 {
@@ -152,8 +143,8 @@ static void lru_relink(struct odpx_ctx *ctx, uint32_t idx, uint32_t stamp)
 
 /*
  * The linked entry of least key, first linked among equals; NIL if none.
- * When bucket 0 is empty, the least non-empty bucket's least key becomes the
- * minimum, and its entries move to lower buckets.
+ * When bucket 0 is empty, the least key of the least bucket becomes the
+ * minimum and that bucket's entries move down.
  */
 static uint32_t lru_min(struct odpx_ctx *ctx)
 {
@@ -184,10 +175,9 @@ static uint32_t lru_min(struct odpx_ctx *ctx)
 
 /*
  * Keep every key within LRU_AGE_MAX stamps of the clock, so that 32-bit
- * stamps compare right however long the process runs: when the minimum is
- * that old, the entries released more than half of it ago are keyed as if
- * released just then (they tie as the oldest).  Each entry moves once per
- * LRU_AGE_MAX / 2 misses at most.
+ * stamps compare right however long the process runs: the entries released
+ * more than half of it ago are keyed as if released just then (they tie as
+ * the oldest).
  */
 static void lru_age(struct odpx_ctx *ctx)
 {
@@ -221,14 +211,11 @@ static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
 }
 
 /*
- * The evicted ranges' records: sets of EVICTED_WAYS, the set chosen by the
- * top bits of the start page times 2^64 / phi (Fibonacci hashing), which
- * spreads starts of any stride, powers of two included, over the sets.  A
- * record lives evict_age_ms (the detector's window times enter_n): an older
- * one is ignored and the first replaced.  A set full of live records loses
- * its oldest: the memory is bounded, and a working set that overflows the
- * cache by more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in
- * part only.
+ * The evicted ranges' records: sets of EVICTED_WAYS, chosen by Fibonacci
+ * hashing of the start page (any stride spreads).  A record lives
+ * evict_age_ms (the detector's window times enter_n); a set full of live
+ * records loses its oldest, so a working set that overflows the cache by
+ * more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in part only.
  */
 static uint32_t now_ms(void)
 {
@@ -278,14 +265,11 @@ static void evicted_note(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
 /*
  * A miss at @s (ctx->lock and the invalidation lock): at the start of a
  * range evicted lately, it is the working set coming back (evict_remiss),
- * unless the monitor's read section begun at the eviction fails for the
- * range (monitor_read_retry()): an event invalidated it since, so its pages
- * were unmapped, zapped or moved, and the registration is of new memory
- * (repin_fresh), which says nothing of the working set's fit.  A range no
- * longer watched, or so many invalidations since that the monitor's log no
- * longer tells, count as new memory too: a re-miss is never claimed on a
- * guess.  A context without a monitor (ODPX_OPEN_UNSAFE_NO_MONITOR) sees no
- * invalidation: its re-misses all count.  Each record counts once.
+ * unless the read section begun at the eviction fails for the range: then
+ * its pages were unmapped, zapped or moved since, or the monitor can no
+ * longer tell, and the registration is of new memory (repin_fresh).  A
+ * context without a monitor sees no invalidation: its re-misses all count.
+ * Each record counts once.
  */
 static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 {
@@ -340,12 +324,10 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 
 		if (W_STATE(w) != ST_ALIVE) {
 			/*
-			 * Dead: it leaves the LRU when it is freed (release_owned()).
-			 * Until then it stays, behind the others, so that every scan
-			 * meets it: once its last reference is gone it is on its way
-			 * back before its holder has pushed it (nothing counts it
-			 * then), and a scan that had unlinked it left the next miss
-			 * no sign of it: -ENOMEM at once.
+			 * Dead: it stays linked until freed (release_owned()), so
+			 * that every scan meets it: with no reference left it is on
+			 * its way back before its holder has pushed it, when nothing
+			 * else counts it (struct reservation, @dead).
 			 */
 			lru_relink(ctx, idx, LD(ctx->clock));
 			if (!W_REF(w))
@@ -362,11 +344,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		}
 		if (!mon_held)
 			monitor_lock();
-		/*
-		 * Again under the invalidation lock: a hit and its release take no lock, and
-		 * one that came while we waited for it made this entry the most
-		 * recently released: put back under its new stamp.
-		 */
+		/* again under the lock: a hit and release meanwhile put it back */
 		w = atomic_load_explicit(&e->word, ACQ);
 		bool owned = false, again = LD(e->last_use) != used;
 		struct monitor_read rd = { 0 };
@@ -422,12 +400,6 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 	}
 }
 
-static void unpin_one(struct odpx_ctx *ctx, uint32_t idx)
-{
-	ctx->be->unpin(ctx, idx);
-	STAT_INC(ctx, unpins);
-}
-
 static void unpin_victims(struct odpx_ctx *ctx, uint32_t v)
 {
 	for (; v != NIL; v = LD(ctx->ent[v].dnext))
@@ -445,20 +417,17 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v)
 }
 
 /*
- * Reserve an entry and @bytes within the limits, under ctx->lock (and
- * the invalidation lock when @mon_held), evicting onto rv->victims for the caller to
- * unpin after unlocking.  A merged range (rv->wide_bytes) is reserved
- * instead only if it fits once the request has its room: merging never
- * evicts more than the request needs.  The last victim's slot is taken when the backend's
- * pin replaces what a slot holds (one system call instead of an unpin and a
- * pin) and both ranges fit max_pinned_bytes together: the kernel pins the
- * new range before it lets the old one go, so VmPin holds both meanwhile.
- * It is taken too when the slab has no free slot, its range then unpinned
- * first.  Either way the slot is FREE on return but still pins rv->reused
- * bytes (still in releasing_bytes until pin_reserved() has unpinned or
- * replaced them), and rv->victims no longer holds it.  Returns the entry or
- * -ENOMEM (everything in use, rv->coming and rv->dead set); the reason is
- * set by pin_reserved(), outside the locks.
+ * Reserve an entry and @bytes within the limits, under ctx->lock (and the
+ * invalidation lock when @mon_held), evicting onto rv->victims.  A merged
+ * range (rv->wide_bytes) is reserved instead only if it fits once the
+ * request has its room: merging never evicts more than the request needs.
+ * The last victim's slot is taken when the backend's pin replaces what a
+ * slot holds and both ranges fit max_pinned_bytes together (the kernel pins
+ * the new range before it lets the old one go), or when no slot is free,
+ * its range then unpinned first.  Either way the slot is FREE on return but
+ * still pins rv->reused bytes, in releasing_bytes until pin_reserved() has
+ * unpinned or replaced them.  Returns the entry or -ENOMEM (everything in
+ * use; rv->coming and rv->dead set), whose reason pin_reserved() sets.
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held)
@@ -533,9 +502,8 @@ static unsigned evict(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 
 /*
  * Pin into a reserved entry, with one retry after evicting on ENOMEM.
- * @held: the entry's slot still holds an evicted registration, which a
- * successful pin replaces (the backend's pin_replaces) and a failed one
- * leaves in place.
+ * @held: the slot still holds an evicted registration, which a successful
+ * pin replaces (pin_replaces) and a failed one leaves in place.
  */
 static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len,
 		     uint32_t acc, bool held)
@@ -597,13 +565,10 @@ static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
 
 /*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
- * one too, unless the pin replaces it) and give them back to the free list,
- * then pin [s, s+len) into @idx.  The victims stop counting against the
- * limits before the pin, which may be slow (a large ibv_reg_mr): another
- * miss meanwhile must not find them charged and be refused.  Only a reused
- * range that the pin replaces stays charged until it returns: it is pinned
- * until then.  Returns 0 with ctx->lock held, or -errno with nothing held
- * and @idx freed.
+ * one too, unless the pin replaces it) and free them before the pin, which
+ * may be slow, so that no other miss finds them charged; then pin
+ * [s, s+len) into @idx.  Returns 0 with ctx->lock held, or -errno with
+ * nothing held and @idx freed.
  */
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc)
@@ -661,11 +626,7 @@ void cache_trim(struct odpx_ctx *ctx)
 	free_victims(ctx, victims);
 }
 
-/*
- * Idle release (engine tick, idle.c): evict the unused entries released
- * before @stamp, the oldest first; entries in use, dead or released since
- * are put back under a later key as make_room() does.  Returns how many.
- */
+/* Idle release (idle.c): evict the unused entries released before @stamp. */
 unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
 	return evict(ctx, UINT64_MAX, UINT64_MAX, &stamp);
