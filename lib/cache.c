@@ -93,11 +93,8 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
 		return LK_MISS;
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_fetch_add_explicit(&e->word, 1, memory_order_acq_rel);
-	if (W_STATE(w) != ST_ALIVE) {	/* cannot happen: DEAD leaves the index */
-		atomic_fetch_sub_explicit(&e->word, 1, RLX);
-		return LK_MISS;
-	}
-	*out = e;
+
+	*out = e;	/* ALIVE: an entry leaves the index before it dies, under the lock */
 	*taken = W_REF(w) ? 0 : SPAN_BYTES(LD(e->span));
 	return LK_HIT;
 }
@@ -311,20 +308,14 @@ static struct odpx_ctx *ctx_of_sub(struct monitor_sub *sub)
 }
 
 /*
- * After a failed attach (the reason is in ctx->reason) misses are served
- * direct, and the attach is tried again at most once per
- * MONITOR_RETRY_NS: a thread or process limit that stopped the reader may
- * be lifted, and a context should not stay uncached for its whole life
- * because of one refusal.  A userfaultfd the kernel refuses stays refused
+ * After a failed attach misses are served direct, and the attach is tried
+ * again at most once per MONITOR_RETRY_NS: a limit that stopped the reader
+ * may be lifted.  A userfaultfd the kernel refuses stays refused
  * (uffd/open.c), and costs each retry only a lock.
  */
 #define MONITOR_RETRY_NS 1000000000ULL
 
-/*
- * Once a process each: a refusal by the kernel, a limit that stopped the
- * start.  A refusal's reason (@why, for odpx_mode_get()) gets the two
- * settings to look at.
- */
+/* Once a process each: a refusal by the kernel, a limit that stopped the start. */
 static void no_monitor_log(int err, char *why, size_t n)
 {
 	static atomic_bool refused_told, limit_told;
@@ -599,13 +590,6 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	return direct_reg(ctx, s, end, acc, out);
 }
 
-/* ODPX_OPEN_REMOTE_UNCACHED: remote access is pinned per request, never cached */
-static bool remote_uncached(const struct odpx_ctx *ctx, uint32_t acc)
-{
-	return (ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) &&
-	       (acc & ACC_REMOTE_BITS);
-}
-
 /*
  * @prereg: for a pre-registered region (prereg.c): up to the backend's
  * largest entry rather than max_entry_bytes, and no revival of regions.
@@ -625,7 +609,8 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64 ": register it "
 				 "in parts, or raise odpx_limits.max_entry_bytes (1 GiB at most on "
 				 "io_uring, the device's max_mr_size on verbs)", len, max);
-	if (!ctx->cache_enabled || remote_uncached(ctx, acc))
+	/* ODPX_OPEN_REMOTE_UNCACHED: remote access is pinned per request */
+	if (!ctx->cache_enabled || ((ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) && exact_only(acc)))
 		return direct_reg(ctx, s, end, acc, out);
 
 	uint32_t req = acc;	/* before acc_mask: what the pages must allow */

@@ -385,9 +385,21 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 	return true;
 }
 
-/* Victims already unpinned back to the free list (ctx->lock). */
-static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
+/* The reused slot's old range is unpinned or replaced: its charge goes (ctx->lock). */
+static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
 {
+	ctx->releasing_bytes -= reused;
+	atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
+}
+
+/* Unpin the victims and free them, and drop an unpinned reused range's charge. */
+static void free_victims(struct odpx_ctx *ctx, uint32_t v, uint64_t reused)
+{
+	if (v == NIL && !reused)
+		return;
+	for (uint32_t x = v; x != NIL; x = LD(ctx->ent[x].dnext))
+		unpin_one(ctx, x);
+	pthread_mutex_lock(&ctx->lock);
 	while (v != NIL) {
 		uint32_t next = LD(ctx->ent[v].dnext);
 		ctx->nentries++;	/* entry_free_locked takes it off again */
@@ -398,21 +410,8 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
 		v = next;
 	}
-}
-
-static void unpin_victims(struct odpx_ctx *ctx, uint32_t v)
-{
-	for (; v != NIL; v = LD(ctx->ent[v].dnext))
-		unpin_one(ctx, v);
-}
-
-static void free_victims(struct odpx_ctx *ctx, uint32_t v)
-{
-	if (v == NIL)
-		return;
-	unpin_victims(ctx, v);
-	pthread_mutex_lock(&ctx->lock);
-	victims_free_locked(ctx, v);
+	if (reused)
+		reused_free_locked(ctx, reused);
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -496,7 +495,7 @@ static unsigned evict(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 	make_room(ctx, max_entries, max_bytes, 0, &victims, &dead, false, idle_before);
 	victims_bytes(ctx, victims, &n);
 	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims);
+	free_victims(ctx, victims, 0);
 	return (unsigned)n;
 }
 
@@ -556,13 +555,6 @@ static int too_big(struct odpx_ctx *ctx, size_t len)
 			 ctx->lim.max_pinned_bytes, why);
 }
 
-/* The reused slot's old range is unpinned or replaced: its charge goes (ctx->lock). */
-static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
-{
-	ctx->releasing_bytes -= reused;
-	atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
-}
-
 /*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
  * one too, unless the pin replaces it) and free them before the pin, which
@@ -573,21 +565,12 @@ static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc)
 {
-	uint32_t victims = rv->victims;
-	uint64_t reused = rv->reused;
-	bool held = reused && rv->replace;
+	bool held = rv->reused && rv->replace;
 	int r;
 
-	unpin_victims(ctx, victims);
-	if (reused && !held)
+	if (rv->reused && !held)
 		unpin_one(ctx, (uint32_t)idx);
-	if (victims != NIL || (reused && !held)) {
-		pthread_mutex_lock(&ctx->lock);
-		victims_free_locked(ctx, victims);
-		if (reused && !held)
-			reused_free_locked(ctx, reused);
-		pthread_mutex_unlock(&ctx->lock);
-	}
+	free_victims(ctx, rv->victims, held ? 0 : rv->reused);
 	if (idx < 0)
 		return len > ctx->lim.max_pinned_bytes ? too_big(ctx, len)
 			: odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
@@ -596,7 +579,7 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 	r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
 	pthread_mutex_lock(&ctx->lock);
 	if (held)	/* replaced or unpinned by now */
-		reused_free_locked(ctx, reused);
+		reused_free_locked(ctx, rv->reused);
 	if (r < 0) {
 		entry_free_locked(ctx, (uint32_t)idx);
 		pthread_mutex_unlock(&ctx->lock);
@@ -623,7 +606,7 @@ void cache_trim(struct odpx_ctx *ctx)
 			  &victims, &dead, false, NULL);
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims);
+	free_victims(ctx, victims, 0);
 }
 
 /* Idle release (idle.c): evict the unused entries released before @stamp. */
