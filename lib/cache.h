@@ -49,6 +49,8 @@ struct reservation {
 	uint32_t wide_home;
 	bool wide;		/* out: the merged range fit, and was reserved */
 	uint32_t victims;	/* evicted, chained through dnext: unpinned before the pin */
+	uint32_t nvictims;	/* and their count and bytes */
+	uint64_t victim_bytes;
 	uint64_t reused;	/* bytes a victim's old range still pins in the reserved slot */
 	bool replace;		/* the pin replaces them in place (else: unpinned first) */
 	/* -ENOMEM: ctx->releasing but our victims, which are back before we wait */

@@ -191,15 +191,6 @@ static void lru_age(struct odpx_ctx *ctx)
 		ctx->lru_min_key = lru_key(ctx, floor);
 }
 
-static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v, uint64_t *n)
-{
-	uint64_t bytes = 0;
-
-	for (*n = 0; v != NIL; v = LD(ctx->ent[v].dnext), ++*n)
-		bytes += SPAN_BYTES(LD(ctx->ent[v].span));
-	return bytes;
-}
-
 /* Is the least linked key below *@before (idle release)? */
 static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
 {
@@ -298,21 +289,20 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
  * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
  * With @idle_before, also every unused entry last released before that
  * stamp (idle release: counted in idle_released, not as evictions).
- * Victims are chained on *victims (through dnext) for the caller to unpin
- * after unlocking; *dead is a DEAD entry met with no reference left, if
- * any.  Returns false when everything left is in use.
+ * Victims are chained on rv->victims (through dnext) for the caller to
+ * unpin after unlocking; rv->dead is a DEAD entry met with no reference
+ * left, if any.  Returns false when everything left is in use.
  */
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
-		      uint64_t bytes, uint32_t *victims, uint32_t *dead, bool mon_held,
+		      uint64_t bytes, struct reservation *rv, bool mon_held,
 		      const uint32_t *idle_before)
 {
-	/* our own victims are unpinned before our pin; other misses' may not be */
-	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, nmine;
-	uint64_t mine = victims_bytes(ctx, *victims, &nmine);
+	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2;
 
 	lru_age(ctx);	/* every miss comes here, linking or not */
-	while (ctx->nentries + (ctx->releasing_entries - nmine) + 1 > max_entries ||
-	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes ||
+	/* our own victims are unpinned before our pin; other misses' may not be */
+	while (ctx->nentries + (ctx->releasing_entries - rv->nvictims) + 1 > max_entries ||
+	       ctx->pinned_bytes + (ctx->releasing_bytes - rv->victim_bytes) + bytes > max_bytes ||
 	       idle_due(ctx, idle_before)) {
 		uint32_t idx = lru_min(ctx);
 
@@ -331,7 +321,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			 */
 			lru_relink(ctx, idx, LD(ctx->clock));
 			if (!W_REF(w))
-				*dead = idx;	/* on its way, pushed or about to be */
+				rv->dead = idx;	/* on its way, pushed or about to be */
 			continue;
 		}
 		if (W_REF(w)) {		/* in use: its release stamps it later */
@@ -368,10 +358,10 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
 			ctx->releasing_bytes += SPAN_BYTES(LD(e->span));
 			ctx->releasing_entries++;
-			mine += SPAN_BYTES(LD(e->span));
-			nmine++;
-			ST(e->dnext, *victims);
-			*victims = idx;
+			rv->victim_bytes += SPAN_BYTES(LD(e->span));
+			rv->nvictims++;
+			ST(e->dnext, rv->victims);
+			rv->victims = idx;
 			if (idle_before) {
 				STAT_INC(ctx, idle_released);
 			} else {
@@ -431,7 +421,7 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v, uint64_t reused)
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held)
 {
-	uint64_t max = ctx->lim.max_pinned_bytes, n;
+	uint64_t max = ctx->lim.max_pinned_bytes;
 	uint32_t idx;
 
 	rv->coming = 0;
@@ -440,15 +430,13 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		return -ENOMEM;
 	if (start && ctx->nevicted && mon_held)
 		count_remiss(ctx, start);
-	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, &rv->dead, mon_held,
-		       NULL) ||
+	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, rv, mon_held, NULL) ||
 	    (ctx->free_head == NIL && rv->victims == NIL)) {
-		victims_bytes(ctx, rv->victims, &n);
-		rv->coming = LD(ctx->releasing) - (uint32_t)n;
+		rv->coming = LD(ctx->releasing) - rv->nvictims;
 		return -ENOMEM;
 	}
 	/* others' victims are still pinned, ours will not be by our pin */
-	uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
+	uint64_t others = ctx->releasing_bytes - rv->victim_bytes;
 
 	rv->wide = rv->wide_bytes > bytes && ctx->pinned_bytes + others + rv->wide_bytes <= max;
 	if (rv->wide) {
@@ -488,15 +476,13 @@ void unreserve(struct odpx_ctx *ctx, uint32_t idx)
 static unsigned evict(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
 		      const uint32_t *idle_before)
 {
-	uint32_t victims = NIL, dead;
-	uint64_t n;
+	struct reservation rv = { .victims = NIL, .dead = NIL };
 
 	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, max_entries, max_bytes, 0, &victims, &dead, false, idle_before);
-	victims_bytes(ctx, victims, &n);
+	make_room(ctx, max_entries, max_bytes, 0, &rv, false, idle_before);
 	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims, 0);
-	return (unsigned)n;
+	free_victims(ctx, rv.victims, 0);
+	return rv.nvictims;
 }
 
 /*
@@ -591,7 +577,7 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 void cache_trim(struct odpx_ctx *ctx)
 {
 	uint64_t unused, over;
-	uint32_t victims = NIL, dead;
+	struct reservation rv = { .victims = NIL, .dead = NIL };
 
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->pinned_bytes <= ctx->lim.max_unused_bytes) {
@@ -603,10 +589,10 @@ void cache_trim(struct odpx_ctx *ctx)
 		over = unused - ctx->lim.max_unused_bytes;
 		/* others' victims stay charged: evict @over bytes of our own */
 		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - over, 0,
-			  &victims, &dead, false, NULL);
+			  &rv, false, NULL);
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims, 0);
+	free_victims(ctx, rv.victims, 0);
 }
 
 /* Idle release (idle.c): evict the unused entries released before @stamp. */
