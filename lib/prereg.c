@@ -90,14 +90,6 @@ static int make(struct odpx_ctx *ctx, struct prereg *r)
 	return 0;
 }
 
-static bool any_stale(struct prereg_set *p)
-{
-	for (unsigned i = 0; i < p->n; i++)
-		if (!is_alive(p->r[i].e))
-			return true;
-	return false;
-}
-
 /*
  * A miss inside a region whose entry died (cache.c:cache_reg_as()): make
  * the region again.  True when it did, and the caller looks again.
@@ -105,26 +97,27 @@ static bool any_stale(struct prereg_set *p)
 bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
 {
 	struct prereg_set *p = &ctx->prereg;
-	bool done = false;
+	bool done = false, stale = false;
 
 	pthread_mutex_lock(&p->lock);
 	ST(ctx->prereg_stale, false);	/* raised again below */
 	for (unsigned i = 0; i < p->n; i++) {
 		struct prereg *r = &p->r[i];
 
-		if (is_alive(r->e) || done || (r->access & ctx->acc_mask) != acc ||
-		    s < r->start || end > r->end)
-			continue;
-		if (r->e) {
-			drop(ctx, r->e);
-			r->e = NULL;
+		if (!is_alive(r->e) && !done && (r->access & ctx->acc_mask) == acc &&
+		    s >= r->start && end <= r->end) {
+			if (r->e) {
+				drop(ctx, r->e);
+				r->e = NULL;
+			}
+			if (make(ctx, r) == 0) {
+				STAT_INC(ctx, prereg_repins);
+				done = true;
+			}
 		}
-		if (make(ctx, r) == 0) {
-			STAT_INC(ctx, prereg_repins);
-			done = true;
-		}
+		stale |= !is_alive(r->e);
 	}
-	if (any_stale(p))
+	if (stale)
 		ST(ctx->prereg_stale, true);
 	pthread_mutex_unlock(&p->lock);
 	return done;

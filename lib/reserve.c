@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 #include "cache.h"
@@ -208,14 +207,6 @@ static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
  * records loses its oldest, so a working set that overflows the cache by
  * more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in part only.
  */
-static uint32_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint32_t)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-}
-
 static struct evicted_rec *evicted_set(struct odpx_ctx *ctx, uintptr_t start)
 {
 	uint64_t h = (uint64_t)(start >> PAGE_SHIFT) * 0x9e3779b97f4a7c15ULL;
@@ -234,7 +225,7 @@ static void evicted_note(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
 			 const struct monitor_read *rd)
 {
 	struct evicted_rec *set = evicted_set(ctx, start), *r = NULL;
-	uint32_t now = now_ms();
+	uint32_t now = (uint32_t)(odpx_now_ns() / 1000000);
 
 	for (unsigned w = 0; w < EVICTED_WAYS; w++) {
 		struct evicted_rec *x = &set[w];
@@ -271,7 +262,7 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 
 		if (r->start != s)
 			continue;
-		if (evicted_live(ctx, r, now_ms())) {
+		if (evicted_live(ctx, r, (uint32_t)(odpx_now_ns() / 1000000))) {
 			uintptr_t e = s + ((uintptr_t)r->pages << PAGE_SHIFT);
 
 			if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR) &&
@@ -312,20 +303,16 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		uint64_t w = atomic_load_explicit(&e->word, ACQ);
 		uint32_t used = LD(e->last_use);
 
-		if (W_STATE(w) != ST_ALIVE) {
+		if (W_STATE(w) != ST_ALIVE || W_REF(w)) {
 			/*
-			 * Dead: it stays linked until freed (release_owned()), so
-			 * that every scan meets it: with no reference left it is on
-			 * its way back before its holder has pushed it, when nothing
-			 * else counts it (struct reservation, @dead).
+			 * In use: its release stamps it later.  Dead: it stays linked
+			 * until freed (release_owned()), so that every scan meets it:
+			 * with no reference left it is on its way back even before
+			 * its holder has pushed it (struct reservation, @dead).
 			 */
 			lru_relink(ctx, idx, LD(ctx->clock));
-			if (!W_REF(w))
-				rv->dead = idx;	/* on its way, pushed or about to be */
-			continue;
-		}
-		if (W_REF(w)) {		/* in use: its release stamps it later */
-			lru_relink(ctx, idx, LD(ctx->clock));
+			if (W_STATE(w) != ST_ALIVE && !W_REF(w))
+				rv->dead = idx;
 			continue;
 		}
 		if ((int32_t)(used - e->link_stamp) > 0) {	/* released since linked */
