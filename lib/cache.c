@@ -141,7 +141,7 @@ static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
  * inside a seq write section.  Returns true when the caller became the owner
  * (no reference left): the entry must then be pushed or freed by it.
  */
-bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
+bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 {
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_load_explicit(&e->word, RLX);
@@ -149,7 +149,6 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
 	index_remove(ctx, idx, W_ACC(w));
 	if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR))	/* never counted (below) */
 		monitor_watch_ref(e_start(e), e_end(e), -1);
-	e->reason = (uint8_t)reason;
 	if (e->kind & KIND_PREREG)	/* the next request inside makes it again (prereg.c) */
 		atomic_store_explicit(&ctx->prereg_stale, true, RLX);
 	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
@@ -489,7 +488,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	}
 	seq_begin(ctx);
 	for (uint32_t x; (x = index_first_overlap(ctx, m->acc, m->us, m->ue)) != NIL;) {
-		if (kill_locked(ctx, x, 1)) {
+		if (kill_locked(ctx, x)) {
 			dead_push(ctx, x);
 			kick = true;
 		}
@@ -678,7 +677,7 @@ static unsigned sub_invalidate(struct monitor_sub *sub, uintptr_t s, uintptr_t e
 		uint32_t x;
 		while (LD(ctx->root[acc]) != NIL && (x = index_first_overlap(ctx, acc, s, e)) != NIL) {
 			STAT_ADD(ctx, inval_bytes, SPAN_BYTES(LD(ctx->ent[x].span)));
-			if (kill_locked(ctx, x, 2 + ev))
+			if (kill_locked(ctx, x))
 				dead_push(ctx, x);
 			n++;
 		}

@@ -33,7 +33,7 @@ static inline bool seq_retry(struct odpx_ctx *ctx, uint32_t s)
 void put_dead(struct odpx_ctx *ctx, struct entry *e);	/* last reference of a DEAD entry */
 void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
 void unpin_one(struct odpx_ctx *ctx, uint32_t idx);	/* and count it */
-bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* invalidation lock, seq */
+bool kill_locked(struct odpx_ctx *ctx, uint32_t idx);	/* invalidation lock, seq */
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
 		struct entry **out, uint64_t *taken, uint32_t *seen);

@@ -86,7 +86,6 @@ struct entry {
 	_Atomic uint8_t height;
 	uint8_t access;
 	uint8_t kind;		/* enum entry_kind */
-	uint8_t reason;		/* why it died, for stats */
 } ALIGNED_LINE;
 
 /* KIND_PREREG: held by a pre-registered region, kept off the LRU (prereg.c) */

@@ -327,7 +327,7 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		struct monitor_read rd = { 0 };
 		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0 && !again) {
 			seq_begin(ctx);
-			owned = kill_locked(ctx, idx, 0);	/* else a hit won: it pushes */
+			owned = kill_locked(ctx, idx);	/* else a hit won: it pushes */
 			seq_end(ctx);
 			monitor_read_begin(&rd);	/* for count_remiss() */
 		}
