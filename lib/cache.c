@@ -100,14 +100,12 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
 }
 
 /*
- * mprotect() raises no userfaultfd event: an entry may cover pages whose
- * protection no longer allows what a new request asks.  So each hit asks
- * the kernel about the request's pages, as a pin would (one PROCMAP_QUERY
- * per VMA): readable, and writable for a write request or on the io_uring
- * backend, whose pins are always writable.  1 allowed, 0 not, or -errno
- * when the kernel could not be asked.  ODPX_OPEN_NO_PROT_CHECK skips it;
- * so does a kernel without PROCMAP_QUERY (before 6.11), where the only
- * other way, a parse of /proc/self/maps, costs more than a pin.
+ * mprotect() raises no userfaultfd event, so each hit asks the kernel (one
+ * PROCMAP_QUERY per VMA) whether the request's pages still allow it:
+ * readable, and writable for a write request or on io_uring, whose pins are
+ * always writable.  1 allowed, 0 not, or -errno.  ODPX_OPEN_NO_PROT_CHECK
+ * skips it; so does a kernel without PROCMAP_QUERY (before 6.11), where a
+ * parse of /proc/self/maps would cost more than a pin.
  */
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
 {
@@ -137,9 +135,9 @@ static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
- * Mark an indexed entry DEAD and take it out of the index.  The invalidation lock held,
- * inside a seq write section.  Returns true when the caller became the owner
- * (no reference left): the entry must then be pushed or freed by it.
+ * Mark an indexed entry DEAD and take it out of the index, under the
+ * invalidation lock inside a seq write section.  True: no reference was
+ * left, and the caller owns it (pushes or frees it).
  */
 bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 {
@@ -231,12 +229,10 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
 }
 
 /*
- * A reservation found no room while entries were on their way back to the
- * free list (dead ones the engine reaps, victims of another miss being
- * unpinned; not the reservation's own, freed before it waits): what is in
- * use does not fill the limits.  Reap, wait until some are back (the count
- * falls below rv->coming, or rv->dead is freed), at most ROOM_WAIT_NS, and
- * say whether to try again.
+ * A reservation found no room while others' entries were on their way back
+ * to the free list (dead ones the engine reaps, another miss's victims).
+ * Reap, wait until some are back (releasing falls below rv->coming, or
+ * rv->dead is freed), at most ROOM_WAIT_NS, and say whether to try again.
  */
 #define ROOM_WAIT_NS 40000000ULL	/* docs/design.md, "The cache": about 40 ms, twice */
 
@@ -404,9 +400,9 @@ struct miss {
 enum { MISS_HIT, MISS_UNWATCHED, MISS_RESERVED, MISS_BESIDE };
 
 /*
- * Under ctx->lock and the invalidation lock: the lookup again (unless the
- * index has not changed since @seen), the watch check, the merge with what
- * the request overlaps, read_begin and the reservation with its evictions.
+ * Under ctx->lock and the invalidation lock: the lookup again (if the index
+ * changed since @seen), the watch check, the merge, read_begin and the
+ * reservation.
  */
 static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 			struct entry **out)
@@ -417,11 +413,7 @@ static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 		stats_hit(ctx, 1, taken);
 		return MISS_HIT;
 	}
-	/*
-	 * Watched, checked together with read_begin: a VMA replaced after
-	 * monitor_watch() had its record cut (its UNMAP logged before begin);
-	 * pinning the new, unwatched VMA must not be cached.
-	 */
+	/* checked with read_begin: a VMA replaced since monitor_watch() lost its record */
 	if (!m->unsafe && !monitor_covers(m->s, m->end))
 		return MISS_UNWATCHED;
 	m->us = m->s;
@@ -474,8 +466,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	if (r == -EAGAIN) {
 		monitor_unlock();
 		pthread_mutex_unlock(&ctx->lock);
-		unpin_one(ctx, (uint32_t)m->idx);
-		unreserve(ctx, (uint32_t)m->idx);
+		release_owned(ctx, (uint32_t)m->idx, false);
 		STAT_INC(ctx, miss_retries);
 		return -EAGAIN;
 	}
@@ -496,11 +487,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	}
 	*out = entry_set(ctx, m->idx, KIND_CACHED, m->us, m->ue, m->acc);
 	index_insert(ctx, (uint32_t)m->idx, m->acc);
-	/*
-	 * The watch records count the entries of attached contexts only, as
-	 * their recount does: an unmonitored context's would be counted here
-	 * and not there, and its -1 could then leave a record short.
-	 */
+	/* counted for attached contexts only, as the watch records' recount does */
 	if (!m->unsafe)
 		monitor_watch_ref(m->us, m->ue, +1);
 	seq_end(ctx);
@@ -526,11 +513,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		STAT_INC(ctx, direct_no_monitor);
 		return direct_reg(ctx, s, end, acc, out);
 	}
-	/*
-	 * Cache only with an engine: it unpins the entries that die with no
-	 * miss to follow, and trims.  engine_start() tries again at most once
-	 * a second after a failure (engine.c).
-	 */
+	/* cache only with an engine: it unpins dead entries, and trims */
 	if (!engine_running(ctx) && (r = engine_start(ctx)) < 0) {
 		static atomic_bool told;
 
@@ -569,11 +552,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		if ((r = pin_reserved(ctx, m.idx, &m.rv, m.us, m.ue - m.us, acc)) < 0) {
 			if (m.idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, &m.rv))
 				continue;
-			/*
-			 * Pages of what it overlaps may no longer allow the access
-			 * (mprotect() raises no event): try the request alone,
-			 * whose insert then supersedes what it overlaps.
-			 */
+			/* what it overlaps may be mprotect()ed: the request alone supersedes it */
 			if (m.idx >= 0 && (m.us != s || m.ue != end) && !m.alone) {
 				m.alone = true;
 				continue;
@@ -636,7 +615,6 @@ again:
 			return direct_reg(ctx, s, end, acc, out);
 		/* the cached pins over pages that no longer allow it go; the miss decides */
 		monitor_invalidate(s, end);
-		r = LK_MISS;
 		seen = 1;
 	}
 	/* inside a pre-registered region that was invalidated: make it again */
@@ -656,9 +634,8 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 
 /*
  * The subscriber's invalidate(), under the invalidation lock inside the
- * monitor's seq write section: mark the entries overlapping [s, e) DEAD and
- * take them out of the index.  No allocation, no unpin: an owned dead
- * entry goes on the dead stack, for the engine that kick() wakes.
+ * seq write section: kill the entries overlapping [s, e).  No allocation,
+ * no unpin: an owned dead entry goes on the dead stack, for the engine.
  */
 static unsigned sub_invalidate(struct monitor_sub *sub, uintptr_t s, uintptr_t e,
 			       enum monitor_event ev)

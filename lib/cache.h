@@ -66,7 +66,6 @@ struct reservation {
 void lru_link(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held);
-void unreserve(struct odpx_ctx *ctx, uint32_t idx);
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc);
 

@@ -452,13 +452,6 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	return idx;
 }
 
-void unreserve(struct odpx_ctx *ctx, uint32_t idx)
-{
-	pthread_mutex_lock(&ctx->lock);
-	entry_free_locked(ctx, idx);
-	pthread_mutex_unlock(&ctx->lock);
-}
-
 /* make_room() for no new entry, under ctx->lock taken here; returns how many went. */
 static unsigned evict(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
 		      const uint32_t *idle_before)
