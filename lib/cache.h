@@ -38,11 +38,7 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
 		struct entry **out, uint64_t *taken, uint32_t *seen);
 
-/*
- * What a miss asks of reserve_locked() beyond its request, and what that
- * leaves for pin_reserved() and room_coming().  Start with
- * { .victims = NIL, .dead = NIL }.
- */
+/* A reservation (reserve.c), for pin_reserved() and room_coming(); victims and dead start NIL. */
 struct reservation {
 	/* in: the request merged with what it overlaps (0: none), its home slot */
 	uint64_t wide_bytes;
@@ -55,10 +51,7 @@ struct reservation {
 	bool replace;		/* the pin replaces them in place (else: unpinned first) */
 	/* -ENOMEM: ctx->releasing but our victims, which are back before we wait */
 	uint32_t coming;
-	/*
-	 * -ENOMEM: a DEAD entry with no reference left, or NIL: on its way back
-	 * even before its last holder has pushed it (then not in ctx->releasing).
-	 */
+	/* -ENOMEM: a DEAD entry with no reference left (maybe not yet pushed), or NIL */
 	uint32_t dead;
 };
 
@@ -70,10 +63,9 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 		 uintptr_t s, size_t len, uint32_t acc);
 
 /*
- * One candidate of the hit path: alive in class @acc, starting at @page and
- * serving up to @aend, under the even @seq; validated as cache.c:try_get()
- * and lookup_fast() do.  NULL: not this one.  Always inline: it is
- * odpx_reg()'s hit.
+ * One candidate of the hit path, alive in class @acc, starting at @page and
+ * serving up to @aend under the even @seq, validated as lookup_fast() does.
+ * NULL: not this one.
  */
 static inline __attribute__((always_inline)) struct entry *
 hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, uint32_t acc,

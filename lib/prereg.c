@@ -82,8 +82,7 @@ static int make(struct odpx_ctx *ctx, struct prereg *r)
 					 (unsigned long)r->end);
 		}
 		mark(ctx, e, true);
-		/* killed before the mark, so kill_locked() did not raise the flag */
-		if (!is_alive(e))
+		if (!is_alive(e))	/* killed before the mark, which kill_locked() reads */
 			ST(ctx->prereg_stale, true);
 	}
 	r->e = e;
@@ -130,11 +129,7 @@ void prereg_tick(struct odpx_ctx *ctx)
 
 	if (!LD(ctx->prereg_stale))
 		return;
-	/*
-	 * Not while a revival holds the records: its pin may wait for this
-	 * engine to reap dead entries (cache.c:room_coming()).  The next tick
-	 * tries again.
-	 */
+	/* not while a revival holds the records: its pin may wait for this engine */
 	if (pthread_mutex_trylock(&p->lock))
 		return;
 	for (unsigned i = 0; i < p->n; i++) {

@@ -3,21 +3,17 @@
  * reg_ex.c - odpx_reg_ex(): odpx_reg() with flags, and the lookups that
  * never block (ODPX_REG_TRY, ODPX_REG_PARTIAL).
  *
- * A non-blocking lookup is the pin cache's lock-free read side and nothing
- * else: read ctx->seq, search the index, take a reference with a CAS on the
- * entry's word, re-check the seq (the protocol is cache.c's, at its top).
- * Where odpx_reg() would fall back to the invalidation lock (the seq odd or moving at
- * each of a few tries: the monitor is applying events, or a miss is
- * inserting), it returns -EAGAIN instead; it never pins, and it never
- * touches ctx->lock, the invalidation lock or the monitor.  The ODP modes answer from
+ * In pin mode a non-blocking lookup is the cache's lock-free read side
+ * (cache.c:lookup_fast()) and nothing else: where odpx_reg() would take the
+ * invalidation lock or pin, it returns -EAGAIN.  The ODP modes answer from
  * their chunk, range and implicit MRs (backend_verbs.c's try_reg).
  */
 #include <errno.h>
 
 #include "cache.h"
 
-int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint32_t flags,
-	      struct entry **out)
+static int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc,
+		     uint32_t flags, struct entry **out)
 {
 	uintptr_t aend = a + len;
 	/* a remote class is served by exactly its pages: PARTIAL is TRY there */

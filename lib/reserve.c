@@ -277,12 +277,10 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 }
 
 /*
- * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
- * With @idle_before, also every unused entry last released before that
- * stamp (idle release: counted in idle_released, not as evictions).
- * Victims are chained on rv->victims (through dnext) for the caller to
- * unpin after unlocking; rv->dead is a DEAD entry met with no reference
- * left, if any.  Returns false when everything left is in use.
+ * Evict unused entries until one more entry of @bytes fits, under ctx->lock,
+ * and with @idle_before every unused entry released before that stamp
+ * (counted in idle_released).  Victims go on rv->victims for the caller to
+ * unpin after unlocking.  Returns false when everything left is in use.
  */
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
 		      uint64_t bytes, struct reservation *rv, bool mon_held,
@@ -306,9 +304,8 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		if (W_STATE(w) != ST_ALIVE || W_REF(w)) {
 			/*
 			 * In use: its release stamps it later.  Dead: it stays linked
-			 * until freed (release_owned()), so that every scan meets it:
-			 * with no reference left it is on its way back even before
-			 * its holder has pushed it (struct reservation, @dead).
+			 * until freed, so that every scan meets it (struct
+			 * reservation, @dead).
 			 */
 			lru_relink(ctx, idx, LD(ctx->clock));
 			if (W_STATE(w) != ST_ALIVE && !W_REF(w))
@@ -556,21 +553,17 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 /* Keep the unused (released) bytes under max_unused_bytes.  Engine tick. */
 void cache_trim(struct odpx_ctx *ctx)
 {
-	uint64_t unused, over;
 	struct reservation rv = { .victims = NIL, .dead = NIL };
+	uint64_t max, unused;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (ctx->pinned_bytes <= ctx->lim.max_unused_bytes) {
-		pthread_mutex_unlock(&ctx->lock);
-		return;
-	}
-	unused = stats_region_unused(ctx->shards, ctx->pinned_bytes);
-	if (unused > ctx->lim.max_unused_bytes) {
-		over = unused - ctx->lim.max_unused_bytes;
-		/* others' victims stay charged: evict @over bytes of our own */
-		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - over, 0,
-			  &rv, false, NULL);
-	}
+	max = ctx->lim.max_unused_bytes;
+	/* unused bytes are pinned bytes: the count is read only when it may be over */
+	if (ctx->pinned_bytes > max &&
+	    (unused = stats_region_unused(ctx->shards, ctx->pinned_bytes)) > max)
+		/* others' victims stay charged: evict the excess of our own */
+		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - (unused - max),
+			  0, &rv, false, NULL);
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, rv.victims, 0);
 }
