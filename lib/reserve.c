@@ -508,16 +508,6 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	return r;
 }
 
-static int too_big(struct odpx_ctx *ctx, size_t len)
-{
-	char why[200];
-
-	odpx_why_memlock(why, sizeof(why));
-	return odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes, %" PRIu64 " (the default is "
-			 "RLIMIT_MEMLOCK without CAP_IPC_LOCK): %s", len,
-			 ctx->lim.max_pinned_bytes, why);
-}
-
 /*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
  * one too, unless the pin replaces it) and free them before the pin, which
@@ -534,11 +524,18 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 	if (rv->reused && !held)
 		unpin_one(ctx, (uint32_t)idx);
 	free_victims(ctx, rv->victims, held ? 0 : rv->reused);
-	if (idx < 0)
-		return len > ctx->lim.max_pinned_bytes ? too_big(ctx, len)
-			: odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
-				    " pinned bytes) and every entry is in use",
-				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+	if (idx < 0 && len <= ctx->lim.max_pinned_bytes)
+		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
+				 " pinned bytes) and every entry is in use",
+				 ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+	if (idx < 0) {
+		char why[200];
+
+		odpx_why_memlock(why, sizeof(why));
+		return odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes, %" PRIu64 " (the "
+				 "default is RLIMIT_MEMLOCK without CAP_IPC_LOCK): %s", len,
+				 ctx->lim.max_pinned_bytes, why);
+	}
 	r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
 	pthread_mutex_lock(&ctx->lock);
 	if (held)	/* replaced or unpinned by now */
