@@ -38,12 +38,6 @@ static void hash_remove(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start, uin
 
 /* ---- AVL tree by start (writers under the invalidation lock) ---- */
 
-/* @n's child on side @d: 0 left (lower starts), 1 right */
-static inline _Atomic uint32_t *child(struct odpx_ctx *ctx, uint32_t n, int d)
-{
-	return d ? &ctx->ent[n].right : &ctx->ent[n].left;
-}
-
 static inline int height(struct odpx_ctx *ctx, uint32_t n)
 {
 	return n == NIL ? 0 : LD(ctx->ent[n].height);
@@ -55,31 +49,48 @@ static void fix_height(struct odpx_ctx *ctx, uint32_t n)
 	ST(ctx->ent[n].height, (uint8_t)((l > r ? l : r) + 1));
 }
 
-/* Rotate @n's child on side @d up into @n's place; returns it. */
-static uint32_t rotate_up(struct odpx_ctx *ctx, uint32_t n, int d)
+static uint32_t rot_right(struct odpx_ctx *ctx, uint32_t n)
 {
-	uint32_t c = LD(*child(ctx, n, d));
+	uint32_t l = LD(ctx->ent[n].left);
 
-	ST(*child(ctx, n, d), LD(*child(ctx, c, !d)));
-	ST(*child(ctx, c, !d), n);
+	ST(ctx->ent[n].left, LD(ctx->ent[l].right));
+	ST(ctx->ent[l].right, n);
 	fix_height(ctx, n);
-	fix_height(ctx, c);
-	return c;
+	fix_height(ctx, l);
+	return l;
+}
+
+static uint32_t rot_left(struct odpx_ctx *ctx, uint32_t n)
+{
+	uint32_t r = LD(ctx->ent[n].right);
+
+	ST(ctx->ent[n].right, LD(ctx->ent[r].left));
+	ST(ctx->ent[r].left, n);
+	fix_height(ctx, n);
+	fix_height(ctx, r);
+	return r;
 }
 
 static uint32_t balance(struct odpx_ctx *ctx, uint32_t n)
 {
+	struct entry *e = &ctx->ent[n];
 	int bf;
 
 	fix_height(ctx, n);
-	bf = height(ctx, LD(ctx->ent[n].left)) - height(ctx, LD(ctx->ent[n].right));
-	if (bf >= -1 && bf <= 1)
-		return n;
-	int d = bf < 0;	/* the taller side */
-	uint32_t c = LD(*child(ctx, n, d));
-	if (height(ctx, LD(*child(ctx, c, d))) < height(ctx, LD(*child(ctx, c, !d))))
-		ST(*child(ctx, n, d), rotate_up(ctx, c, !d));
-	return rotate_up(ctx, n, d);
+	bf = height(ctx, LD(e->left)) - height(ctx, LD(e->right));
+	if (bf > 1) {
+		uint32_t l = LD(e->left);
+		if (height(ctx, LD(ctx->ent[l].left)) < height(ctx, LD(ctx->ent[l].right)))
+			ST(e->left, rot_left(ctx, l));
+		return rot_right(ctx, n);
+	}
+	if (bf < -1) {
+		uint32_t r = LD(e->right);
+		if (height(ctx, LD(ctx->ent[r].right)) < height(ctx, LD(ctx->ent[r].left)))
+			ST(e->right, rot_right(ctx, r));
+		return rot_left(ctx, n);
+	}
+	return n;
 }
 
 static uint32_t avl_insert(struct odpx_ctx *ctx, uint32_t n, uint32_t x)
@@ -90,8 +101,10 @@ static uint32_t avl_insert(struct odpx_ctx *ctx, uint32_t n, uint32_t x)
 		ST(ctx->ent[x].height, 1);
 		return x;
 	}
-	_Atomic uint32_t *c = child(ctx, n, e_start(&ctx->ent[x]) >= e_start(&ctx->ent[n]));
-	ST(*c, avl_insert(ctx, LD(*c), x));
+	if (e_start(&ctx->ent[x]) < e_start(&ctx->ent[n]))
+		ST(ctx->ent[n].left, avl_insert(ctx, LD(ctx->ent[n].left), x));
+	else
+		ST(ctx->ent[n].right, avl_insert(ctx, LD(ctx->ent[n].right), x));
 	return balance(ctx, n);
 }
 
@@ -112,45 +125,52 @@ static uint32_t avl_remove(struct odpx_ctx *ctx, uint32_t n, uintptr_t key)
 	if (n == NIL)
 		return NIL;
 	uintptr_t s = e_start(&ctx->ent[n]);
-	if (key != s) {
-		_Atomic uint32_t *c = child(ctx, n, key > s);
-		ST(*c, avl_remove(ctx, LD(*c), key));
-		return balance(ctx, n);
+	if (key < s) {
+		ST(ctx->ent[n].left, avl_remove(ctx, LD(ctx->ent[n].left), key));
+	} else if (key > s) {
+		ST(ctx->ent[n].right, avl_remove(ctx, LD(ctx->ent[n].right), key));
+	} else {
+		uint32_t l = LD(ctx->ent[n].left), r = LD(ctx->ent[n].right), m;
+		if (r == NIL)
+			return l;
+		r = avl_pop_min(ctx, r, &m);
+		ST(ctx->ent[m].left, l);
+		ST(ctx->ent[m].right, r);
+		return balance(ctx, m);
 	}
-	uint32_t l = LD(ctx->ent[n].left), r = LD(ctx->ent[n].right), m;
-	if (r == NIL)
-		return l;
-	r = avl_pop_min(ctx, r, &m);
-	ST(ctx->ent[m].left, l);
-	ST(ctx->ent[m].right, r);
-	return balance(ctx, m);
+	return balance(ctx, n);
 }
 
-/*
- * Largest start <= a (@above 0), or smallest start > a (@above 1); bounded,
- * for optimistic callers (deeper than any AVL tree of 2^32 entries).
- */
-static uint32_t walk(struct odpx_ctx *ctx, uint32_t n, uintptr_t a, bool above)
+/* Largest start <= a; optimistic callers bound the walk. */
+uint32_t index_floor(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
 {
 	uint32_t best = NIL;
 
 	for (int steps = 0; n != NIL && n < ctx->max_entries && steps < MAX_STEPS; steps++) {
-		bool le = e_start(&ctx->ent[n]) <= a;
-		if (le != above)
+		if (e_start(&ctx->ent[n]) <= a) {
 			best = n;
-		n = LD(*child(ctx, n, le));
+			n = LD(ctx->ent[n].right);
+		} else {
+			n = LD(ctx->ent[n].left);
+		}
 	}
 	return best < ctx->max_entries ? best : NIL;
 }
 
-uint32_t index_floor(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
-{
-	return walk(ctx, n, a, false);
-}
-
+/* Smallest start > a; bounded as index_floor() is, beyond any AVL tree's depth. */
 uint32_t index_next(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
 {
-	return walk(ctx, n, a, true);
+	uint32_t best = NIL;
+
+	for (int steps = 0; n != NIL && n < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		if (e_start(&ctx->ent[n]) > a) {
+			best = n;
+			n = LD(ctx->ent[n].left);
+		} else {
+			n = LD(ctx->ent[n].right);
+		}
+	}
+	return best < ctx->max_entries ? best : NIL;
 }
 
 /*

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "cache.h"
@@ -207,6 +208,14 @@ static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
  * records loses its oldest, so a working set that overflows the cache by
  * more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in part only.
  */
+static uint32_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
 static struct evicted_rec *evicted_set(struct odpx_ctx *ctx, uintptr_t start)
 {
 	uint64_t h = (uint64_t)(start >> PAGE_SHIFT) * 0x9e3779b97f4a7c15ULL;
@@ -225,7 +234,7 @@ static void evicted_note(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
 			 const struct monitor_read *rd)
 {
 	struct evicted_rec *set = evicted_set(ctx, start), *r = NULL;
-	uint32_t now = (uint32_t)(odpx_now_ns() / 1000000);
+	uint32_t now = now_ms();
 
 	for (unsigned w = 0; w < EVICTED_WAYS; w++) {
 		struct evicted_rec *x = &set[w];
@@ -262,7 +271,7 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 
 		if (r->start != s)
 			continue;
-		if (evicted_live(ctx, r, (uint32_t)(odpx_now_ns() / 1000000))) {
+		if (evicted_live(ctx, r, now_ms())) {
 			uintptr_t e = s + ((uintptr_t)r->pages << PAGE_SHIFT);
 
 			if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR) &&
