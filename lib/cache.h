@@ -38,7 +38,7 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
 		struct entry **out, uint64_t *taken, uint32_t *seen);
 
-/* A reservation (reserve.c), for pin_reserved() and room_coming(); victims and dead start NIL. */
+/* A reservation (reserve.c), for pin_reserved() and room_coming(): zero but victims, dead NIL. */
 struct reservation {
 	/* in: the request merged with what it overlaps (0: none), its home slot */
 	uint64_t wide_bytes;

@@ -417,8 +417,6 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	uint64_t max = ctx->lim.max_pinned_bytes;
 	uint32_t idx;
 
-	rv->coming = 0;
-	rv->wide = false;
 	if (bytes > max)
 		return -ENOMEM;
 	if (start && ctx->nevicted && mon_held)
@@ -436,7 +434,6 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		bytes = rv->wide_bytes;
 		home = rv->wide_home;
 	}
-	rv->replace = false;
 	if (rv->victims != NIL && ctx->be->pin_replaces) {
 		uint64_t old = SPAN_BYTES(LD(ctx->ent[rv->victims].span));
 
