@@ -10,8 +10,7 @@
  * seq means retry; after a few retries it searches under the invalidation
  * lock.  So a hit writes only to the entry it hits.  A miss follows the
  * monitor's protocol (uffd/reader.c): watch, read_begin, pin with no lock
- * held, read_retry, insert.  The context is the monitor's subscriber: its
- * invalidate() kills what an event covers.
+ * held, read_retry, insert.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -304,9 +303,7 @@ static struct odpx_ctx *ctx_of_sub(struct monitor_sub *sub)
 
 /*
  * After a failed attach misses are served direct, and the attach is tried
- * again at most once per MONITOR_RETRY_NS: a limit that stopped the reader
- * may be lifted.  A userfaultfd the kernel refuses stays refused
- * (uffd/open.c), and costs each retry only a lock.
+ * again at most once per MONITOR_RETRY_NS: a limit may be lifted.
  */
 #define MONITOR_RETRY_NS 1000000000ULL
 

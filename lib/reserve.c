@@ -254,13 +254,10 @@ static void evicted_note(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
 }
 
 /*
- * A miss at @s (ctx->lock and the invalidation lock): at the start of a
- * range evicted lately, it is the working set coming back (evict_remiss),
- * unless the read section begun at the eviction fails for the range: then
- * its pages were unmapped, zapped or moved since, or the monitor can no
- * longer tell, and the registration is of new memory (repin_fresh).  A
- * context without a monitor sees no invalidation: its re-misses all count.
- * Each record counts once.
+ * A miss at @s (both locks) at the start of a range evicted lately is the
+ * working set coming back (evict_remiss), unless the read section begun at
+ * the eviction fails for the range: then it is new memory (repin_fresh).
+ * Without a monitor every re-miss counts.  Each record counts once.
  */
 static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 {
@@ -400,16 +397,13 @@ static void free_victims(struct odpx_ctx *ctx, uint32_t v, uint64_t reused)
 
 /*
  * Reserve an entry and @bytes within the limits, under ctx->lock (and the
- * invalidation lock when @mon_held), evicting onto rv->victims.  A merged
- * range (rv->wide_bytes) is reserved instead only if it fits once the
- * request has its room: merging never evicts more than the request needs.
+ * invalidation lock when @mon_held), evicting onto rv->victims; the merged
+ * range rv->wide_bytes instead if it fits once the request has its room.
  * The last victim's slot is taken when the backend's pin replaces what a
  * slot holds and both ranges fit max_pinned_bytes together (the kernel pins
- * the new range before it lets the old one go), or when no slot is free,
- * its range then unpinned first.  Either way the slot is FREE on return but
- * still pins rv->reused bytes, in releasing_bytes until pin_reserved() has
- * unpinned or replaced them.  Returns the entry or -ENOMEM (everything in
- * use; rv->coming and rv->dead set), whose reason pin_reserved() sets.
+ * the new range first), or when no slot is free (then unpinned first).  That
+ * slot still pins rv->reused bytes, in releasing_bytes until pin_reserved()
+ * unpins or replaces them.  Returns the entry or -ENOMEM (rv->coming, rv->dead set).
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held)
