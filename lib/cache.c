@@ -1,24 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * cache.c - the pin-down registration cache.
+ * cache.c - the pin-down registration cache: lookups, the entries' life
+ * cycle, misses and invalidation.  The index is index.h's; room for a new
+ * entry (free list, LRU, eviction, the pin) is reserve.c's.
  *
- * Index (index.h, index.c): per access class, the alive entries never
- * overlap.  Two structures share the entries' own memory: a hash by exact
- * start page (the common hit: the same buffer again) and an AVL tree by start
- * (interior hits, overlap and invalidation scans).  Both are written under
- * the invalidation lock inside a ctx->seq write section and read without any lock: a
- * reader loads ctx->seq, searches, takes a reference with a CAS on the
- * entry's word (which fails if the entry was recycled, since that bumps its
- * generation), and re-reads ctx->seq.  A changed or odd seq means retry;
- * after a few retries it searches under the lock.  So a hit writes only to
- * the entry it hits.
- *
- * A miss follows the monitor's protocol (uffd/reader.c): watch, read_begin,
- * pin with no lock held, read_retry, insert.  The context is the monitor's
- * subscriber: its invalidate() kills what an event covers.
- *
- * Room for a new entry (the free list, the LRU of unused entries, eviction
- * and the pin itself) is reserve.c's; the two share cache.h.
+ * A lookup takes no lock: it loads ctx->seq, searches, takes a reference
+ * with a CAS on the entry's word (which fails if the entry was recycled,
+ * since that bumps its generation), and re-reads ctx->seq.  A changed or odd
+ * seq means retry; after a few retries it searches under the invalidation
+ * lock.  So a hit writes only to the entry it hits.  A miss follows the
+ * monitor's protocol (uffd/reader.c): watch, read_begin, pin with no lock
+ * held, read_retry, insert.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,9 +25,12 @@
 #define MISS_RETRIES 3
 #define FAST_TRIES 4
 
-/* On a hit, *taken is the entry's size if it was unused, else 0 (stats.c). */
+/*
+ * On a hit, *taken is the entry's size if it was unused, else 0 (stats.c).
+ * @partial: the entry need only overlap [a, aend) (ODPX_REG_PARTIAL).
+ */
 static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t aend,
-		   uint32_t acc, struct entry **out, uint64_t *taken)
+		   uint32_t acc, bool partial, struct entry **out, uint64_t *taken)
 {
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
@@ -44,7 +39,8 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 		return LK_RETRY;
 	uint64_t span = LD(e->span);
 	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
-	if (!covers(span, a, aend))
+	uintptr_t s = SPAN_START(span), end = s + SPAN_BYTES(span);
+	if (partial ? end <= a || s >= aend : !covers(span, a, aend))
 		return LK_RETRY;
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
 						     memory_order_acq_rel, RLX))
@@ -54,15 +50,20 @@ static int try_get(struct odpx_ctx *ctx, uint32_t idx, uintptr_t a, uintptr_t ae
 	return LK_HIT;
 }
 
-/* On LK_MISS, *seen is the (even) seq under which nothing was found. */
-static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc,
-		       struct entry **out, uint64_t *taken, uint32_t *seen)
+/*
+ * The lock-free read side (at the top).  @partial: the entry holding the
+ * lowest page of [a, aend) that any entry holds.  On LK_MISS, *seen is the
+ * (even) seq under which nothing was found.
+ */
+int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
+		struct entry **out, uint64_t *taken, uint32_t *seen)
 {
 	for (int t = 0; t < FAST_TRIES; t++) {
 		uint32_t s = seq_read(ctx);
 		if (s & 1)
 			continue;
-		uint32_t idx = index_find(ctx, a, aend, acc);
+		uint32_t idx = partial ? index_first_overlap(ctx, acc, a, aend)
+				       : index_find(ctx, a, aend, acc);
 		if (idx == NIL) {
 			atomic_thread_fence(ACQ);
 			if (!seq_retry(ctx, s)) {
@@ -71,7 +72,7 @@ static int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32
 			}
 			continue;
 		}
-		if (try_get(ctx, idx, a, aend, acc, out, taken) != LK_HIT)
+		if (try_get(ctx, idx, a, aend, acc, partial, out, taken) != LK_HIT)
 			continue;
 		atomic_thread_fence(ACQ);
 		if (!seq_retry(ctx, s))
@@ -91,24 +92,19 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
 		return LK_MISS;
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_fetch_add_explicit(&e->word, 1, memory_order_acq_rel);
-	if (W_STATE(w) != ST_ALIVE) {	/* cannot happen: DEAD leaves the index */
-		atomic_fetch_sub_explicit(&e->word, 1, RLX);
-		return LK_MISS;
-	}
-	*out = e;
+
+	*out = e;	/* ALIVE: an entry leaves the index before it dies, under the lock */
 	*taken = W_REF(w) ? 0 : SPAN_BYTES(LD(e->span));
 	return LK_HIT;
 }
 
 /*
- * mprotect() raises no userfaultfd event: an entry may cover pages whose
- * protection no longer allows what a new request asks.  So each hit asks
- * the kernel about the request's pages, as a pin would (one PROCMAP_QUERY
- * per VMA): readable, and writable for a write request or on the io_uring
- * backend, whose pins are always writable.  1 allowed, 0 not, or -errno
- * when the kernel could not be asked.  ODPX_OPEN_NO_PROT_CHECK skips it;
- * so does a kernel without PROCMAP_QUERY (before 6.11), where the only
- * other way, a parse of /proc/self/maps, costs more than a pin.
+ * mprotect() raises no userfaultfd event, so each hit asks the kernel (one
+ * PROCMAP_QUERY per VMA) whether the request's pages still allow it:
+ * readable, and writable for a write request or on io_uring, whose pins are
+ * always writable.  1 allowed, 0 not, or -errno.  ODPX_OPEN_NO_PROT_CHECK
+ * skips it; so does a kernel without PROCMAP_QUERY (before 6.11), where a
+ * parse of /proc/self/maps would cost more than a pin.
  */
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
 {
@@ -138,11 +134,11 @@ static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
- * Mark an indexed entry DEAD and take it out of the index.  The invalidation lock held,
- * inside a seq write section.  Returns true when the caller became the owner
- * (no reference left): the entry must then be pushed or freed by it.
+ * Mark an indexed entry DEAD and take it out of the index, under the
+ * invalidation lock inside a seq write section.  True: no reference was
+ * left, and the caller owns it (pushes or frees it).
  */
-bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
+bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 {
 	struct entry *e = &ctx->ent[idx];
 	uint64_t w = atomic_load_explicit(&e->word, RLX);
@@ -150,7 +146,6 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason)
 	index_remove(ctx, idx, W_ACC(w));
 	if (!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR))	/* never counted (below) */
 		monitor_watch_ref(e_start(e), e_end(e), -1);
-	e->reason = (uint8_t)reason;
 	if (e->kind & KIND_PREREG)	/* the next request inside makes it again (prereg.c) */
 		atomic_store_explicit(&ctx->prereg_stale, true, RLX);
 	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
@@ -179,11 +174,16 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
 	ctx->free_head = idx;
 }
 
-/* @dead: counted before the entry is freed, so whoever sees it gone sees it counted */
-static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
+void unpin_one(struct odpx_ctx *ctx, uint32_t idx)
 {
 	ctx->be->unpin(ctx, idx);
 	STAT_INC(ctx, unpins);
+}
+
+/* @dead: counted before the entry is freed, so whoever sees it gone sees it counted */
+static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
+{
+	unpin_one(ctx, idx);
 	if (dead)
 		STAT_INC(ctx, dead_unpinned);
 	pthread_mutex_lock(&ctx->lock);
@@ -192,13 +192,14 @@ static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Unpin every dead entry with no holder.  Never on the uffd reader. */
-/* Returns the entries released. */
+/* Unpin every dead entry with no holder, never on the uffd reader; returns how many. */
 unsigned cache_reap_dead(struct odpx_ctx *ctx)
 {
-	uint32_t i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
+	uint32_t i = NIL;
 	unsigned n = 0;
 
+	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
+		i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
 	while (i != NIL) {
 		uint32_t next = LD(ctx->ent[i].dnext);
 		release_owned(ctx, i, true);
@@ -227,12 +228,10 @@ void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken)
 }
 
 /*
- * A reservation found no room while entries were on their way back to the
- * free list (dead ones the engine reaps, victims of another miss being
- * unpinned; not the reservation's own, freed before it waits): what is in
- * use does not fill the limits.  Reap, wait until some are back (the count
- * falls below rv->coming, or rv->dead is freed), at most ROOM_WAIT_NS, and
- * say whether to try again.
+ * A reservation found no room while others' entries were on their way back
+ * to the free list (dead ones the engine reaps, another miss's victims).
+ * Reap, wait until some are back (releasing falls below rv->coming, or
+ * rv->dead is freed), at most ROOM_WAIT_NS, and say whether to try again.
  */
 #define ROOM_WAIT_NS 40000000ULL	/* docs/design.md, "The cache": about 40 ms, twice */
 
@@ -241,8 +240,7 @@ static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 	if (!rv->coming && rv->dead == NIL)
 		return false;
 	for (uint64_t end = odpx_now_ns() + ROOM_WAIT_NS;;) {
-		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-			cache_reap_dead(ctx);
+		cache_reap_dead(ctx);
 		if (atomic_load_explicit(&ctx->releasing, ACQ) < rv->coming ||
 		    (rv->dead != NIL && W_STATE(LD(ctx->ent[rv->dead].word)) != ST_DEAD) ||
 		    odpx_now_ns() >= end)
@@ -254,6 +252,27 @@ static bool room_coming(struct odpx_ctx *ctx, const struct reservation *rv)
 
 #define ROOM_WAITS 2	/* per registration */
 
+/*
+ * A pinned entry handed out with one reference: KIND_CACHED is ALIVE, for
+ * the caller to index; KIND_DIRECT is not indexed, DEAD from birth, freed by
+ * its only dereg.
+ */
+static struct entry *entry_set(struct odpx_ctx *ctx, int64_t idx, int kind, uintptr_t s,
+			       uintptr_t end, uint32_t acc)
+{
+	struct entry *e = &ctx->ent[idx];
+	int state = kind == KIND_DIRECT ? ST_DEAD : ST_ALIVE;
+
+	e->kind = kind | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
+	e->access = (uint8_t)acc;
+	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
+	ST(e->last_use, LD(ctx->clock));
+	if (kind == KIND_DIRECT)
+		STAT_INC(ctx, direct_regs);
+	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, state, 1), REL);
+	return e;
+}
+
 static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		      struct entry **out)
 {
@@ -263,8 +282,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 	for (int waits = 0;; waits++) {
 		struct reservation rv = { .victims = NIL, .dead = NIL };
 
-		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-			cache_reap_dead(ctx);
+		cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
 		idx = reserve_locked(ctx, end - s, NIL, 0, &rv, false);
 		pthread_mutex_unlock(&ctx->lock);
@@ -274,14 +292,7 @@ static int direct_reg(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 			return r;
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	struct entry *e = &ctx->ent[idx];
-	e->kind = KIND_DIRECT | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
-	e->access = (uint8_t)acc;
-	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
-	/* not indexed: DEAD from birth, freed by its only dereg */
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), acc, ST_DEAD, 1), REL);
-	STAT_INC(ctx, direct_regs);
-	*out = e;
+	*out = entry_set(ctx, idx, KIND_DIRECT, s, end, acc);
 	return 0;
 }
 
@@ -291,20 +302,12 @@ static struct odpx_ctx *ctx_of_sub(struct monitor_sub *sub)
 }
 
 /*
- * After a failed attach (the reason is in ctx->reason) misses are served
- * direct, and the attach is tried again at most once per
- * MONITOR_RETRY_NS: a thread or process limit that stopped the reader may
- * be lifted, and a context should not stay uncached for its whole life
- * because of one refusal.  A userfaultfd the kernel refuses stays refused
- * (uffd/open.c), and costs each retry only a lock.
+ * After a failed attach misses are served direct, and the attach is tried
+ * again at most once per MONITOR_RETRY_NS: a limit may be lifted.
  */
 #define MONITOR_RETRY_NS 1000000000ULL
 
-/*
- * Once a process each: a refusal by the kernel, a limit that stopped the
- * start.  A refusal's reason (@why, for odpx_mode_get()) gets the two
- * settings to look at.
- */
+/* Once a process each: a refusal by the kernel, a limit that stopped the start. */
 static void no_monitor_log(int err, char *why, size_t n)
 {
 	static atomic_bool refused_told, limit_told;
@@ -394,9 +397,9 @@ struct miss {
 enum { MISS_HIT, MISS_UNWATCHED, MISS_RESERVED, MISS_BESIDE };
 
 /*
- * Under ctx->lock and the invalidation lock: the lookup again (unless the
- * index has not changed since @seen), the watch check, the merge with what
- * the request overlaps, read_begin and the reservation with its evictions.
+ * Under ctx->lock and the invalidation lock: the lookup again (if the index
+ * changed since @seen), the watch check, the merge, read_begin and the
+ * reservation.
  */
 static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 			struct entry **out)
@@ -407,11 +410,7 @@ static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 		stats_hit(ctx, 1, taken);
 		return MISS_HIT;
 	}
-	/*
-	 * Watched, checked together with read_begin: a VMA replaced after
-	 * monitor_watch() had its record cut (its UNMAP logged before begin);
-	 * pinning the new, unwatched VMA must not be cached.
-	 */
+	/* checked with read_begin: a VMA replaced since monitor_watch() lost its record */
 	if (!m->unsafe && !monitor_covers(m->s, m->end))
 		return MISS_UNWATCHED;
 	m->us = m->s;
@@ -450,21 +449,12 @@ static int miss_reserve(struct odpx_ctx *ctx, struct miss *m, uint32_t seen,
 	return MISS_RESERVED;
 }
 
-static void entry_set(struct odpx_ctx *ctx, struct entry *e, int kind, uintptr_t s,
-		      uintptr_t end, uint32_t acc)
-{
-	e->kind = kind | (ctx->be->id == ODPX_BACKEND_URING ? KIND_URING : 0);
-	e->access = (uint8_t)acc;
-	ST(e->span, SPAN_MAKE(s, (end - s) >> PAGE_SHIFT));
-}
-
 /*
  * Pinned, with ctx->lock held: read_retry under the invalidation lock,
  * then insert.  -EAGAIN: invalidated meanwhile, unpinned, try again.
  */
 static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 {
-	struct entry *e = &ctx->ent[m->idx];
 	bool kick = false;
 	int r;
 
@@ -473,9 +463,7 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	if (r == -EAGAIN) {
 		monitor_unlock();
 		pthread_mutex_unlock(&ctx->lock);
-		ctx->be->unpin(ctx, (uint32_t)m->idx);
-		STAT_INC(ctx, unpins);
-		unreserve(ctx, (uint32_t)m->idx);
+		release_owned(ctx, (uint32_t)m->idx, false);
 		STAT_INC(ctx, miss_retries);
 		return -EAGAIN;
 	}
@@ -483,29 +471,20 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 		monitor_unlock();
 		pthread_mutex_unlock(&ctx->lock);
 		STAT_INC(ctx, direct_racing);
-		STAT_INC(ctx, direct_regs);
-		entry_set(ctx, e, KIND_DIRECT, m->us, m->ue, m->acc);
-		atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), m->acc, ST_DEAD, 1), REL);
-		*out = e;
+		*out = entry_set(ctx, m->idx, KIND_DIRECT, m->us, m->ue, m->acc);
 		return 0;
 	}
 	seq_begin(ctx);
 	for (uint32_t x; (x = index_first_overlap(ctx, m->acc, m->us, m->ue)) != NIL;) {
-		if (kill_locked(ctx, x, 1)) {
+		if (kill_locked(ctx, x)) {
 			dead_push(ctx, x);
 			kick = true;
 		}
 		STAT_INC(ctx, superseded);
 	}
-	entry_set(ctx, e, KIND_CACHED, m->us, m->ue, m->acc);
-	ST(e->last_use, LD(ctx->clock));
-	atomic_store_explicit(&e->word, W_MAKE(W_GEN(LD(e->word)), m->acc, ST_ALIVE, 1), REL);
+	*out = entry_set(ctx, m->idx, KIND_CACHED, m->us, m->ue, m->acc);
 	index_insert(ctx, (uint32_t)m->idx, m->acc);
-	/*
-	 * The watch records count the entries of attached contexts only, as
-	 * their recount does: an unmonitored context's would be counted here
-	 * and not there, and its -1 could then leave a record short.
-	 */
+	/* counted for attached contexts only, as the watch records' recount does */
 	if (!m->unsafe)
 		monitor_watch_ref(m->us, m->ue, +1);
 	seq_end(ctx);
@@ -514,7 +493,6 @@ static int miss_insert(struct odpx_ctx *ctx, struct miss *m, struct entry **out)
 	pthread_mutex_unlock(&ctx->lock);
 	if (kick)
 		engine_kick(ctx);
-	*out = e;
 	return 0;
 }
 
@@ -532,11 +510,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		STAT_INC(ctx, direct_no_monitor);
 		return direct_reg(ctx, s, end, acc, out);
 	}
-	/*
-	 * Cache only with an engine: it unpins the entries that die with no
-	 * miss to follow, and trims.  engine_start() tries again at most once
-	 * a second after a failure (engine.c).
-	 */
+	/* cache only with an engine: it unpins dead entries, and trims */
 	if (!engine_running(ctx) && (r = engine_start(ctx)) < 0) {
 		static atomic_bool told;
 
@@ -547,8 +521,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		return direct_reg(ctx, s, end, acc, out);
 	}
 	for (int attempt = 0; attempt < MISS_RETRIES;) {
-		if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-			cache_reap_dead(ctx);
+		cache_reap_dead(ctx);
 		pthread_mutex_lock(&ctx->lock);
 		monitor_lock();
 		r = miss_reserve(ctx, &m, seen, out);
@@ -576,11 +549,7 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 		if ((r = pin_reserved(ctx, m.idx, &m.rv, m.us, m.ue - m.us, acc)) < 0) {
 			if (m.idx == -ENOMEM && waits++ < ROOM_WAITS && room_coming(ctx, &m.rv))
 				continue;
-			/*
-			 * Pages of what it overlaps may no longer allow the access
-			 * (mprotect() raises no event): try the request alone,
-			 * whose insert then supersedes what it overlaps.
-			 */
+			/* what it overlaps may be mprotect()ed: the request alone supersedes it */
 			if (m.idx >= 0 && (m.us != s || m.ue != end) && !m.alone) {
 				m.alone = true;
 				continue;
@@ -594,13 +563,6 @@ static int miss(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc,
 	}
 	STAT_INC(ctx, direct_racing);	/* invalidated at every attempt */
 	return direct_reg(ctx, s, end, acc, out);
-}
-
-/* ODPX_OPEN_REMOTE_UNCACHED: remote access is pinned per request, never cached */
-static bool remote_uncached(const struct odpx_ctx *ctx, uint32_t acc)
-{
-	return (ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) &&
-	       (acc & ACC_REMOTE_BITS);
 }
 
 /*
@@ -622,7 +584,8 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 		return odpx_fail(-E2BIG, "%zu bytes exceed max_entry_bytes %" PRIu64 ": register it "
 				 "in parts, or raise odpx_limits.max_entry_bytes (1 GiB at most on "
 				 "io_uring, the device's max_mr_size on verbs)", len, max);
-	if (!ctx->cache_enabled || remote_uncached(ctx, acc))
+	/* ODPX_OPEN_REMOTE_UNCACHED: remote access is pinned per request */
+	if (!ctx->cache_enabled || ((ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) && exact_only(acc)))
 		return direct_reg(ctx, s, end, acc, out);
 
 	uint32_t req = acc;	/* before acc_mask: what the pages must allow */
@@ -631,7 +594,7 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 	int r, slow = 0;
 again:
 	seen = 1;
-	r = lookup_fast(ctx, addr, addr + len, acc, out, &taken, &seen);
+	r = lookup_fast(ctx, addr, addr + len, acc, false, out, &taken, &seen);
 	if (r == LK_RETRY) {
 		slow = 1;
 		monitor_lock();
@@ -649,7 +612,6 @@ again:
 			return direct_reg(ctx, s, end, acc, out);
 		/* the cached pins over pages that no longer allow it go; the miss decides */
 		monitor_invalidate(s, end);
-		r = LK_MISS;
 		seen = 1;
 	}
 	/* inside a pre-registered region that was invalidated: make it again */
@@ -669,9 +631,8 @@ int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 
 /*
  * The subscriber's invalidate(), under the invalidation lock inside the
- * monitor's seq write section: mark the entries overlapping [s, e) DEAD and
- * take them out of the index.  No allocation, no unpin: an owned dead
- * entry goes on the dead stack, for the engine that kick() wakes.
+ * seq write section: kill the entries overlapping [s, e).  No allocation,
+ * no unpin: an owned dead entry goes on the dead stack, for the engine.
  */
 static unsigned sub_invalidate(struct monitor_sub *sub, uintptr_t s, uintptr_t e,
 			       enum monitor_event ev)
@@ -690,7 +651,7 @@ static unsigned sub_invalidate(struct monitor_sub *sub, uintptr_t s, uintptr_t e
 		uint32_t x;
 		while (LD(ctx->root[acc]) != NIL && (x = index_first_overlap(ctx, acc, s, e)) != NIL) {
 			STAT_ADD(ctx, inval_bytes, SPAN_BYTES(LD(ctx->ent[x].span)));
-			if (kill_locked(ctx, x, 2 + ev))
+			if (kill_locked(ctx, x))
 				dead_push(ctx, x);
 			n++;
 		}
@@ -773,10 +734,8 @@ void cache_fini(struct odpx_ctx *ctx)
 		return;
 	for (uint32_t i = 0; i < ctx->max_entries; i++) {
 		uint64_t w = LD(ctx->ent[i].word);
-		if (W_STATE(w) != ST_FREE) {
-			ctx->be->unpin(ctx, i);
-			STAT_INC(ctx, unpins);
-		}
+		if (W_STATE(w) != ST_FREE)
+			unpin_one(ctx, i);
 	}
 	munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 	ctx->ent = NULL;

@@ -1,9 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * cache.h - what the two halves of the pin cache share: cache.c (lookups,
- * the entries' life cycle, misses, invalidation) and reserve.c (free list,
- * LRU, eviction, pinning into a reserved entry).
- */
+/* cache.h - what the two halves of the pin cache, cache.c and reserve.c, share. */
 #ifndef ODPX_CACHE_H
 #define ODPX_CACHE_H
 
@@ -21,10 +17,7 @@ static inline void seq_end(struct odpx_ctx *ctx)
 	atomic_store_explicit(&ctx->seq, LD(ctx->seq) + 1, REL);
 }
 
-/*
- * The read side of a lock-free lookup (uffd/reader.c, "hit"): the
- * context's seq, read before and again after the reference is taken.
- */
+/* The read side (uffd/reader.c, "hit"): read before and after the reference is taken. */
 static inline uint32_t seq_read(struct odpx_ctx *ctx)
 {
 	return atomic_load_explicit(&ctx->seq, ACQ);
@@ -39,33 +32,26 @@ static inline bool seq_retry(struct odpx_ctx *ctx, uint32_t s)
 /* cache.c */
 void put_dead(struct odpx_ctx *ctx, struct entry *e);	/* last reference of a DEAD entry */
 void cache_unget(struct odpx_ctx *ctx, struct entry *e, uint64_t taken);
-bool kill_locked(struct odpx_ctx *ctx, uint32_t idx, int reason);	/* invalidation lock, seq */
+void unpin_one(struct odpx_ctx *ctx, uint32_t idx);	/* and count it */
+bool kill_locked(struct odpx_ctx *ctx, uint32_t idx);	/* invalidation lock, seq */
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
+int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
+		struct entry **out, uint64_t *taken, uint32_t *seen);
 
-/*
- * What a miss asks of reserve_locked() beyond its request, and what that
- * leaves for pin_reserved() and room_coming() (reserve.c).  Start with
- * { .victims = NIL, .dead = NIL }.
- */
+/* A reservation (reserve.c), for pin_reserved() and room_coming(): zero but victims, dead NIL. */
 struct reservation {
-	/*
-	 * In: the range merged with what the request overlaps (0: none) and
-	 * its home slot.  Out: @wide, it was reserved instead of the request:
-	 * it fit once room was made for the request alone.
-	 */
+	/* in: the request merged with what it overlaps (0: none), its home slot */
 	uint64_t wide_bytes;
 	uint32_t wide_home;
-	bool wide;
+	bool wide;		/* out: the merged range fit, and was reserved */
 	uint32_t victims;	/* evicted, chained through dnext: unpinned before the pin */
+	uint32_t nvictims;	/* and their count and bytes */
+	uint64_t victim_bytes;
 	uint64_t reused;	/* bytes a victim's old range still pins in the reserved slot */
 	bool replace;		/* the pin replaces them in place (else: unpinned first) */
 	/* -ENOMEM: ctx->releasing but our victims, which are back before we wait */
 	uint32_t coming;
-	/*
-	 * -ENOMEM: a DEAD entry with no reference left, or NIL.  It is on its
-	 * way back even when its last holder has not pushed it yet (between
-	 * put_ref()'s last decrement and dead_push(), not in ctx->releasing).
-	 */
+	/* -ENOMEM: a DEAD entry with no reference left (maybe not yet pushed), or NIL */
 	uint32_t dead;
 };
 
@@ -73,17 +59,13 @@ struct reservation {
 void lru_link(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held);
-void unreserve(struct odpx_ctx *ctx, uint32_t idx);
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc);
 
 /*
- * One candidate of the hit path: alive in class @acc, starting at @page and
- * covering up to @aend (exactly, for a remote class), read under the even
- * @seq.  The reference is taken with a CAS on the word read before the span,
- * so the CAS validates the span (as cache.c:try_get() does), and kept only
- * if @seq has not moved since (as in cache.c:lookup_fast()).  NULL: not
- * this one.  Always inline: it is odpx_reg()'s hit.
+ * One candidate of the hit path, alive in class @acc, starting at @page and
+ * serving up to @aend under the even @seq, validated as lookup_fast() does.
+ * NULL: not this one.
  */
 static inline __attribute__((always_inline)) struct entry *
 hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, uint32_t acc,
@@ -113,10 +95,8 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 
 /*
  * The hit path, inline in odpx_reg(): the entry in the home slot of
- * [a, aend)'s first page (index.h: the buffers of a pool each get their
- * home slot).  An alive entry is indexed, and no two alive entries of a
- * class share a start, so the slot alone answers, in one cache line.  NULL:
- * ask hit_next(), then cache_reg(), which finds every other hit.
+ * [a, aend)'s first page (index.h), one cache line.  NULL: ask hit_next(),
+ * then cache_reg(), which finds every other hit.
  */
 static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
 				     uint32_t acc)
@@ -128,12 +108,10 @@ static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_
 }
 
 /*
- * The second candidate: an entry away from its home slot (the slot was
- * taken: a victim's slot reused in a full cache, a collision) is most often
- * the first of the slot's bucket other than the slot's own entry
- * (index.c:hash_insert()), and both links are in the slot's line.  Called
- * from ctx.c:reg_lookup(), out of line, so that a hit in its home slot stays
- * as short as it was.
+ * The second candidate: an entry away from its home slot (a victim's slot
+ * reused, a collision) is most often the first of the bucket other than
+ * the slot's own (index.c:hash_insert()), both links in the slot's line.
+ * Called out of line (ctx.c:reg_lookup()) to keep the home hit short.
  */
 static inline struct entry *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
 				     uint32_t acc)

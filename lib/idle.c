@@ -4,24 +4,18 @@
  * (ODPX_ATTR_IDLE, ODPX_IDLE_MS) are released by the engine, so that a
  * burst does not keep its pins, slots and MRs for ever.
  *
- * The hit path is not touched.  A release already stamps the entry with
- * ctx->clock (put_ref(); odp_dereg() in the ODP modes); the clock counts
- * misses, so it says nothing of time by itself.  The engine gives it a time
- * base: every IDLE_STEPS-th of idle_ms it records the clock with the time
- * and bumps it, so that a release after the record is stamped above it.
- * An entry stamped at or below the record of a time idle_ms ago was
- * released before then and has not been released since; with no reference
- * now, it has been unused at least idle_ms.  It goes at most one step
- * later than that, plus a tick.
+ * The hit path is not touched.  A release stamps the entry with ctx->clock,
+ * which counts misses; the engine gives it a time base: every IDLE_STEPS-th
+ * of idle_ms it records the clock with the time and bumps it.  An entry
+ * stamped at or below the record of a time idle_ms ago, with no reference
+ * now, has been unused at least idle_ms.  It goes at most one step later,
+ * plus a tick.
  */
 #include <errno.h>
 
 #include "cache.h"
 
-/*
- * Called on each engine tick.  The pin cache releases through its LRU
- * (reserve.c:cache_reap_idle()), the ODP modes through their backend.
- */
+/* Each engine tick.  The pin cache releases through its LRU, the ODP modes their backend. */
 void idle_tick(struct odpx_ctx *ctx, struct idle_clock *ic, uint64_t now_ns)
 {
 	uint64_t idle_ns = (uint64_t)ctx->idle_ms * 1000000ULL, step = idle_ns / IDLE_STEPS;

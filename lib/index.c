@@ -3,14 +3,13 @@
  * index.c - the write side of the cache's index (see index.h): the exact-start
  * hash, whose bucket heads live inside the entries (bucket i's head is
  * ent[i].bucket, so the table costs no memory), and an AVL tree by start per
- * access class.  Every writer holds the invalidation lock inside a ctx->seq write section;
- * the stores are relaxed atomics because readers walk the structures without
- * a lock and validate with ctx->seq.
+ * access class.  Every writer holds the invalidation lock inside a ctx->seq
+ * write section; the stores are relaxed atomics because readers walk the
+ * structures without a lock and validate with ctx->seq.
  */
 #include "index.h"
 
 /* ---- exact-start hash ---- */
-
 
 /*
  * New entries go first, except behind an entry that sits in its own bucket's
@@ -158,12 +157,12 @@ uint32_t index_floor(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
 	return best < ctx->max_entries ? best : NIL;
 }
 
-/* Smallest start > a (locked). */
+/* Smallest start > a; bounded as index_floor() is, beyond any AVL tree's depth. */
 uint32_t index_next(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
 {
 	uint32_t best = NIL;
 
-	while (n != NIL) {
+	for (int steps = 0; n != NIL && n < ctx->max_entries && steps < MAX_STEPS; steps++) {
 		if (e_start(&ctx->ent[n]) > a) {
 			best = n;
 			n = LD(ctx->ent[n].left);
@@ -171,10 +170,14 @@ uint32_t index_next(struct odpx_ctx *ctx, uint32_t n, uintptr_t a)
 			n = LD(ctx->ent[n].right);
 		}
 	}
-	return best;
+	return best < ctx->max_entries ? best : NIL;
 }
 
-/* First indexed entry of class @acc overlapping [s, e), or NIL (locked). */
+/*
+ * First indexed entry of class @acc overlapping [s, e), or NIL.  Alive
+ * entries of a class never overlap: it is the one whose end passes @s with
+ * the least start.  Optimistic callers validate it with a CAS and ctx->seq.
+ */
 uint32_t index_first_overlap(struct odpx_ctx *ctx, uint32_t acc, uintptr_t s, uintptr_t e)
 {
 	uint32_t root = LD(ctx->root[acc]);

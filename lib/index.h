@@ -2,10 +2,9 @@
 /*
  * index.h - the cache's index: per access class, alive entries that never
  * overlap, in an exact-start hash (the hit path) and an AVL tree by start
- * (interior hits, overlap and invalidation scans).  Both live in the entries'
- * own memory.  Writers hold the invalidation lock inside a ctx->seq write section;
- * readers take no lock and validate with ctx->seq (cache.c).  The read side
- * is inline here: it is the hit path.
+ * (interior hits, overlap and invalidation scans), both in the entries' own
+ * memory.  Writers hold the invalidation lock inside a ctx->seq write
+ * section; readers take no lock and validate with ctx->seq (cache.c).
  */
 #ifndef ODPX_INDEX_H
 #define ODPX_INDEX_H
@@ -51,11 +50,9 @@ static inline bool covers(uint64_t span, uintptr_t a, uintptr_t aend)
 }
 
 /*
- * Remote access is granted over exactly the pages asked for: a remote class
- * matches only an entry of the same page range (no interior hit, no merge),
- * so an rkey never reaches memory the caller did not register.
+ * Remote access is granted over exactly the pages asked for (no interior
+ * hit, no merge): an rkey never reaches memory the caller did not register.
  */
-
 static inline bool exact_only(uint32_t acc) { return acc & ACC_REMOTE_BITS; }
 
 /* @sp starts at @page: does it serve [a, aend) in class @acc? */

@@ -86,7 +86,6 @@ struct entry {
 	_Atomic uint8_t height;
 	uint8_t access;
 	uint8_t kind;		/* enum entry_kind */
-	uint8_t reason;		/* why it died, for stats */
 } ALIGNED_LINE;
 
 /* KIND_PREREG: held by a pre-registered region, kept off the LRU (prereg.c) */
@@ -356,9 +355,6 @@ void prereg_tick(struct odpx_ctx *ctx);		/* engine: drop what died */
 int prereg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);
 void prereg_usage(struct odpx_ctx *ctx, uint64_t *regions, uint64_t *bytes);
 unsigned cache_reap_dead(struct odpx_ctx *ctx);
-/* reg_ex.c: ODPX_REG_TRY/PARTIAL in the pin cache; -EAGAIN when none serves */
-int cache_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
-	      uint32_t flags, struct entry **out);
 void cache_trim(struct odpx_ctx *ctx);
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);
 void cache_detach(struct odpx_ctx *ctx);	/* from the monitor, at close */

@@ -1,22 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
  * prereg.c - pre-registered regions (odpx_prereg_add(), ODPX_ATTR_PREREG):
- * registrations the context itself holds from their making to
- * odpx_prereg_release() or odpx_close().
+ * registrations the context itself holds until odpx_prereg_release() or
+ * odpx_close().
  *
- * Pin mode: a region is an entry of the cache with one reference of the
- * region's, marked KIND_PREREG and kept off the LRU, so nothing evicts or
- * idles it out, and its bytes are never unused bytes (those count entries
- * with no reference).  It may be longer than max_entry_bytes.  A miss that
- * would merge with it, and so supersede it, is served direct beside it
- * (cache.c:miss()).  Invalidation treats it as any entry: the monitor
- * marks it DEAD and raises ctx->prereg_stale (cache.c:kill_locked()); the
- * engine's tick drops the region's reference (the dead pages are unpinned),
- * and the next request inside the region that misses makes the region
- * again (prereg_revive(), counted in prereg_repins) before it looks again.
+ * Pin mode: a region is a cache entry holding one reference of its own,
+ * marked KIND_PREREG and kept off the LRU, so nothing evicts or idles it
+ * out; it may be longer than max_entry_bytes.  A miss that would merge
+ * with it is served direct beside it (cache.c:miss()).  Invalidation kills
+ * it as any entry and raises ctx->prereg_stale; the engine's tick drops the
+ * region's reference, and the next request inside the region that misses
+ * makes it again (prereg_revive(), counted in prereg_repins).
  *
- * ODP modes: the region's reference is held on the chunk, range or
- * implicit MR its registration returned; those are never invalidated.
+ * ODP modes: the reference is held on the chunk, range or implicit MR the
+ * registration returned; those are never invalidated.
  *
  * struct prereg_set.lock - the records.  Held across a registration (a
  * pin); lock order: it first, then ctx->lock, then the invalidation lock.
@@ -85,20 +82,11 @@ static int make(struct odpx_ctx *ctx, struct prereg *r)
 					 (unsigned long)r->end);
 		}
 		mark(ctx, e, true);
-		/* killed before the mark, so kill_locked() did not raise the flag */
-		if (!is_alive(e))
+		if (!is_alive(e))	/* killed before the mark, which kill_locked() reads */
 			ST(ctx->prereg_stale, true);
 	}
 	r->e = e;
 	return 0;
-}
-
-static bool any_stale(struct prereg_set *p)
-{
-	for (unsigned i = 0; i < p->n; i++)
-		if (!is_alive(p->r[i].e))
-			return true;
-	return false;
 }
 
 /*
@@ -108,26 +96,27 @@ static bool any_stale(struct prereg_set *p)
 bool prereg_revive(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)
 {
 	struct prereg_set *p = &ctx->prereg;
-	bool done = false;
+	bool done = false, stale = false;
 
 	pthread_mutex_lock(&p->lock);
 	ST(ctx->prereg_stale, false);	/* raised again below */
 	for (unsigned i = 0; i < p->n; i++) {
 		struct prereg *r = &p->r[i];
 
-		if (is_alive(r->e) || done || (r->access & ctx->acc_mask) != acc ||
-		    s < r->start || end > r->end)
-			continue;
-		if (r->e) {
-			drop(ctx, r->e);
-			r->e = NULL;
+		if (!is_alive(r->e) && !done && (r->access & ctx->acc_mask) == acc &&
+		    s >= r->start && end <= r->end) {
+			if (r->e) {
+				drop(ctx, r->e);
+				r->e = NULL;
+			}
+			if (make(ctx, r) == 0) {
+				STAT_INC(ctx, prereg_repins);
+				done = true;
+			}
 		}
-		if (make(ctx, r) == 0) {
-			STAT_INC(ctx, prereg_repins);
-			done = true;
-		}
+		stale |= !is_alive(r->e);
 	}
-	if (any_stale(p))
+	if (stale)
 		ST(ctx->prereg_stale, true);
 	pthread_mutex_unlock(&p->lock);
 	return done;
@@ -140,11 +129,7 @@ void prereg_tick(struct odpx_ctx *ctx)
 
 	if (!LD(ctx->prereg_stale))
 		return;
-	/*
-	 * Not while a revival holds the records: its pin may wait for this
-	 * engine to reap dead entries (cache.c:room_coming()).  The next tick
-	 * tries again.
-	 */
+	/* not while a revival holds the records: its pin may wait for this engine */
 	if (pthread_mutex_trylock(&p->lock))
 		return;
 	for (unsigned i = 0; i < p->n; i++) {
@@ -156,21 +141,25 @@ void prereg_tick(struct odpx_ctx *ctx)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static int check(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access)
+/* The arguments' check; [*s, *end): the region's pages */
+static int check(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access, uintptr_t *s,
+		 uintptr_t *end)
 {
-	uintptr_t a = (uintptr_t)addr, end;
+	uintptr_t a = (uintptr_t)addr;
 	int r = ctx_check(ctx);
 
 	if (r < 0)
 		return r;
 	if (!a)
 		return odpx_fail(-EFAULT, "NULL address");
-	if (!len || __builtin_add_overflow(a, len, &end) || end > UINTPTR_MAX - PAGE_SIZE)
+	if (!len || __builtin_add_overflow(a, len, end) || *end > UINTPTR_MAX - PAGE_SIZE)
 		return odpx_fail(-EINVAL, "bad range");
 	if (access & ~(uint32_t)(ODPX_ACCESS_RESERVED - 1))
 		return odpx_fail(-EINVAL, "unknown access bits %#x", access);
 	if (ctx->mode == ODPX_MODE_DIRECT)
 		return odpx_fail(-EOPNOTSUPP, "direct mode keeps no registration");
+	*s = a & ~(PAGE_SIZE - 1);
+	*end = (*end + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	return 0;
 }
 
@@ -185,12 +174,11 @@ static int find(struct prereg_set *p, uintptr_t s, uintptr_t end, uint32_t acces
 ODPX_EXPORT int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access)
 {
 	struct prereg_set *p = &ctx->prereg;
+	uintptr_t s, end;
 	int r;
 
-	if ((r = check(ctx, addr, len, access)) < 0)
+	if ((r = check(ctx, addr, len, access, &s, &end)) < 0)
 		return r;
-	uintptr_t s = (uintptr_t)addr & ~(PAGE_SIZE - 1);
-	uintptr_t end = ((uintptr_t)addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	pthread_mutex_lock(&p->lock);
 	if (find(p, s, end, access) >= 0) {
 		r = odpx_fail(-EEXIST, "%#lx-%#lx is pre-registered already", (unsigned long)s,
@@ -210,12 +198,11 @@ ODPX_EXPORT int odpx_prereg_release(struct odpx_ctx *ctx, void *addr, size_t len
 				    uint32_t access)
 {
 	struct prereg_set *p = &ctx->prereg;
+	uintptr_t s, end;
 	int r, i;
 
-	if ((r = check(ctx, addr, len, access)) < 0)
+	if ((r = check(ctx, addr, len, access, &s, &end)) < 0)
 		return r;
-	uintptr_t s = (uintptr_t)addr & ~(PAGE_SIZE - 1);
-	uintptr_t end = ((uintptr_t)addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	pthread_mutex_lock(&p->lock);
 	if ((i = find(p, s, end, access)) < 0) {
 		pthread_mutex_unlock(&p->lock);

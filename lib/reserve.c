@@ -1,24 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
  * reserve.c - room for a new entry of the pin cache: the free list, the LRU
- * of unused entries kept as victims, eviction within the limits, and the pin
- * into a reserved entry (cache.c calls in on a miss and a direct
- * registration; the engine's tick trims).  Everything here runs under
- * ctx->lock, and under the invalidation lock too where it kills an indexed entry; victims
- * are unpinned after both are dropped.
+ * of unused entries, eviction within the limits, and the pin into a
+ * reserved entry.  Everything here runs under ctx->lock, and under the
+ * invalidation lock too where it kills an indexed entry; victims are
+ * unpinned after both are dropped.
  *
  * LRU: lazy and exact at the resolution of misses.  A release stores
  * ctx->clock (bumped at each miss) in @last_use without a lock.  The linked
  * entries sit in a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990)
- * keyed by @link_stamp, the stamp they had when linked: a lower bound of
- * their last release.  The evictor takes the least key; an entry released
- * since it was linked goes back in under its new stamp, an entry in use
- * under the current clock (its release will stamp it no earlier).  The
- * first minimum with last_use == link_stamp and no reference is the least
- * recently released entry.  Keys only grow and never fall below the last
- * minimum taken, which is what a radix heap needs: linking is O(1) and
- * taking the minimum O(log of the stamp range) amortized, so no eviction
- * walks the LRU (bench/cache-miss, workload LRU).
+ * keyed by @link_stamp, a lower bound of their last release.  The evictor
+ * takes the least key; an entry released since it was linked goes back in
+ * under its new stamp, an entry in use under the current clock.  The first
+ * minimum with last_use == link_stamp and no reference is the least recently
+ * released entry.  Keys never fall below the last minimum taken, as a radix
+ * heap needs: linking is O(1), taking the minimum O(log of the stamp range)
+ * amortized.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,11 +27,7 @@
 
 #define LRU_AGE_MAX (1U << 30)
 
-/*
- * Take a free entry, preferably @home: the entry whose index is the hash
- * bucket of its own start, so that a hit finds the bucket head and the entry
- * in one cache line (ctx->lock).
- */
+/* Take a free entry, preferably @home, its start's hash bucket (index.h). */
 static uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home)
 {
 	uint32_t idx = ctx->free_head;
@@ -61,12 +54,10 @@ static uint64_t lru_key(const struct odpx_ctx *ctx, uint32_t stamp)
 }
 
 /*
- * Bucket 0 holds the keys equal to the minimum.  The others go by base-16
- * digit: a key whose highest digit differing from the minimum's is digit j,
- * with value d there, is in bucket 1 + 16j + d.  Keys are less than 2^32
- * above the minimum, but a carry makes j any of 0..15 (the minimum just
- * below 2^36, a key just above).  A lower bucket holds only lower keys, and
- * an entry moves at most 16 times between two links.
+ * Bucket 0 holds the keys equal to the minimum; a key whose highest base-16
+ * digit differing from the minimum's is digit j, of value d, is in bucket
+ * 1 + 16j + d (a carry makes j any of 0..15).  A lower bucket holds only
+ * lower keys, and an entry moves at most 16 times between two links.
  */
 static unsigned lru_bucket(const struct odpx_ctx *ctx, uint64_t key)
 {
@@ -152,8 +143,8 @@ static void lru_relink(struct odpx_ctx *ctx, uint32_t idx, uint32_t stamp)
 
 /*
  * The linked entry of least key, first linked among equals; NIL if none.
- * When bucket 0 is empty, the least non-empty bucket's least key becomes the
- * minimum, and its entries move to lower buckets.
+ * When bucket 0 is empty, the least key of the least bucket becomes the
+ * minimum and that bucket's entries move down.
  */
 static uint32_t lru_min(struct odpx_ctx *ctx)
 {
@@ -184,10 +175,9 @@ static uint32_t lru_min(struct odpx_ctx *ctx)
 
 /*
  * Keep every key within LRU_AGE_MAX stamps of the clock, so that 32-bit
- * stamps compare right however long the process runs: when the minimum is
- * that old, the entries released more than half of it ago are keyed as if
- * released just then (they tie as the oldest).  Each entry moves once per
- * LRU_AGE_MAX / 2 misses at most.
+ * stamps compare right however long the process runs: the entries released
+ * more than half of it ago are keyed as if released just then (they tie as
+ * the oldest).
  */
 static void lru_age(struct odpx_ctx *ctx)
 {
@@ -201,15 +191,6 @@ static void lru_age(struct odpx_ctx *ctx)
 		ctx->lru_min_key = lru_key(ctx, floor);
 }
 
-static uint64_t victims_bytes(const struct odpx_ctx *ctx, uint32_t v, uint64_t *n)
-{
-	uint64_t bytes = 0;
-
-	for (*n = 0; v != NIL; v = LD(ctx->ent[v].dnext), ++*n)
-		bytes += SPAN_BYTES(LD(ctx->ent[v].span));
-	return bytes;
-}
-
 /* Is the least linked key below *@before (idle release)? */
 static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
 {
@@ -221,14 +202,11 @@ static bool idle_due(struct odpx_ctx *ctx, const uint32_t *before)
 }
 
 /*
- * The evicted ranges' records: sets of EVICTED_WAYS, the set chosen by the
- * top bits of the start page times 2^64 / phi (Fibonacci hashing), which
- * spreads starts of any stride, powers of two included, over the sets.  A
- * record lives evict_age_ms (the detector's window times enter_n): an older
- * one is ignored and the first replaced.  A set full of live records loses
- * its oldest: the memory is bounded, and a working set that overflows the
- * cache by more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in
- * part only.
+ * The evicted ranges' records: sets of EVICTED_WAYS, chosen by Fibonacci
+ * hashing of the start page (any stride spreads).  A record lives
+ * evict_age_ms (the detector's window times enter_n); a set full of live
+ * records loses its oldest, so a working set that overflows the cache by
+ * more than about EVICTED_SETS * EVICTED_WAYS ranges is seen in part only.
  */
 static uint32_t now_ms(void)
 {
@@ -276,16 +254,10 @@ static void evicted_note(struct odpx_ctx *ctx, uintptr_t start, uint64_t bytes,
 }
 
 /*
- * A miss at @s (ctx->lock and the invalidation lock): at the start of a
- * range evicted lately, it is the working set coming back (evict_remiss),
- * unless the monitor's read section begun at the eviction fails for the
- * range (monitor_read_retry()): an event invalidated it since, so its pages
- * were unmapped, zapped or moved, and the registration is of new memory
- * (repin_fresh), which says nothing of the working set's fit.  A range no
- * longer watched, or so many invalidations since that the monitor's log no
- * longer tells, count as new memory too: a re-miss is never claimed on a
- * guess.  A context without a monitor (ODPX_OPEN_UNSAFE_NO_MONITOR) sees no
- * invalidation: its re-misses all count.  Each record counts once.
+ * A miss at @s (both locks) at the start of a range evicted lately is the
+ * working set coming back (evict_remiss), unless the read section begun at
+ * the eviction fails for the range: then it is new memory (repin_fresh).
+ * Without a monitor every re-miss counts.  Each record counts once.
  */
 static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 {
@@ -311,24 +283,21 @@ static void count_remiss(struct odpx_ctx *ctx, uintptr_t s)
 }
 
 /*
- * Evict unused entries until one more entry of @bytes fits, under ctx->lock.
- * With @idle_before, also every unused entry last released before that
- * stamp (idle release: counted in idle_released, not as evictions).
- * Victims are chained on *victims (through dnext) for the caller to unpin
- * after unlocking; *dead is a DEAD entry met with no reference left, if
- * any.  Returns false when everything left is in use.
+ * Evict unused entries until one more entry of @bytes fits, under ctx->lock,
+ * and with @idle_before every unused entry released before that stamp
+ * (counted in idle_released).  Victims go on rv->victims for the caller to
+ * unpin after unlocking.  Returns false when everything left is in use.
  */
 static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
-		      uint64_t bytes, uint32_t *victims, uint32_t *dead, bool mon_held,
+		      uint64_t bytes, struct reservation *rv, bool mon_held,
 		      const uint32_t *idle_before)
 {
-	/* our own victims are unpinned before our pin; other misses' may not be */
-	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2, nmine;
-	uint64_t mine = victims_bytes(ctx, *victims, &nmine);
+	uint64_t scanned = 0, limit = ctx->nentries * 2 + 2;
 
 	lru_age(ctx);	/* every miss comes here, linking or not */
-	while (ctx->nentries + (ctx->releasing_entries - nmine) + 1 > max_entries ||
-	       ctx->pinned_bytes + (ctx->releasing_bytes - mine) + bytes > max_bytes ||
+	/* our own victims are unpinned before our pin; other misses' may not be */
+	while (ctx->nentries + (ctx->releasing_entries - rv->nvictims) + 1 > max_entries ||
+	       ctx->pinned_bytes + (ctx->releasing_bytes - rv->victim_bytes) + bytes > max_bytes ||
 	       idle_due(ctx, idle_before)) {
 		uint32_t idx = lru_min(ctx);
 
@@ -338,22 +307,15 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		uint64_t w = atomic_load_explicit(&e->word, ACQ);
 		uint32_t used = LD(e->last_use);
 
-		if (W_STATE(w) != ST_ALIVE) {
+		if (W_STATE(w) != ST_ALIVE || W_REF(w)) {
 			/*
-			 * Dead: it leaves the LRU when it is freed (release_owned()).
-			 * Until then it stays, behind the others, so that every scan
-			 * meets it: once its last reference is gone it is on its way
-			 * back before its holder has pushed it (nothing counts it
-			 * then), and a scan that had unlinked it left the next miss
-			 * no sign of it: -ENOMEM at once.
+			 * In use: its release stamps it later.  Dead: it stays linked
+			 * until freed, so that every scan meets it (struct
+			 * reservation, @dead).
 			 */
 			lru_relink(ctx, idx, LD(ctx->clock));
-			if (!W_REF(w))
-				*dead = idx;	/* on its way, pushed or about to be */
-			continue;
-		}
-		if (W_REF(w)) {		/* in use: its release stamps it later */
-			lru_relink(ctx, idx, LD(ctx->clock));
+			if (W_STATE(w) != ST_ALIVE && !W_REF(w))
+				rv->dead = idx;
 			continue;
 		}
 		if ((int32_t)(used - e->link_stamp) > 0) {	/* released since linked */
@@ -362,17 +324,13 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		}
 		if (!mon_held)
 			monitor_lock();
-		/*
-		 * Again under the invalidation lock: a hit and its release take no lock, and
-		 * one that came while we waited for it made this entry the most
-		 * recently released: put back under its new stamp.
-		 */
+		/* again under the lock: a hit and release meanwhile put it back */
 		w = atomic_load_explicit(&e->word, ACQ);
 		bool owned = false, again = LD(e->last_use) != used;
 		struct monitor_read rd = { 0 };
 		if (W_STATE(w) == ST_ALIVE && W_REF(w) == 0 && !again) {
 			seq_begin(ctx);
-			owned = kill_locked(ctx, idx, 0);	/* else a hit won: it pushes */
+			owned = kill_locked(ctx, idx);	/* else a hit won: it pushes */
 			seq_end(ctx);
 			monitor_read_begin(&rd);	/* for count_remiss() */
 		}
@@ -390,10 +348,10 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 			ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
 			ctx->releasing_bytes += SPAN_BYTES(LD(e->span));
 			ctx->releasing_entries++;
-			mine += SPAN_BYTES(LD(e->span));
-			nmine++;
-			ST(e->dnext, *victims);
-			*victims = idx;
+			rv->victim_bytes += SPAN_BYTES(LD(e->span));
+			rv->nvictims++;
+			ST(e->dnext, rv->victims);
+			rv->victims = idx;
 			if (idle_before) {
 				STAT_INC(ctx, idle_released);
 			} else {
@@ -407,9 +365,21 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 	return true;
 }
 
-/* Victims already unpinned back to the free list (ctx->lock). */
-static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
+/* The reused slot's old range is unpinned or replaced: its charge goes (ctx->lock). */
+static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
 {
+	ctx->releasing_bytes -= reused;
+	atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
+}
+
+/* Unpin the victims and free them, and drop an unpinned reused range's charge. */
+static void free_victims(struct odpx_ctx *ctx, uint32_t v, uint64_t reused)
+{
+	if (v == NIL && !reused)
+		return;
+	for (uint32_t x = v; x != NIL; x = LD(ctx->ent[x].dnext))
+		unpin_one(ctx, x);
+	pthread_mutex_lock(&ctx->lock);
 	while (v != NIL) {
 		uint32_t next = LD(ctx->ent[v].dnext);
 		ctx->nentries++;	/* entry_free_locked takes it off again */
@@ -420,74 +390,44 @@ static void victims_free_locked(struct odpx_ctx *ctx, uint32_t v)
 		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
 		v = next;
 	}
-}
-
-static void unpin_one(struct odpx_ctx *ctx, uint32_t idx)
-{
-	ctx->be->unpin(ctx, idx);
-	STAT_INC(ctx, unpins);
-}
-
-static void unpin_victims(struct odpx_ctx *ctx, uint32_t v)
-{
-	for (; v != NIL; v = LD(ctx->ent[v].dnext))
-		unpin_one(ctx, v);
-}
-
-static void free_victims(struct odpx_ctx *ctx, uint32_t v)
-{
-	if (v == NIL)
-		return;
-	unpin_victims(ctx, v);
-	pthread_mutex_lock(&ctx->lock);
-	victims_free_locked(ctx, v);
+	if (reused)
+		reused_free_locked(ctx, reused);
 	pthread_mutex_unlock(&ctx->lock);
 }
 
 /*
- * Reserve an entry and @bytes within the limits, under ctx->lock (and
- * the invalidation lock when @mon_held), evicting onto rv->victims for the caller to
- * unpin after unlocking.  A merged range (rv->wide_bytes) is reserved
- * instead only if it fits once the request has its room: merging never
- * evicts more than the request needs.  The last victim's slot is taken when the backend's
- * pin replaces what a slot holds (one system call instead of an unpin and a
- * pin) and both ranges fit max_pinned_bytes together: the kernel pins the
- * new range before it lets the old one go, so VmPin holds both meanwhile.
- * It is taken too when the slab has no free slot, its range then unpinned
- * first.  Either way the slot is FREE on return but still pins rv->reused
- * bytes (still in releasing_bytes until pin_reserved() has unpinned or
- * replaced them), and rv->victims no longer holds it.  Returns the entry or
- * -ENOMEM (everything in use, rv->coming and rv->dead set); the reason is
- * set by pin_reserved(), outside the locks.
+ * Reserve an entry and @bytes within the limits, under ctx->lock (and the
+ * invalidation lock when @mon_held), evicting onto rv->victims; the merged
+ * range rv->wide_bytes instead if it fits once the request has its room.
+ * The last victim's slot is taken when the backend's pin replaces what a
+ * slot holds and both ranges fit max_pinned_bytes together (the kernel pins
+ * the new range first), or when no slot is free (then unpinned first).  That
+ * slot still pins rv->reused bytes, in releasing_bytes until pin_reserved()
+ * unpins or replaces them.  Returns the entry or -ENOMEM (rv->coming, rv->dead set).
  */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held)
 {
-	uint64_t max = ctx->lim.max_pinned_bytes, n;
+	uint64_t max = ctx->lim.max_pinned_bytes;
 	uint32_t idx;
 
-	rv->coming = 0;
-	rv->wide = false;
 	if (bytes > max)
 		return -ENOMEM;
 	if (start && ctx->nevicted && mon_held)
 		count_remiss(ctx, start);
-	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, &rv->victims, &rv->dead, mon_held,
-		       NULL) ||
+	if (!make_room(ctx, ctx->lim.max_entries, max, bytes, rv, mon_held, NULL) ||
 	    (ctx->free_head == NIL && rv->victims == NIL)) {
-		victims_bytes(ctx, rv->victims, &n);
-		rv->coming = LD(ctx->releasing) - (uint32_t)n;
+		rv->coming = LD(ctx->releasing) - rv->nvictims;
 		return -ENOMEM;
 	}
 	/* others' victims are still pinned, ours will not be by our pin */
-	uint64_t others = ctx->releasing_bytes - victims_bytes(ctx, rv->victims, &n);
+	uint64_t others = ctx->releasing_bytes - rv->victim_bytes;
 
 	rv->wide = rv->wide_bytes > bytes && ctx->pinned_bytes + others + rv->wide_bytes <= max;
 	if (rv->wide) {
 		bytes = rv->wide_bytes;
 		home = rv->wide_home;
 	}
-	rv->replace = false;
 	if (rv->victims != NIL && ctx->be->pin_replaces) {
 		uint64_t old = SPAN_BYTES(LD(ctx->ent[rv->victims].span));
 
@@ -509,33 +449,23 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 	return idx;
 }
 
-void unreserve(struct odpx_ctx *ctx, uint32_t idx)
-{
-	pthread_mutex_lock(&ctx->lock);
-	entry_free_locked(ctx, idx);
-	pthread_mutex_unlock(&ctx->lock);
-}
-
 /* make_room() for no new entry, under ctx->lock taken here; returns how many went. */
 static unsigned evict(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_bytes,
 		      const uint32_t *idle_before)
 {
-	uint32_t victims = NIL, dead;
-	uint64_t n;
+	struct reservation rv = { .victims = NIL, .dead = NIL };
 
 	pthread_mutex_lock(&ctx->lock);
-	make_room(ctx, max_entries, max_bytes, 0, &victims, &dead, false, idle_before);
-	victims_bytes(ctx, victims, &n);
+	make_room(ctx, max_entries, max_bytes, 0, &rv, false, idle_before);
 	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims);
-	return (unsigned)n;
+	free_victims(ctx, rv.victims, 0);
+	return rv.nvictims;
 }
 
 /*
  * Pin into a reserved entry, with one retry after evicting on ENOMEM.
- * @held: the entry's slot still holds an evicted registration, which a
- * successful pin replaces (the backend's pin_replaces) and a failed one
- * leaves in place.
+ * @held: the slot still holds an evicted registration, which a successful
+ * pin replaces (pin_replaces) and a failed one leaves in place.
  */
 static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len,
 		     uint32_t acc, bool held)
@@ -578,60 +508,38 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 	return r;
 }
 
-static int too_big(struct odpx_ctx *ctx, size_t len)
-{
-	char why[200];
-
-	odpx_why_memlock(why, sizeof(why));
-	return odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes, %" PRIu64 " (the default is "
-			 "RLIMIT_MEMLOCK without CAP_IPC_LOCK): %s", len,
-			 ctx->lim.max_pinned_bytes, why);
-}
-
-/* The reused slot's old range is unpinned or replaced: its charge goes (ctx->lock). */
-static void reused_free_locked(struct odpx_ctx *ctx, uint64_t reused)
-{
-	ctx->releasing_bytes -= reused;
-	atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
-}
-
 /*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
- * one too, unless the pin replaces it) and give them back to the free list,
- * then pin [s, s+len) into @idx.  The victims stop counting against the
- * limits before the pin, which may be slow (a large ibv_reg_mr): another
- * miss meanwhile must not find them charged and be refused.  Only a reused
- * range that the pin replaces stays charged until it returns: it is pinned
- * until then.  Returns 0 with ctx->lock held, or -errno with nothing held
- * and @idx freed.
+ * one too, unless the pin replaces it) and free them before the pin, which
+ * may be slow, so that no other miss finds them charged; then pin
+ * [s, s+len) into @idx.  Returns 0 with ctx->lock held, or -errno with
+ * nothing held and @idx freed.
  */
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc)
 {
-	uint32_t victims = rv->victims;
-	uint64_t reused = rv->reused;
-	bool held = reused && rv->replace;
+	bool held = rv->reused && rv->replace;
 	int r;
 
-	unpin_victims(ctx, victims);
-	if (reused && !held)
+	if (rv->reused && !held)
 		unpin_one(ctx, (uint32_t)idx);
-	if (victims != NIL || (reused && !held)) {
-		pthread_mutex_lock(&ctx->lock);
-		victims_free_locked(ctx, victims);
-		if (reused && !held)
-			reused_free_locked(ctx, reused);
-		pthread_mutex_unlock(&ctx->lock);
+	free_victims(ctx, rv->victims, held ? 0 : rv->reused);
+	if (idx < 0 && len <= ctx->lim.max_pinned_bytes)
+		return odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
+				 " pinned bytes) and every entry is in use",
+				 ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
+	if (idx < 0) {
+		char why[200];
+
+		odpx_why_memlock(why, sizeof(why));
+		return odpx_fail(-ENOMEM, "%zu bytes exceed max_pinned_bytes, %" PRIu64 " (the "
+				 "default is RLIMIT_MEMLOCK without CAP_IPC_LOCK): %s", len,
+				 ctx->lim.max_pinned_bytes, why);
 	}
-	if (idx < 0)
-		return len > ctx->lim.max_pinned_bytes ? too_big(ctx, len)
-			: odpx_fail(-ENOMEM, "limits reached (%" PRIu64 " entries, %" PRIu64
-				    " pinned bytes) and every entry is in use",
-				    ctx->lim.max_entries, ctx->lim.max_pinned_bytes);
 	r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
 	pthread_mutex_lock(&ctx->lock);
 	if (held)	/* replaced or unpinned by now */
-		reused_free_locked(ctx, reused);
+		reused_free_locked(ctx, rv->reused);
 	if (r < 0) {
 		entry_free_locked(ctx, (uint32_t)idx);
 		pthread_mutex_unlock(&ctx->lock);
@@ -642,30 +550,22 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 /* Keep the unused (released) bytes under max_unused_bytes.  Engine tick. */
 void cache_trim(struct odpx_ctx *ctx)
 {
-	uint64_t unused, over;
-	uint32_t victims = NIL, dead;
+	struct reservation rv = { .victims = NIL, .dead = NIL };
+	uint64_t max, unused;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (ctx->pinned_bytes <= ctx->lim.max_unused_bytes) {
-		pthread_mutex_unlock(&ctx->lock);
-		return;
-	}
-	unused = stats_region_unused(ctx->shards, ctx->pinned_bytes);
-	if (unused > ctx->lim.max_unused_bytes) {
-		over = unused - ctx->lim.max_unused_bytes;
-		/* others' victims stay charged: evict @over bytes of our own */
-		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - over, 0,
-			  &victims, &dead, false, NULL);
-	}
+	max = ctx->lim.max_unused_bytes;
+	/* unused bytes are pinned bytes: the count is read only when it may be over */
+	if (ctx->pinned_bytes > max &&
+	    (unused = stats_region_unused(ctx->shards, ctx->pinned_bytes)) > max)
+		/* others' victims stay charged: evict the excess of our own */
+		make_room(ctx, UINT64_MAX, ctx->pinned_bytes + ctx->releasing_bytes - (unused - max),
+			  0, &rv, false, NULL);
 	pthread_mutex_unlock(&ctx->lock);
-	free_victims(ctx, victims);
+	free_victims(ctx, rv.victims, 0);
 }
 
-/*
- * Idle release (engine tick, idle.c): evict the unused entries released
- * before @stamp, the oldest first; entries in use, dead or released since
- * are put back under a later key as make_room() does.  Returns how many.
- */
+/* Idle release (idle.c): evict the unused entries released before @stamp. */
 unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp)
 {
 	return evict(ctx, UINT64_MAX, UINT64_MAX, &stamp);
