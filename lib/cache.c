@@ -588,7 +588,6 @@ int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t acc,
 	if (!ctx->cache_enabled || ((ctx->flags & ODPX_OPEN_REMOTE_UNCACHED) && exact_only(acc)))
 		return direct_reg(ctx, s, end, acc, out);
 
-	uint32_t req = acc;	/* before acc_mask: what the pages must allow */
 	uint64_t taken;
 	uint32_t seen;
 	int r, slow = 0;
@@ -603,7 +602,7 @@ again:
 	}
 	if (likely(r == LK_HIT)) {
 		if (likely(!ctx->check_prot) ||
-		    (r = cache_prot_allows(ctx, addr, addr + len, req)) == 1) {
+		    (r = cache_prot_allows(ctx, addr, addr + len, acc)) == 1) {
 			stats_hit(ctx, slow, taken);
 			return 0;
 		}

@@ -24,7 +24,6 @@ static int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc
 
 	if (!ctx->cache_enabled)
 		return -EAGAIN;	/* direct mode keeps nothing */
-	uint32_t req = acc;	/* before acc_mask: what the pages must allow */
 	acc &= ctx->acc_mask;
 	if (ctx->hits_inline &&
 	    ((e = hit_home(ctx, a, aend, acc)) || (e = hit_next(ctx, a, aend, acc)))) {
@@ -34,7 +33,7 @@ static int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc
 	if (lookup_fast(ctx, a, aend, acc, partial, &e, &taken, &seen) != LK_HIT)
 		return -EAGAIN;	/* nothing there, or where odpx_reg() would take the lock */
 	if (ctx->check_prot && cache_prot_allows(ctx, a > e_start(e) ? a : e_start(e),
-						 aend < e_end(e) ? aend : e_end(e), req) != 1) {
+						 aend < e_end(e) ? aend : e_end(e), acc) != 1) {
 		cache_unget(ctx, e, taken);
 		return -EAGAIN;	/* odpx_reg() drops the entry and asks the kernel */
 	}
