@@ -179,10 +179,9 @@ struct nl_result {
 	 * and none of a device whose MR dump was not read.
 	 */
 	pid_t pid;
-	uint32_t *own;		/* the MR numbers of @pid's MRs on the device parsed, sorted */
-	size_t nown, owncap;
 	struct nl_mr *mr;
 	size_t nmr, mrcap;
+	size_t mr_dev;		/* nl_collect: mr[mr_dev...] the device parsed, by number with @pid */
 	size_t nmr_stats;	/* MR entries with statistics (counters) parsed */
 	struct nl_dev {		/* from RDMA_NLDEV_CMD_GET, every device */
 		char name[64];

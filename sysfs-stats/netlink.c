@@ -14,11 +14,8 @@
  *                        MRLEN MRN [PDN] [PID] ... } ... }
  *   CMD_STAT_GET dump with STAT_RES = RES_MR: the same RES_MR table (message
  *                        type RES_MR_GET) with entries { MRN [STAT_HWCOUNTERS] }
- * The parser checks every length (messages, attributes, nests: nothing
- * may be left over or run past its container) and every attribute type it
- * uses; attribute numbers it does not know (newer kernels) are skipped.
- * The attributes used are all in the rdma_netlink.h of Debian bookworm
- * (linux-libc-dev 6.1); nothing newer is needed.
+ * The parser checks every length and the type of every attribute it uses;
+ * attribute numbers it does not know (newer kernels) are skipped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,44 +44,17 @@
 void nl_result_free(struct nl_result *res)
 {
 	free(res->mr);
-	free(res->own);
 	free(res->dev);
-	res->mr = NULL;
-	res->own = NULL;
-	res->dev = NULL;
-	res->nmr = res->mrcap = res->nown = res->owncap = 0;
-	res->nmr_stats = 0;
-	res->ndev = res->devcap = 0;
+	*res = (struct nl_result){ .ctrs = res->ctrs, .pid = res->pid };
 }
 
 #ifdef ODPX_HAVE_MNL
 
-static int cmp_u32(const void *a, const void *b)
+static int cmp_mrn(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint32_t x = ((const struct nl_mr *)a)->mrn, y = ((const struct nl_mr *)b)->mrn;
 
 	return (x > y) - (x < y);
-}
-
-/*
- * The MR numbers of @res->pid's MRs among res->mr[@first...] (one device's
- * MR dump) into res->own, sorted: the per-MR statistics kept (mr_entry).
- */
-static int own_mrs(struct nl_result *res, size_t first)
-{
-	int r;
-
-	res->nown = 0;
-	for (size_t i = first; i < res->nmr; i++) {
-		if (!res->mr[i].has_pid || res->mr[i].pid != (uint32_t)res->pid)
-			continue;
-		if ((r = ctr_grow(&res->own, &res->owncap, res->nown + 1, sizeof(*res->own))) < 0)
-			return r;
-		res->own[res->nown++] = res->mr[i].mrn;
-	}
-	if (res->nown > 1)
-		qsort(res->own, res->nown, sizeof(*res->own), cmp_u32);
-	return 0;
 }
 
 typedef const struct nlattr *nl_tb[NL_TB];
@@ -160,7 +130,6 @@ struct table {
 	struct nl_result *res;
 	enum ctr_source src;
 	const char *where, *dev;
-	uint32_t dev_index;
 };
 
 /* HWCOUNTER_ENTRY { NAME VALUE } of a STAT_HWCOUNTERS table */
@@ -206,9 +175,13 @@ static int mr_entry(nl_tb tb, void *arg)
 	if (!tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS])
 		return 0;
 	/* with a PID, the statistics of its MRs only (a statistics entry names no process) */
-	if (t->res->pid && (!t->res->nown ||
-			    !bsearch(&m.mrn, t->res->own, t->res->nown, sizeof(m.mrn), cmp_u32)))
-		return 0;
+	if (t->res->pid) {
+		size_t n = t->res->nmr - t->res->mr_dev;
+		const struct nl_mr *o = n ? bsearch(&m, t->res->mr + t->res->mr_dev, n, sizeof(m),
+						    cmp_mrn) : NULL;
+		if (!o || !o->has_pid || o->pid != (uint32_t)t->res->pid)
+			return 0;
+	}
 	size_t n = t->res->ctrs ? t->res->ctrs->n : 0;
 	snprintf(where, sizeof(where), "%.40s/mr%u", t->dev, m.mrn);
 	r = walk_table(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY,
@@ -232,7 +205,6 @@ static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
 		return -EBADMSG;
 	if (tb[RDMA_NLDEV_ATTR_DEV_NAME])
 		t.dev = mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_DEV_NAME]);
-	t.dev_index = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
 	if ((tb[RDMA_NLDEV_ATTR_RES_MR] || tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS] ||
 	     op == RDMA_NLDEV_CMD_GET) && (!t.dev[0] || !tb[RDMA_NLDEV_ATTR_DEV_INDEX]))
 		return -EBADMSG;	/* every such reply names its device */
@@ -241,7 +213,7 @@ static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
 			return r;
 		struct nl_dev *d = &res->dev[res->ndev++];
 		snprintf(d->name, sizeof(d->name), "%s", t.dev);
-		d->index = t.dev_index;
+		d->index = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
 		d->ports = u32_or(tb, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
 	}
 	if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
@@ -303,23 +275,6 @@ struct nl_conn {
 	char *buf;		/* one reply, all datagrams */
 	size_t len, cap;
 };
-
-static void record(const char *dir, const char *what, const void *buf, size_t len)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	if (!dir)
-		return;
-	snprintf(path, sizeof(path), "%s/%s.bin", dir, what);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	if (write(fd, buf, len) != (ssize_t)len) {
-		/* a partial fixture is useless, but the query itself succeeded */
-	}
-	close(fd);
-}
 
 /* Read the reply <replay>/<what>.bin whole: absent, the query failed. */
 static int replay(struct nl_conn *c, const char *what)
@@ -386,12 +341,20 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 static int fetch(struct nl_conn *c, const char *what, uint16_t cmd, bool dump, uint32_t dev,
 		 uint32_t port, uint32_t stat_res)
 {
+	char path[PATH_MAX];
+	FILE *f;
 	int r;
 
 	if (c->replay)
 		return replay(c, what);
-	if ((r = query(c, cmd, dump, dev, port, stat_res)) == 0)
-		record(c->record, what, c->buf, c->len);
+	if ((r = query(c, cmd, dump, dev, port, stat_res)) == 0 && c->record) {
+		/* a failed write leaves a useless fixture, but the query succeeded */
+		snprintf(path, sizeof(path), "%s/%s.bin", c->record, what);
+		if ((f = fopen(path, "we"))) {
+			fwrite(c->buf, 1, c->len, f);
+			fclose(f);
+		}
+	}
 	return r;
 }
 
@@ -438,8 +401,8 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			nl_parse(c.buf, c.len, res);	/* no hw counters: -EINVAL, skipped */
 		}
 		snprintf(what, sizeof(what), "res-mr-%s", name);
-		size_t first = res->nmr;
 		bool listed = false;
+		res->mr_dev = res->nmr;
 		if (fetch(&c, what, RDMA_NLDEV_CMD_RES_MR_GET, true, di, 0, 0) == 0) {
 			if ((r = nl_parse(c.buf, c.len, res)) < 0 && r != -EPERM && r != -EOPNOTSUPP)
 				goto out;
@@ -449,8 +412,8 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 		/* with a PID, statistics only where the MR dump says which MRs are its */
 		if (res->pid && !listed)
 			continue;
-		if (res->pid && (r = own_mrs(res, first)) < 0)
-			goto out;
+		if (res->pid && res->nmr > res->mr_dev)
+			qsort(res->mr + res->mr_dev, res->nmr - res->mr_dev, sizeof(*res->mr), cmp_mrn);
 		/*
 		 * Read whole (older kernels: -EINVAL), the device's MRs are all
 		 * listed: one not listed in the previous sample was registered
@@ -477,6 +440,19 @@ out:
 	return r;
 }
 
+#else /* !ODPX_HAVE_MNL */
+
+int nl_parse(const void *buf, size_t len, struct nl_result *res)
+{
+	return -EPROTONOSUPPORT;
+}
+
+int nl_collect(const char *dev, struct nl_result *res, const char *rec, const char *rep)
+{
+	return -EPROTONOSUPPORT;
+}
+
+#endif
 
 int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
 		    unsigned *listed)
@@ -493,7 +469,9 @@ int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char 
 	res.ctrs = &all;
 	if ((r = nl_collect(dev, &res, NULL, replay)) < 0)
 		goto out;
-	mine = (unsigned)res.nown;	/* the one device's */
+	mine = 0;
+	for (size_t i = 0; i < res.nmr; i++)	/* the one device's */
+		mine += res.mr[i].has_pid && res.mr[i].pid == (uint32_t)pid;
 	g = ctr_find(&all, SRC_NL_MR, dev, "mrs");
 	with = g ? g->value : 0;
 	/*
@@ -515,24 +493,3 @@ out:
 	nl_result_free(&res);
 	return r;
 }
-
-#else /* !ODPX_HAVE_MNL */
-
-int nl_parse(const void *buf, size_t len, struct nl_result *res)
-{
-	return -EPROTONOSUPPORT;
-}
-
-int nl_collect(const char *dev, struct nl_result *res, const char *rec, const char *rep)
-{
-	return -EPROTONOSUPPORT;
-}
-
-int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
-		    unsigned *listed)
-{
-	*listed = 0;
-	return -EPROTONOSUPPORT;
-}
-
-#endif
