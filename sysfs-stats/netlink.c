@@ -18,14 +18,12 @@
  * attribute numbers it does not know (newer kernels) are skipped.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 #include <linux/netlink.h>
 #include <rdma/rdma_netlink.h>
 
@@ -270,35 +268,11 @@ int nl_parse(const void *buf, size_t len, struct nl_result *res)
 
 struct nl_conn {
 	struct mnl_socket *sk;	/* NULL when replaying */
-	unsigned seq, portid;
+	unsigned seq;
 	const char *record, *replay;	/* directories, or NULL */
 	char *buf;		/* one reply, all datagrams */
 	size_t len, cap;
 };
-
-/* Read the reply <replay>/<what>.bin whole: absent, the query failed. */
-static int replay(struct nl_conn *c, const char *what)
-{
-	char path[PATH_MAX];
-	ssize_t n;
-	int fd, r = 0;
-
-	snprintf(path, sizeof(path), "%s/%s.bin", c->replay, what);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	c->len = 0;
-	do {
-		if ((r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) < 0)
-			break;
-		n = read(fd, c->buf + c->len, 65536);
-		if (n < 0)
-			r = -errno;
-		else
-			c->len += (size_t)n;
-	} while (n > 0);
-	close(fd);
-	return r;
-}
 
 /* Send one request and gather the reply: until NLMSG_DONE or an error for a dump. */
 static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint32_t port,
@@ -337,16 +311,29 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 	return 0;
 }
 
-/* One reply into c->buf, named @what: from the kernel (and recorded), or replayed. */
+/*
+ * One reply into c->buf, named @what: from the kernel (and recorded), or
+ * replayed from <replay>/<what>.bin (absent: the query failed).
+ */
 static int fetch(struct nl_conn *c, const char *what, uint16_t cmd, bool dump, uint32_t dev,
 		 uint32_t port, uint32_t stat_res)
 {
 	char path[PATH_MAX];
 	FILE *f;
-	int r;
+	int r = 0;
 
-	if (c->replay)
-		return replay(c, what);
+	if (c->replay) {
+		snprintf(path, sizeof(path), "%s/%s.bin", c->replay, what);
+		if (!(f = fopen(path, "re")))
+			return -errno;
+		c->len = 0;
+		while (!feof(f) && !ferror(f) && (r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) == 0)
+			c->len += fread(c->buf + c->len, 1, 65536, f);
+		if (r == 0 && ferror(f))
+			r = -EIO;
+		fclose(f);
+		return r;
+	}
 	if ((r = query(c, cmd, dump, dev, port, stat_res)) == 0 && c->record) {
 		/* a failed write leaves a useless fixture, but the query succeeded */
 		snprintf(path, sizeof(path), "%s/%s.bin", c->record, what);
