@@ -100,14 +100,10 @@ static inline uint64_t ctr_sat_add(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
 }
 
-/* A counter that went down wrapped from the top half of the range, else was reset. */
+/* A counter that went down wrapped (modulo 2^64) from the top half of the range, else was reset */
 static inline uint64_t ctr_delta(uint64_t prev, uint64_t cur)
 {
-	if (cur >= prev)
-		return cur - prev;
-	if (prev >= (1ULL << 63))
-		return cur - prev;	/* modulo 2^64 */
-	return cur;
+	return cur >= prev || prev >= (1ULL << 63) ? cur - prev : cur;
 }
 
 /*

@@ -88,12 +88,7 @@ out:
 
 void thrash_init(struct thrash *t, const struct thrash_cfg *c)
 {
-	struct thrash_cfg cfg = *c;	/* @c may be &t->cfg */
-
-	memset(t, 0, sizeof(*t));
-	t->cfg = cfg;
-	t->state = ODPX_THRASH_OK;
-	t->cand = ODPX_THRASH_OK;
+	*t = (struct thrash){ .cfg = *c, .state = ODPX_THRASH_OK, .cand = ODPX_THRASH_OK };
 }
 
 const char *thrash_state_str(enum odpx_thrash_state s)
