@@ -145,11 +145,8 @@ struct nl_mr {
 
 struct nl_result {
 	struct ctr_set *ctrs;	/* port and per-MR counters go here */
-	/*
-	 * nl_collect: 0, or a process whose MRs' statistics alone are kept
-	 * (the statistics dump names no process: the MR dump before it does),
-	 * and none of a device whose MR dump was not read.
-	 */
+	bool no_ports;		/* nl_collect: the per-MR statistics only */
+	/* nl_collect: 0, or the one process whose MRs' statistics are kept, as the MR dump says */
 	pid_t pid;
 	struct nl_mr *mr;
 	size_t nmr, mrcap;

@@ -379,7 +379,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 		if (dev && strcmp(dev, name))
 			continue;
 		found++;
-		for (uint32_t p = 1; p <= res->dev[i].ports && p < 256; p++) {
+		for (uint32_t p = 1; !res->no_ports && p <= res->dev[i].ports && p < 256; p++) {
 			snprintf(what, sizeof(what), "stat-port-%s-%u", name, p);
 			if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
 				continue;
@@ -444,39 +444,21 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
 		    unsigned *listed)
 {
-	struct ctr_set all;
-	struct nl_result res = { .pid = pid };
-	const struct ctr *g;
-	unsigned mine;
-	uint64_t with;
+	struct nl_result res = { .ctrs = out, .pid = pid, .no_ports = true };
+	size_t n = out->n;
+	struct ctr *g;
 	int r;
 
 	*listed = 0;
-	ctr_set_init(&all);
-	res.ctrs = &all;
-	if ((r = nl_collect(dev, &res, NULL, replay)) < 0)
-		goto out;
-	mine = 0;
-	for (size_t i = 0; i < res.nmr; i++)	/* the one device's */
-		mine += res.mr[i].has_pid && res.mr[i].pid == (uint32_t)pid;
-	g = ctr_find(&all, SRC_NL_MR, dev, "mrs");
-	with = g ? g->value : 0;
-	/*
-	 * The statistics dump was read whole (the gauge "mrs"): an MR of ours
-	 * not in the previous sample is new (ctr_inc_each).  Not where our MRs
-	 * carry none: the source is absent.
-	 */
-	for (size_t i = 0; i < all.n; i++) {
-		const struct ctr *c = &all.v[i];
-		if (c->src != SRC_NL_MR || (c == g && !with && mine))
-			continue;
-		if ((r = ctr_add(out, SRC_NL_MR, c->where, c->name, c->value, c->gauge)) < 0)
-			goto out;
+	if ((r = nl_collect(dev, &res, NULL, replay)) == 0) {
+		for (size_t i = 0; i < res.nmr; i++)	/* the one device's */
+			*listed += res.mr[i].has_pid && res.mr[i].pid == (uint32_t)pid;
+		/* the gauge "mrs", added last, unless our MRs carry none: the source is absent */
+		g = out->n > n && !strcmp(out->v[out->n - 1].name, "mrs") ? &out->v[out->n - 1] : NULL;
+		r = g ? (int)g->value : 0;
+		if (g && !g->value && *listed)
+			out->n--;
 	}
-	*listed = mine;
-	r = (int)with;
-out:
-	ctr_set_free(&all);
 	nl_result_free(&res);
 	return r;
 }
