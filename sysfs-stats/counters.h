@@ -276,10 +276,9 @@ struct devcaps {
 };
 struct ibv_context;
 /*
- * The caps of every RDMA device (@dev: that one only), into *@out unless
- * @out is NULL: an array the caller frees (NULL with none).  Returns how
- * many, or -ENOMEM.  @fn, unless NULL, sees each device while it is open
- * (NULL: it did not open).
+ * The caps of every RDMA device (@dev: that one only) into *@out, unless NULL
+ * (the caller frees it); @fn, unless NULL, sees each while it is open (NULL:
+ * it did not open).  Returns how many, or -ENOMEM.
  */
 int devcaps_query(const char *dev, struct devcaps **out,
 		  void (*fn)(struct ibv_context *c, const struct devcaps *d));

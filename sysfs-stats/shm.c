@@ -128,7 +128,7 @@ static bool seen(const struct odpx_seg_info *out, int found, const struct odpx_s
 static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int max, int *found,
 		    int *err)
 {
-	char link[300], path[400];
+	char link[300];
 	struct dirent *d;
 	int fds = 0;
 	DIR *dp;
@@ -139,8 +139,7 @@ static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int m
 		ssize_t n;
 		int fd, r;
 
-		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
-		n = readlink(path, link, sizeof(link) - 1);
+		n = readlinkat(dirfd(dp), d->d_name, link, sizeof(link) - 1);
 		if (n <= 0)
 			continue;
 		link[n] = 0;
@@ -148,7 +147,7 @@ static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int m
 		if (strncmp(link, LINK_PREFIX, sizeof(LINK_PREFIX) - 1))
 			continue;
 		/* a FIFO opened at "/memfd:odpx..." and removed reads the same: never wait */
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+		if ((fd = openat(dirfd(dp), d->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 			r = errno == ENOENT ? -EAGAIN : -errno;	/* closed since the readlink */
 		} else {
 			r = seg_read_fd(fd, pid, &out[*found]);
@@ -188,16 +187,6 @@ static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, i
 	return 0;
 }
 
-/* The uid owning /proc/<pid>, (uid_t)-1 if none. */
-static uid_t proc_uid(pid_t pid)
-{
-	char path[32];
-	struct stat sb;
-
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	return stat(path, &sb) == 0 ? sb.st_uid : (uid_t)-1;
-}
-
 static int cmp_seg(const void *a, const void *b)
 {
 	const struct odpx_seg_info *x = a, *y = b;
@@ -225,17 +214,16 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 		while (found < max && (d = readdir(dp))) {
 			char *end;
 			long p = strtol(d->d_name, &end, 10);
+			struct stat sb;
 
-			if (p > 0 && !*end && proc_uid((pid_t)p) == me)
+			if (p > 0 && !*end && !fstatat(dirfd(dp), d->d_name, &sb, 0) && sb.st_uid == me)
 				scan_pid((pid_t)p, out, max, &found, &err);
 		}
 		closedir(dp);
 	}
 	if (found > 1)	/* out may be NULL when max is 0 */
 		qsort(out, (size_t)found, sizeof(*out), cmp_seg);
-	if (!found && err)
-		return err;
-	return found;
+	return !found && err ? err : found;
 }
 
 /*
