@@ -150,7 +150,7 @@ struct nl_result {
 	pid_t pid;
 	struct nl_mr *mr;
 	size_t nmr, mrcap;
-	size_t mr_dev;		/* nl_collect: mr[mr_dev...] the device parsed, by number with @pid */
+	size_t mr_dev;		/* nl_collect: mr[mr_dev...]: the device's, by number with @pid */
 	size_t nmr_stats;	/* MR entries with statistics (counters) parsed */
 	struct nl_dev {		/* from RDMA_NLDEV_CMD_GET, every device */
 		char name[64];

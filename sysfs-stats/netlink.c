@@ -2,9 +2,7 @@
 /*
  * netlink.c - RDMA netlink (the kernel's nldev client) through libmnl:
  * the device list, port statistics, the MR resource dump, and the per-MR
- * ODP statistics of drivers that provide them (mlx5: page_faults,
- * page_faults_handled, page_invalidations, page_invalidations_handled,
- * page_prefetch, as a STAT_HWCOUNTERS table in each MR entry).
+ * ODP statistics of drivers that provide them (mlx5).
  *
  * Replies as the kernel builds them (drivers/infiniband/core/nldev.c):
  *   CMD_GET (dump)       DEV_INDEX DEV_NAME PORT_INDEX(=number of ports) ...
@@ -327,7 +325,8 @@ static int fetch(struct nl_conn *c, const char *what, uint16_t cmd, bool dump, u
 		if (!(f = fopen(path, "re")))
 			return -errno;
 		c->len = 0;
-		while (!feof(f) && !ferror(f) && (r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) == 0)
+		while (!feof(f) && !ferror(f) &&
+		       (r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) == 0)
 			c->len += fread(c->buf + c->len, 1, 65536, f);
 		if (r == 0 && ferror(f))
 			r = -EIO;
@@ -400,12 +399,9 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 		if (res->pid && !listed)
 			continue;
 		if (res->pid && res->nmr > res->mr_dev)
-			qsort(res->mr + res->mr_dev, res->nmr - res->mr_dev, sizeof(*res->mr), cmp_mrn);
-		/*
-		 * Read whole (older kernels: -EINVAL), the device's MRs are all
-		 * listed: one not listed in the previous sample was registered
-		 * since (ctr_inc_each).
-		 */
+			qsort(res->mr + res->mr_dev, res->nmr - res->mr_dev, sizeof(*res->mr),
+			      cmp_mrn);
+		/* read whole (older kernels: -EINVAL), it lists every MR: "mrs" (ctr_inc_each) */
 		snprintf(what, sizeof(what), "stat-mr-%s", name);
 		size_t nmr = res->nmr_stats;
 		if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0) {
@@ -414,7 +410,6 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			if (nl_parse(c.buf, c.len, res) >= 0 && res->ctrs)
 				ctr_add(res->ctrs, SRC_NL_MR, name, "mrs", res->nmr_stats - nmr, true);
 		}
-		r = 0;
 	}
 	if (dev && !found)
 		r = -ENODEV;
@@ -454,7 +449,8 @@ int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char 
 		for (size_t i = 0; i < res.nmr; i++)	/* the one device's */
 			*listed += res.mr[i].has_pid && res.mr[i].pid == (uint32_t)pid;
 		/* the gauge "mrs", added last, unless our MRs carry none: the source is absent */
-		g = out->n > n && !strcmp(out->v[out->n - 1].name, "mrs") ? &out->v[out->n - 1] : NULL;
+		g = out->n > n && !strcmp(out->v[out->n - 1].name, "mrs") ?
+		    &out->v[out->n - 1] : NULL;
 		r = g ? (int)g->value : 0;
 		if (g && !g->value && *listed)
 			out->n--;

@@ -216,7 +216,8 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 			long p = strtol(d->d_name, &end, 10);
 			struct stat sb;
 
-			if (p > 0 && !*end && !fstatat(dirfd(dp), d->d_name, &sb, 0) && sb.st_uid == me)
+			if (p > 0 && !*end && !fstatat(dirfd(dp), d->d_name, &sb, 0) &&
+			    sb.st_uid == me)
 				scan_pid((pid_t)p, out, max, &found, &err);
 		}
 		closedir(dp);

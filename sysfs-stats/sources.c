@@ -40,8 +40,7 @@ void ctr_set_init(struct ctr_set *s)
 
 void ctr_set_clear(struct ctr_set *s)
 {
-	s->n = 0;
-	s->nerr = 0;
+	s->n = s->nerr = 0;
 }
 
 void ctr_set_free(struct ctr_set *s)
@@ -74,12 +73,9 @@ int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const cha
 	if (ctr_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0)
 		return -ENOMEM;
 	c = &s->v[s->n++];
-	memset(c, 0, sizeof(*c));
+	*c = (struct ctr){ .src = (uint8_t)src, .gauge = gauge, .value = value };
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	snprintf(c->where, sizeof(c->where), "%s", where ? where : "");
-	c->src = (uint8_t)src;
-	c->gauge = gauge;
-	c->value = value;
 	return 0;
 }
 
@@ -466,11 +462,7 @@ int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 	return 0;
 }
 
-/*
- * Process @pid's main thread is a zombie: has the process ended, or only
- * that thread (pthread_exit() in main, the others running)?  Ended when no
- * task of it is other than a zombie or dead.
- */
+/* @pid's main thread is a zombie: has the process ended (no task but zombies), or that thread? */
 static bool pid_ended(const struct stats_roots *r, pid_t pid)
 {
 	char path[PATH_MAX + 64], buf[512], *p;

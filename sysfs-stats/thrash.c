@@ -146,10 +146,7 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 		else if (inval < c->warm_ratio)
 			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_FAULT_RATE, rate);
 	}
-	/*
-	 * Only an eviction followed by a miss of the same range is a working set
-	 * that does not fit; without evict_remiss counts, min(evictions, misses).
-	 */
+	/* an eviction followed by a miss of the same range: a working set that does not fit */
 	if (in->have_pin && in->misses && in->misses / secs >= c->min_rate) {
 		double misses = (double)in->misses;
 		double repin = (double)in->repins / misses;
@@ -193,9 +190,8 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
 		return false;
 	}
 	/*
-	 * A run counts the windows on one side of the state whatever their class
-	 * (per class, two classes in turn would reset each other's runs); cand is
-	 * the state all its windows support.
+	 * A run counts the windows on one side of the state whatever their class (per class,
+	 * two classes in turn would reset each other's runs); cand: what all its windows support.
 	 */
 	if (!t->run || (t->cand > t->state) != up) {
 		t->run = 0;
@@ -218,10 +214,7 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
 	return true;
 }
 
-/*
- * Faulted and invalidated pages, and refaults (faults that raced an
- * invalidation), of the legacy files, else of the per-MR netlink statistics.
- */
+/* Faulted, invalidated and refaulted pages: the legacy files, else the per-MR statistics */
 enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
 				  struct thrash_in *in)
 {
@@ -251,11 +244,7 @@ enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_s
 	return SRC_MAX;
 }
 
-/*
- * The workingset refaults (pages reclaimed while still in the working set
- * and faulted in again: the kernel's own measure of thrashing) and major
- * faults of the process's memory cgroup, else of the system.
- */
+/* Workingset refaults and major faults of the memory cgroup, else the system's (odpstat(1)) */
 enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
 				  struct thrash_in *in)
 {
