@@ -41,7 +41,7 @@ void nl_result_free(struct nl_result *res)
 {
 	free(res->mr);
 	free(res->dev);
-	*res = (struct nl_result){ .ctrs = res->ctrs, .pid = res->pid };
+	*res = (struct nl_result){ .ctrs = res->ctrs, .pid = res->pid, .no_ports = res->no_ports };
 }
 
 #ifdef ODPX_HAVE_MNL
