@@ -32,7 +32,7 @@ static void read_reason(int fd, struct seg_hdr *h, char *out, size_t n)
 		if (!s1)
 			return;
 		if (!(s1 & 1) && pread(fd, &s2, sizeof(s2), offsetof(struct seg_hdr, reason_seq)) ==
-				 (ssize_t)sizeof(s2) && s2 == s1) {
+		    (ssize_t)sizeof(s2) && s2 == s1) {
 			/* printable ASCII only: shown raw on a terminal, and in JSON */
 			h->reason[sizeof(h->reason) - 1] = 0;
 			for (char *c = h->reason; *c; c++)
