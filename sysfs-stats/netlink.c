@@ -2,9 +2,7 @@
 /*
  * netlink.c - RDMA netlink (the kernel's nldev client) through libmnl:
  * the device list, port statistics, the MR resource dump, and the per-MR
- * ODP statistics of drivers that provide them (mlx5: page_faults,
- * page_faults_handled, page_invalidations, page_invalidations_handled,
- * page_prefetch, as a STAT_HWCOUNTERS table in each MR entry).
+ * ODP statistics of drivers that provide them (mlx5).
  *
  * Replies as the kernel builds them (drivers/infiniband/core/nldev.c):
  *   CMD_GET (dump)       DEV_INDEX DEV_NAME PORT_INDEX(=number of ports) ...
@@ -14,21 +12,16 @@
  *                        MRLEN MRN [PDN] [PID] ... } ... }
  *   CMD_STAT_GET dump with STAT_RES = RES_MR: the same RES_MR table (message
  *                        type RES_MR_GET) with entries { MRN [STAT_HWCOUNTERS] }
- * The parser checks every length (messages, attributes, nests: nothing
- * may be left over or run past its container) and every attribute type it
- * uses; attribute numbers it does not know (newer kernels) are skipped.
- * The attributes used are all in the rdma_netlink.h of Debian bookworm
- * (linux-libc-dev 6.1); nothing newer is needed.
+ * The parser checks every length and the type of every attribute it uses;
+ * attribute numbers it does not know (newer kernels) are skipped.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 #include <linux/netlink.h>
 #include <rdma/rdma_netlink.h>
 
@@ -47,44 +40,17 @@
 void nl_result_free(struct nl_result *res)
 {
 	free(res->mr);
-	free(res->own);
 	free(res->dev);
-	res->mr = NULL;
-	res->own = NULL;
-	res->dev = NULL;
-	res->nmr = res->mrcap = res->nown = res->owncap = 0;
-	res->nmr_stats = 0;
-	res->ndev = res->devcap = 0;
+	*res = (struct nl_result){ .ctrs = res->ctrs, .pid = res->pid, .no_ports = res->no_ports };
 }
 
 #ifdef ODPX_HAVE_MNL
 
-static int cmp_u32(const void *a, const void *b)
+static int cmp_mrn(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint32_t x = ((const struct nl_mr *)a)->mrn, y = ((const struct nl_mr *)b)->mrn;
 
 	return (x > y) - (x < y);
-}
-
-/*
- * The MR numbers of @res->pid's MRs among res->mr[@first...] (one device's
- * MR dump) into res->own, sorted: the per-MR statistics kept (mr_entry).
- */
-static int own_mrs(struct nl_result *res, size_t first)
-{
-	int r;
-
-	res->nown = 0;
-	for (size_t i = first; i < res->nmr; i++) {
-		if (!res->mr[i].has_pid || res->mr[i].pid != (uint32_t)res->pid)
-			continue;
-		if ((r = ctr_grow(&res->own, &res->owncap, res->nown + 1, sizeof(*res->own))) < 0)
-			return r;
-		res->own[res->nown++] = res->mr[i].mrn;
-	}
-	if (res->nown > 1)
-		qsort(res->own, res->nown, sizeof(*res->own), cmp_u32);
-	return 0;
 }
 
 typedef const struct nlattr *nl_tb[NL_TB];
@@ -160,7 +126,6 @@ struct table {
 	struct nl_result *res;
 	enum ctr_source src;
 	const char *where, *dev;
-	uint32_t dev_index;
 };
 
 /* HWCOUNTER_ENTRY { NAME VALUE } of a STAT_HWCOUNTERS table */
@@ -206,9 +171,13 @@ static int mr_entry(nl_tb tb, void *arg)
 	if (!tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS])
 		return 0;
 	/* with a PID, the statistics of its MRs only (a statistics entry names no process) */
-	if (t->res->pid && (!t->res->nown ||
-			    !bsearch(&m.mrn, t->res->own, t->res->nown, sizeof(m.mrn), cmp_u32)))
-		return 0;
+	if (t->res->pid) {
+		size_t n = t->res->nmr - t->res->mr_dev;
+		const struct nl_mr *o = n ? bsearch(&m, t->res->mr + t->res->mr_dev, n, sizeof(m),
+						    cmp_mrn) : NULL;
+		if (!o || !o->has_pid || o->pid != (uint32_t)t->res->pid)
+			return 0;
+	}
 	size_t n = t->res->ctrs ? t->res->ctrs->n : 0;
 	snprintf(where, sizeof(where), "%.40s/mr%u", t->dev, m.mrn);
 	r = walk_table(tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY,
@@ -232,7 +201,6 @@ static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
 		return -EBADMSG;
 	if (tb[RDMA_NLDEV_ATTR_DEV_NAME])
 		t.dev = mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_DEV_NAME]);
-	t.dev_index = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
 	if ((tb[RDMA_NLDEV_ATTR_RES_MR] || tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS] ||
 	     op == RDMA_NLDEV_CMD_GET) && (!t.dev[0] || !tb[RDMA_NLDEV_ATTR_DEV_INDEX]))
 		return -EBADMSG;	/* every such reply names its device */
@@ -241,7 +209,7 @@ static int parse_msg(const struct nlmsghdr *nlh, struct nl_result *res)
 			return r;
 		struct nl_dev *d = &res->dev[res->ndev++];
 		snprintf(d->name, sizeof(d->name), "%s", t.dev);
-		d->index = t.dev_index;
+		d->index = u32_or(tb, RDMA_NLDEV_ATTR_DEV_INDEX, 0);
 		d->ports = u32_or(tb, RDMA_NLDEV_ATTR_PORT_INDEX, 0);
 	}
 	if (tb[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS]) {
@@ -298,52 +266,11 @@ int nl_parse(const void *buf, size_t len, struct nl_result *res)
 
 struct nl_conn {
 	struct mnl_socket *sk;	/* NULL when replaying */
-	unsigned seq, portid;
+	unsigned seq;
 	const char *record, *replay;	/* directories, or NULL */
 	char *buf;		/* one reply, all datagrams */
 	size_t len, cap;
 };
-
-static void record(const char *dir, const char *what, const void *buf, size_t len)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	if (!dir)
-		return;
-	snprintf(path, sizeof(path), "%s/%s.bin", dir, what);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	if (write(fd, buf, len) != (ssize_t)len) {
-		/* a partial fixture is useless, but the query itself succeeded */
-	}
-	close(fd);
-}
-
-/* Read the reply <replay>/<what>.bin whole: absent, the query failed. */
-static int replay(struct nl_conn *c, const char *what)
-{
-	char path[PATH_MAX];
-	ssize_t n;
-	int fd, r = 0;
-
-	snprintf(path, sizeof(path), "%s/%s.bin", c->replay, what);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	c->len = 0;
-	do {
-		if ((r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) < 0)
-			break;
-		n = read(fd, c->buf + c->len, 65536);
-		if (n < 0)
-			r = -errno;
-		else
-			c->len += (size_t)n;
-	} while (n > 0);
-	close(fd);
-	return r;
-}
 
 /* Send one request and gather the reply: until NLMSG_DONE or an error for a dump. */
 static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint32_t port,
@@ -382,16 +309,38 @@ static int query(struct nl_conn *c, uint16_t cmd, bool dump, uint32_t dev, uint3
 	return 0;
 }
 
-/* One reply into c->buf, named @what: from the kernel (and recorded), or replayed. */
+/*
+ * One reply into c->buf, named @what: from the kernel (and recorded), or
+ * replayed from <replay>/<what>.bin (absent: the query failed).
+ */
 static int fetch(struct nl_conn *c, const char *what, uint16_t cmd, bool dump, uint32_t dev,
 		 uint32_t port, uint32_t stat_res)
 {
-	int r;
+	char path[PATH_MAX];
+	FILE *f;
+	int r = 0;
 
-	if (c->replay)
-		return replay(c, what);
-	if ((r = query(c, cmd, dump, dev, port, stat_res)) == 0)
-		record(c->record, what, c->buf, c->len);
+	if (c->replay) {
+		snprintf(path, sizeof(path), "%s/%s.bin", c->replay, what);
+		if (!(f = fopen(path, "re")))
+			return -errno;
+		c->len = 0;
+		while (!feof(f) && !ferror(f) &&
+		       (r = ctr_grow(&c->buf, &c->cap, c->len + 65536, 1)) == 0)
+			c->len += fread(c->buf + c->len, 1, 65536, f);
+		if (r == 0 && ferror(f))
+			r = -EIO;
+		fclose(f);
+		return r;
+	}
+	if ((r = query(c, cmd, dump, dev, port, stat_res)) == 0 && c->record) {
+		/* a failed write leaves a useless fixture, but the query succeeded */
+		snprintf(path, sizeof(path), "%s/%s.bin", c->record, what);
+		if ((f = fopen(path, "we"))) {
+			fwrite(c->buf, 1, c->len, f);
+			fclose(f);
+		}
+	}
 	return r;
 }
 
@@ -429,7 +378,7 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 		if (dev && strcmp(dev, name))
 			continue;
 		found++;
-		for (uint32_t p = 1; p <= res->dev[i].ports && p < 256; p++) {
+		for (uint32_t p = 1; !res->no_ports && p <= res->dev[i].ports && p < 256; p++) {
 			snprintf(what, sizeof(what), "stat-port-%s-%u", name, p);
 			if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, false, di, p, 0) < 0)
 				continue;
@@ -438,8 +387,8 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			nl_parse(c.buf, c.len, res);	/* no hw counters: -EINVAL, skipped */
 		}
 		snprintf(what, sizeof(what), "res-mr-%s", name);
-		size_t first = res->nmr;
 		bool listed = false;
+		res->mr_dev = res->nmr;
 		if (fetch(&c, what, RDMA_NLDEV_CMD_RES_MR_GET, true, di, 0, 0) == 0) {
 			if ((r = nl_parse(c.buf, c.len, res)) < 0 && r != -EPERM && r != -EOPNOTSUPP)
 				goto out;
@@ -449,13 +398,10 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 		/* with a PID, statistics only where the MR dump says which MRs are its */
 		if (res->pid && !listed)
 			continue;
-		if (res->pid && (r = own_mrs(res, first)) < 0)
-			goto out;
-		/*
-		 * Read whole (older kernels: -EINVAL), the device's MRs are all
-		 * listed: one not listed in the previous sample was registered
-		 * since (ctr_inc_each).
-		 */
+		if (res->pid && res->nmr > res->mr_dev)
+			qsort(res->mr + res->mr_dev, res->nmr - res->mr_dev, sizeof(*res->mr),
+			      cmp_mrn);
+		/* read whole (older kernels: -EINVAL), it lists every MR: "mrs" (ctr_inc_each) */
 		snprintf(what, sizeof(what), "stat-mr-%s", name);
 		size_t nmr = res->nmr_stats;
 		if (fetch(&c, what, RDMA_NLDEV_CMD_STAT_GET, true, di, 0, RDMA_NLDEV_ATTR_RES_MR) == 0) {
@@ -464,7 +410,6 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 			if (nl_parse(c.buf, c.len, res) >= 0 && res->ctrs)
 				ctr_add(res->ctrs, SRC_NL_MR, name, "mrs", res->nmr_stats - nmr, true);
 		}
-		r = 0;
 	}
 	if (dev && !found)
 		r = -ENODEV;
@@ -474,45 +419,6 @@ out:
 	free(c.buf);
 	if (c.sk)
 		mnl_socket_close(c.sk);
-	return r;
-}
-
-
-int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
-		    unsigned *listed)
-{
-	struct ctr_set all;
-	struct nl_result res = { .pid = pid };
-	const struct ctr *g;
-	unsigned mine;
-	uint64_t with;
-	int r;
-
-	*listed = 0;
-	ctr_set_init(&all);
-	res.ctrs = &all;
-	if ((r = nl_collect(dev, &res, NULL, replay)) < 0)
-		goto out;
-	mine = (unsigned)res.nown;	/* the one device's */
-	g = ctr_find(&all, SRC_NL_MR, dev, "mrs");
-	with = g ? g->value : 0;
-	/*
-	 * The statistics dump was read whole (the gauge "mrs"): an MR of ours
-	 * not in the previous sample is new (ctr_inc_each).  Not where our MRs
-	 * carry none: the source is absent.
-	 */
-	for (size_t i = 0; i < all.n; i++) {
-		const struct ctr *c = &all.v[i];
-		if (c->src != SRC_NL_MR || (c == g && !with && mine))
-			continue;
-		if ((r = ctr_add(out, SRC_NL_MR, c->where, c->name, c->value, c->gauge)) < 0)
-			goto out;
-	}
-	*listed = mine;
-	r = (int)with;
-out:
-	ctr_set_free(&all);
-	nl_result_free(&res);
 	return r;
 }
 
@@ -528,11 +434,27 @@ int nl_collect(const char *dev, struct nl_result *res, const char *rec, const ch
 	return -EPROTONOSUPPORT;
 }
 
+#endif
+
 int nl_pid_mr_stats(const char *dev, pid_t pid, struct ctr_set *out, const char *replay,
 		    unsigned *listed)
 {
-	*listed = 0;
-	return -EPROTONOSUPPORT;
-}
+	struct nl_result res = { .ctrs = out, .pid = pid, .no_ports = true };
+	size_t n = out->n;
+	struct ctr *g;
+	int r;
 
-#endif
+	*listed = 0;
+	if ((r = nl_collect(dev, &res, NULL, replay)) == 0) {
+		for (size_t i = 0; i < res.nmr; i++)	/* the one device's */
+			*listed += res.mr[i].has_pid && res.mr[i].pid == (uint32_t)pid;
+		/* the gauge "mrs", added last, unless our MRs carry none: the source is absent */
+		g = out->n > n && !strcmp(out->v[out->n - 1].name, "mrs") ?
+		    &out->v[out->n - 1] : NULL;
+		r = g ? (int)g->value : 0;
+		if (g && !g->value && *listed)
+			out->n--;
+	}
+	nl_result_free(&res);
+	return r;
+}

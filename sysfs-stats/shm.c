@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * shm.c - the reader side of the stats segments (segment.h: the layout and
- * whose a segment is): find a process's segments in its descriptor table,
- * read a copy of each, sum their counters.  The library links the sums
- * too: its writer reads its own counters the same way.
+ * shm.c - the reader of the stats segments (segment.h: the layout, whose a
+ * segment is, the protocol).  The library links the sums too: its writer
+ * reads its own counters the same way.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,52 +19,43 @@
 #include "segment.h"
 
 /*
- * The reason, under the writer's sequence count (segment.h): the header read
- * again until the count is even, non-zero and the same after the text.  A
- * text never settled reads "".
+ * The reason of the copy @h under its sequence count (segment.h): the count
+ * read again after the text, the header again until they agree; "" if never.
  */
-static void read_reason(int fd, char *out, size_t n)
+static void read_reason(int fd, struct seg_hdr *h, char *out, size_t n)
 {
-	struct seg_hdr h;
-	uint32_t s2;
+	uint32_t s1, s2;
 
 	out[0] = 0;
 	for (int tries = 0; tries < 100; tries++) {
-		if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
-			return;
-		uint32_t s1 = atomic_load_explicit(&h.reason_seq, memory_order_relaxed);
+		s1 = atomic_load_explicit(&h->reason_seq, memory_order_relaxed);
 		if (!s1)
 			return;
-		if (s1 & 1) {
-			sched_yield();
-			continue;
-		}
-		if (pread(fd, &s2, sizeof(s2), offsetof(struct seg_hdr, reason_seq)) !=
-		    (ssize_t)sizeof(s2))
-			return;
-		if (s2 == s1) {
+		if (!(s1 & 1) && pread(fd, &s2, sizeof(s2), offsetof(struct seg_hdr, reason_seq)) ==
+		    (ssize_t)sizeof(s2) && s2 == s1) {
 			/* printable ASCII only: shown raw on a terminal, and in JSON */
-			h.reason[sizeof(h.reason) - 1] = 0;
-			for (char *c = h.reason; *c; c++)
+			h->reason[sizeof(h->reason) - 1] = 0;
+			for (char *c = h->reason; *c; c++)
 				if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
 					*c = '?';
-			snprintf(out, n, "%s", h.reason);
+			snprintf(out, n, "%s", h->reason);
 			return;
 		}
+		sched_yield();
+		if (pread(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h))
+			return;
 	}
 }
 
 /*
- * One segment, read into a copy: every field is fetched once and checked
- * there, and a file that shrinks under us is a short read, not a SIGBUS.
- * -EAGAIN: not a whole segment (being made or closed); -ESTALE: not
- * @pid's (inherited from its writer); -EPROTO: not the layout of this
- * version.
+ * One segment, read into a copy (a file that shrinks meanwhile is a short
+ * read, not a SIGBUS).  -EAGAIN: being made or closed; -ESTALE: not @pid's
+ * (inherited from its writer); -EPROTO: another layout.
  */
 static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 {
 	struct stat sb;
-	const struct seg_hdr *h;
+	struct seg_hdr *h;
 	char *p;
 	int r = 0;
 
@@ -78,20 +68,16 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	/* aligned as the writer's mapping: the shards are read in place */
 	if (!(p = aligned_alloc(4096, SEG_BYTES)))
 		return -ENOMEM;
-	h = (const struct seg_hdr *)p;
+	h = (struct seg_hdr *)p;
 	if (pread(fd, p, SEG_BYTES, 0) != (ssize_t)SEG_BYTES ||
-	    atomic_load_explicit(&((struct seg_hdr *)h)->magic, memory_order_relaxed) != ODPX_SHM_MAGIC) {
+	    atomic_load_explicit(&h->magic, memory_order_relaxed) != ODPX_SHM_MAGIC)
 		r = -EAGAIN;	/* being made, or closed */
-		goto out;
-	}
-	if (h->version != ODPX_SHM_VERSION) {
+	else if (h->version != ODPX_SHM_VERSION)
 		r = -EPROTO;
-		goto out;
-	}
-	if (h->pid != pid) {
+	else if (h->pid != pid)
 		r = -ESTALE;
+	if (r)
 		goto out;
-	}
 	memset(out, 0, sizeof(*out));
 	out->pid = pid;
 	out->n = h->n;
@@ -102,11 +88,10 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 					 h->max_entry_bytes };
 	out->lim_source = h->lim_source;
 	out->idle_ms = h->idle_ms;
-	read_reason(fd, out->reason, sizeof(out->reason));
 	const struct stat_shard *shards = (const void *)(p + SEG_HDR_BYTES);
 
 	stats_region_sum(shards, (const struct cold_stats *)(p + SEG_COLD_OFF), &out->st);
-#define G(f) atomic_load_explicit(&((struct seg_hdr *)h)->f, memory_order_relaxed)
+#define G(f) atomic_load_explicit(&h->f, memory_order_relaxed)
 	out->st.entries = G(entries);
 	out->st.pinned_bytes = G(pinned_bytes);	/* published at each change */
 	out->st.unused_bytes = stats_region_unused(shards, out->st.pinned_bytes);	/* live */
@@ -118,6 +103,7 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->st.thrash_changes = G(thrash_changes);
 #undef G
 	out->st.unsafe_no_monitor = !!(h->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
+	read_reason(fd, h, out->reason, sizeof(out->reason));	/* last: it may read @h again */
 out:
 	free(p);
 	return r;
@@ -135,16 +121,14 @@ static bool seen(const struct odpx_seg_info *out, int found, const struct odpx_s
 }
 
 /*
- * The segments in the descriptor table at @dir, links "/memfd:odpx.<p>.<n>
- * (deleted)", opened through it read-only, after @out[*@found]; at most
- * @max in all, those of @pid only.  *@err: the first error of a segment
- * that could not be read.  Returns the descriptors seen, or -errno when the
- * table cannot be read (-EACCES: another user's process).
+ * The segments of @pid in the descriptor table @dir into @out[*@found...],
+ * at most @max in all; *@err: the first error of one that could not be
+ * read.  Returns the descriptors seen, or -errno of the table.
  */
 static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int max, int *found,
 		    int *err)
 {
-	char link[300], path[400];
+	char link[300];
 	struct dirent *d;
 	int fds = 0;
 	DIR *dp;
@@ -155,8 +139,7 @@ static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int m
 		ssize_t n;
 		int fd, r;
 
-		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
-		n = readlink(path, link, sizeof(link) - 1);
+		n = readlinkat(dirfd(dp), d->d_name, link, sizeof(link) - 1);
 		if (n <= 0)
 			continue;
 		link[n] = 0;
@@ -164,7 +147,7 @@ static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int m
 		if (strncmp(link, LINK_PREFIX, sizeof(LINK_PREFIX) - 1))
 			continue;
 		/* a FIFO opened at "/memfd:odpx..." and removed reads the same: never wait */
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+		if ((fd = openat(dirfd(dp), d->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 			r = errno == ENOENT ? -EAGAIN : -errno;	/* closed since the readlink */
 		} else {
 			r = seg_read_fd(fd, pid, &out[*found]);
@@ -179,10 +162,7 @@ static int scan_fds(const char *dir, pid_t pid, struct odpx_seg_info *out, int m
 	return fds;
 }
 
-/*
- * The segments of @pid, as scan_fds().  Its main thread's view of the
- * table is empty once that thread has exited: then another thread's.
- */
+/* As scan_fds(): the main thread's table, empty once it exited, else another thread's */
 static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, int *err)
 {
 	char dir[64];
@@ -205,16 +185,6 @@ static int scan_pid(pid_t pid, struct odpx_seg_info *out, int max, int *found, i
 	}
 	closedir(dp);
 	return 0;
-}
-
-/* The uid owning /proc/<pid>, (uid_t)-1 if none. */
-static uid_t proc_uid(pid_t pid)
-{
-	char path[32];
-	struct stat sb;
-
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	return stat(path, &sb) == 0 ? sb.st_uid : (uid_t)-1;
 }
 
 static int cmp_seg(const void *a, const void *b)
@@ -244,25 +214,23 @@ int odpx_seg_scan(pid_t pid, struct odpx_seg_info *out, int max)
 		while (found < max && (d = readdir(dp))) {
 			char *end;
 			long p = strtol(d->d_name, &end, 10);
+			struct stat sb;
 
-			if (p > 0 && !*end && proc_uid((pid_t)p) == me)
+			if (p > 0 && !*end && !fstatat(dirfd(dp), d->d_name, &sb, 0) &&
+			    sb.st_uid == me)
 				scan_pid((pid_t)p, out, max, &found, &err);
 		}
 		closedir(dp);
 	}
 	if (found > 1)	/* out may be NULL when max is 0 */
 		qsort(out, (size_t)found, sizeof(*out), cmp_seg);
-	if (!found && err)
-		return err;
-	return found;
+	return !found && err ? err : found;
 }
 
 /*
- * The unused bytes: exact when no reference changes meanwhile, and within
- * [0, pinned bytes] always (a sum may see one thread's take before another's
- * release, so a shard's own difference may be negative: the releases and
- * the takes are summed apart).  @pinned: the pinned bytes, read under
- * ctx->lock or, in another process, from the segment's gauge.
+ * Exact when no reference changes meanwhile; a sum may see one thread's take
+ * before another's release, hence the clamp.  @pinned: read under ctx->lock,
+ * or from another process's gauge.
  */
 uint64_t stats_region_unused(const struct stat_shard *shards, uint64_t pinned)
 {

@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * sources.c - counters from files: the legacy MLNX_OFED uverbs files, the
- * mlx5 debugfs odp_stats directory, port hw_counters, /proc/vmstat and
- * /proc/<pid>/stat.  Each source is optional: an absent directory or file
- * adds nothing.  A file that is present but empty, not a number, or above
- * 2^64 - 1 adds an error naming the file, never a counter.
+ * sources.c - the counter sets, and counters from files: the legacy uverbs
+ * files, mlx5 debugfs, port hw_counters, /proc and the memory cgroup.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -43,8 +40,7 @@ void ctr_set_init(struct ctr_set *s)
 
 void ctr_set_clear(struct ctr_set *s)
 {
-	s->n = 0;
-	s->nerr = 0;
+	s->n = s->nerr = 0;
 }
 
 void ctr_set_free(struct ctr_set *s)
@@ -77,12 +73,9 @@ int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const cha
 	if (ctr_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0)
 		return -ENOMEM;
 	c = &s->v[s->n++];
-	memset(c, 0, sizeof(*c));
+	*c = (struct ctr){ .src = (uint8_t)src, .gauge = gauge, .value = value };
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	snprintf(c->where, sizeof(c->where), "%s", where ? where : "");
-	c->src = (uint8_t)src;
-	c->gauge = gauge;
-	c->value = value;
 	return 0;
 }
 
@@ -469,11 +462,7 @@ int src_memcg_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s)
 	return 0;
 }
 
-/*
- * Process @pid's main thread is a zombie: has the process ended, or only
- * that thread (pthread_exit() in main, the others running)?  Ended when no
- * task of it is other than a zombie or dead.
- */
+/* @pid's main thread is a zombie: has the process ended (no task but zombies), or that thread? */
 static bool pid_ended(const struct stats_roots *r, pid_t pid)
 {
 	char path[PATH_MAX + 64], buf[512], *p;
@@ -495,15 +484,15 @@ static bool pid_ended(const struct stats_roots *r, pid_t pid)
 }
 
 /*
- * /proc/<pid>/stat: minflt (field 10) and majflt (12), after the ")" of
- * comm; the start time (22) tells the process from a later one given its PID.
+ * /proc/<pid>/stat after the ")" of comm: the state (field 3), minflt (10),
+ * majflt (12), and the start time (22) that tells the process from a later
+ * one given its PID.
  */
 int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s, uint64_t *start)
 {
-	char path[PATH_MAX + 32], buf[1024], where[24], *p, *tok, *save = NULL;
-	uint64_t minflt = 0, majflt = 0;
-	int field = 2;
-	bool got_min = false, got_maj = false;
+	char path[PATH_MAX + 32], buf[1024], where[24], *p, *f[20], *save = NULL;
+	uint64_t minflt, majflt;
+	int nf = 0;		/* f[i]: field i + 3 */
 	ssize_t n;
 
 	if (start)
@@ -515,23 +504,17 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s,
 		ctr_error(s, SRC_PROC_PID, "%s: no ')' after the command name", path);
 		return -EINVAL;
 	}
-	for (tok = strtok_r(p + 1, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
-		field++;
-		if (field == 3 && (*tok == 'Z' || *tok == 'X') && pid_ended(r, pid))
-			return -ESRCH;	/* ended, not yet reaped: nothing of it runs */
-		if (field == 10)
-			got_min = ctr_parse_value(tok, strlen(tok), &minflt) == 0;
-		else if (field == 12)
-			got_maj = ctr_parse_value(tok, strlen(tok), &majflt) == 0;
-		else if (field == 22 && start && ctr_parse_value(tok, strlen(tok), start) < 0)
-			*start = 0;
-		if (field >= 22)
-			break;
-	}
-	if (!got_min || !got_maj) {
+	for (p = strtok_r(p + 1, " \n", &save); p && nf < 20; p = strtok_r(NULL, " \n", &save))
+		f[nf++] = p;
+	if (nf && (*f[0] == 'Z' || *f[0] == 'X') && pid_ended(r, pid))
+		return -ESRCH;	/* ended, not yet reaped: nothing of it runs */
+	if (nf < 10 || ctr_parse_value(f[7], strlen(f[7]), &minflt) < 0 ||
+	    ctr_parse_value(f[9], strlen(f[9]), &majflt) < 0) {
 		ctr_error(s, SRC_PROC_PID, "%s: minflt/majflt fields missing or not numbers", path);
 		return -EINVAL;
 	}
+	if (start && nf == 20 && ctr_parse_value(f[19], strlen(f[19]), start) < 0)
+		*start = 0;
 	snprintf(where, sizeof(where), "%d", (int)pid);
 	ctr_add(s, SRC_PROC_PID, where, "minflt", minflt, false);
 	ctr_add(s, SRC_PROC_PID, where, "majflt", majflt, false);

@@ -2,25 +2,9 @@
 /*
  * thrash.c - the thrash detector: counter increases over a window in, a
  * state (OK, WARMING, THRASH) and the metric that decided it out.  The
- * rules, thresholds and hysteresis are those of odpstat(1), THRASH
- * DETECTOR: classify() is its list, the worst class found winning, and
- * thrash_step() its hysteresis.
- *
- * A run counts the windows on one side of the state, whatever their class:
- * counted per class, two classes in turn would reset each other's runs and
- * the state would never change.  The metric and value reported are those
- * of the run's last window of the new state's class.
- *
- * In pin mode only an eviction followed by a miss on the same range is the
- * working set not fitting; a re-pin registers new pages at an old address
- * (the application allocating), which alone is growth, never THRASH.  A
- * caller without evict_remiss counts takes min(evictions, misses): in a
- * cache at its limits each miss of a cycled working set evicts one range
- * that is missed again later.
- *
- * The memory side is the workingset refaults of the process's memory
- * cgroup, else of the system: the kernel's own measure of thrashing, of
- * those pages, not the process's alone.
+ * rules, thresholds and hysteresis are odpstat(1)'s THRASH DETECTOR:
+ * classify() is its list, the worst class found winning, thrash_step() its
+ * hysteresis.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -62,57 +46,49 @@ int thrash_cfg_parse(struct thrash_cfg *c, const char *spec, char *err, size_t e
 {
 	char *dup = strdup(spec), *tok, *save = NULL;
 	struct thrash_cfg n = *c;
-	int r = 0;
+	int r = -EINVAL;
 
 	if (!dup)
 		return -ENOMEM;
 	for (tok = strtok_r(dup, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		char *eq = strchr(tok, '='), *end;
-		size_t i;
+		size_t i = 0;
 		double v;
 
 		if (!eq) {
 			snprintf(err, errlen, "'%s': expected key=value", tok);
-			r = -EINVAL;
-			break;
+			goto out;
 		}
 		*eq = 0;
-		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-			if (!strcmp(keys[i].key, tok))
-				break;
+		while (i < sizeof(keys) / sizeof(keys[0]) && strcmp(keys[i].key, tok))
+			i++;
 		if (i == sizeof(keys) / sizeof(keys[0])) {
 			snprintf(err, errlen, "unknown threshold '%s'", tok);
-			r = -EINVAL;
-			break;
+			goto out;
 		}
 		v = strtod(eq + 1, &end);
 		if (end == eq + 1 || *end || !(v >= 0) || v > 1e12 ||
 		    (keys[i].integer && (v < 1 || v != (double)(unsigned)v))) {
 			snprintf(err, errlen, "%s=%s: not a %s", tok, eq + 1,
 				 keys[i].integer ? "positive integer" : "non-negative number");
-			r = -EINVAL;
-			break;
+			goto out;
 		}
 		set(&n, i, v);
 	}
-	free(dup);
-	if (r == 0 && n.exit_factor > 1) {
+	if (n.exit_factor > 1) {
 		snprintf(err, errlen, "exit_factor=%g: must be at most 1", n.exit_factor);
-		r = -EINVAL;
+		goto out;
 	}
-	if (r == 0)
-		*c = n;
+	*c = n;
+	r = 0;
+out:
+	free(dup);
 	return r;
 }
 
 void thrash_init(struct thrash *t, const struct thrash_cfg *c)
 {
-	struct thrash_cfg cfg = *c;	/* @c may be &t->cfg */
-
-	memset(t, 0, sizeof(*t));
-	t->cfg = cfg;
-	t->state = ODPX_THRASH_OK;
-	t->cand = ODPX_THRASH_OK;
+	*t = (struct thrash){ .cfg = *c, .state = ODPX_THRASH_OK, .cand = ODPX_THRASH_OK };
 }
 
 const char *thrash_state_str(enum odpx_thrash_state s)
@@ -170,6 +146,7 @@ static struct verdict classify(const struct thrash_cfg *c, const struct thrash_i
 		else if (inval < c->warm_ratio)
 			worse(&v, ODPX_THRASH_WARMING, ODPX_METRIC_FAULT_RATE, rate);
 	}
+	/* an eviction followed by a miss of the same range: a working set that does not fit */
 	if (in->have_pin && in->misses && in->misses / secs >= c->min_rate) {
 		double misses = (double)in->misses;
 		double repin = (double)in->repins / misses;
@@ -212,7 +189,10 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
 		t->run = 0;
 		return false;
 	}
-	/* a run goes one way; cand is the state all its windows support */
+	/*
+	 * A run counts the windows on one side of the state whatever their class (per class,
+	 * two classes in turn would reset each other's runs); cand: what all its windows support.
+	 */
 	if (!t->run || (t->cand > t->state) != up) {
 		t->run = 0;
 		t->cand = v.state;
@@ -234,14 +214,7 @@ bool thrash_step(struct thrash *t, const struct thrash_in *in)
 	return true;
 }
 
-/*
- * Device inputs between two samples: faulted pages (legacy files, else
- * netlink per-MR page_faults, else debugfs num_odp_mr_pages is no rate and
- * is not used), invalidated pages, and refaults (faults that raced an
- * invalidation: invalidations_faults_contentions).  Each device or MR
- * against its own earlier value (ctr_inc_each): MRs come and go between
- * samples.  Returns the source used, SRC_MAX for none.
- */
+/* Faulted, invalidated and refaulted pages: the legacy files, else the per-MR statistics */
 enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
 				  struct thrash_in *in)
 {
@@ -271,31 +244,18 @@ enum ctr_source thrash_dev_inputs(const struct ctr_set *prev, const struct ctr_s
 	return SRC_MAX;
 }
 
-/*
- * Memory inputs: the pages the kernel reclaimed and had to fault in again
- * while their shadow entries said they were still in the working set
- * (workingset_refault_anon + _file, or workingset_refault before 5.9),
- * and major faults (swap-ins and file reads), of
- * the process's memory cgroup if it was read twice, else of the system.
- */
+/* Workingset refaults and major faults of the memory cgroup, else the system's (odpstat(1)) */
 enum ctr_source thrash_mem_inputs(const struct ctr_set *prev, const struct ctr_set *cur,
 				  struct thrash_in *in)
 {
-	static const char *const refaults[] = {
-		"workingset_refault_anon", "workingset_refault_file", "workingset_refault",
-	};
 	static const enum ctr_source srcs[] = { SRC_MEMCG, SRC_VMSTAT };
 
 	for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
-		bool found = false, f;
-		uint64_t r = 0;
+		bool anon = false, file = false;
+		uint64_t r = ctr_inc_each(prev, cur, srcs[i], "workingset_refault_anon", &anon) +
+			     ctr_inc_each(prev, cur, srcs[i], "workingset_refault_file", &file);
 
-		for (size_t k = 0; k < sizeof(refaults) / sizeof(refaults[0]); k++) {
-			f = false;
-			r += ctr_inc_each(prev, cur, srcs[i], refaults[k], &f);
-			found |= f;
-		}
-		if (!found)
+		if (!anon && !file)
 			continue;
 		in->have_mem = true;
 		in->mem_refaults += r;
