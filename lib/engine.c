@@ -15,31 +15,21 @@
  * asleep; only the producer that flips sleeping rings, so a busy engine costs
  * producers no system call.  The eventfd is watched by a poll on the ring.
  *
- * Linger: after a wake-up that found work, the engine does not go to sleep
- * on the doorbell at once: it waits up to linger_ns on its ring with a
- * timeout, sleeping left 0, so producers do not ring, and serves what came
- * meanwhile when the timeout ends; only a linger that finds nothing puts it
- * back on the doorbell.  As io_uring's SQPOLL thread sets NEED_WAKEUP only
- * after sq_thread_idle, but timed, never spinning: a stream of work (hints,
- * dead entries from a run of munmaps) costs its producers no system call
- * even when the engine drains faster than they produce, or runs on their CPU
- * and so only while they wait.  The price: work that arrives during a linger
- * waits for its end, at most linger_ns (ODPX_ATTR_LINGER, else
- * ODPX_ENGINE_LINGER_US, default 100 us; 0: never linger, ring whenever the
- * engine has drained).
+ * Linger: after a pass that found work, the engine waits up to linger_us
+ * on a timeout with sleeping left 0, so producers do not ring, then serves
+ * what came; only a linger that finds nothing puts it back on the doorbell.
+ * As io_uring's SQPOLL sets NEED_WAKEUP only after sq_thread_idle, but timed,
+ * never spinning: a stream of work costs its producers no system call even
+ * when the engine drains faster than they produce.  Work arriving during a
+ * linger waits at most linger_us (0: never linger).
  *
- * Ring: two requests, each queued again when it ends: a one-shot poll on
- * the doorbell (queued again with the next sleep's submission, it costs no
- * system call of its own), a timeout for the tick.  The engine looks at its
- * CQ on every pass, not only after a sleep (no system call while nothing
- * ended): an engine that always has work never sleeps, and its ticks (trim,
- * counters) would wait for the work to end.  A tick that ended is queued
- * again and submitted at once, and every sleep submits what is still queued
- * (io_uring_submit_and_wait*): none is left queued but not submitted while
- * the engine sleeps with no deadline, when nothing, not even engine_stop(),
- * could wake it.  A submission the kernel refuses (-EAGAIN, -ENOMEM: no
- * memory for the request; it took nothing and did not wait) is tried again
- * on the next pass, and a sleep is then a nap of SUBMIT_RETRY_NS.
+ * Ring: a one-shot poll on the doorbell and a timeout for the tick, each
+ * queued again when it ends.  The CQ is looked at on every pass, so ticks
+ * fire for an engine that never sleeps; every sleep submits what is queued
+ * (io_uring_submit_and_wait*), so none is left unsubmitted while the engine
+ * sleeps with no deadline.  A submission the kernel refuses took nothing:
+ * it is tried again on the next pass, a sleep meanwhile a nap of
+ * SUBMIT_RETRY_NS.
  *
  * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
  * after D. Vyukov); a full queue drops the hint and counts it.
