@@ -72,14 +72,14 @@ struct engine {
 	struct idle_clock idle;		/* idle.c */
 };
 
-bool engine_running(struct odpx_ctx *ctx)
-{
-	return atomic_load_explicit(&ctx->eng, ACQ) != NULL;
-}
-
 static struct engine *eng_of(struct odpx_ctx *ctx)
 {
 	return atomic_load_explicit(&ctx->eng, ACQ);
+}
+
+bool engine_running(struct odpx_ctx *ctx)
+{
+	return eng_of(ctx) != NULL;
 }
 
 /* Asleep on the doorbell: the next producer rings (for benchmarks and tests). */
@@ -90,19 +90,24 @@ bool engine_asleep(struct odpx_ctx *ctx)
 	return e && LD(e->sleeping);
 }
 
+static void ring_doorbell(struct engine *e)
+{
+	uint64_t one = 1;
+
+	if (write(e->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, the engine is awake anyway */
+	}
+}
+
 void engine_kick(struct odpx_ctx *ctx)
 {
 	struct engine *e = eng_of(ctx);
-	uint64_t one = 1;
 
 	if (!e)
 		return;
 	atomic_thread_fence(memory_order_seq_cst);
-	if (LD(e->sleeping) && atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel)) {
-		if (write(e->efd, &one, sizeof(one)) < 0) {
-			/* EAGAIN: the counter is saturated, the engine is awake anyway */
-		}
-	}
+	if (LD(e->sleeping) && atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel))
+		ring_doorbell(e);
 }
 
 /* ---- prefetch queue ---- */
@@ -255,10 +260,8 @@ int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 }
 
 /*
- * odpx_close() waits for the engine: a stopping engine pins nothing more
- * (a pin of fresh memory takes milliseconds, a batch up to 256 of them,
- * for an application that is done).  The batch's hints from @from on (of
- * @n) are dropped and counted.
+ * odpx_close() waits for the engine: a stopping engine pins nothing more.
+ * The batch's hints from @from on (of @n) are dropped and counted.
  */
 static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t n)
 {
@@ -266,6 +269,22 @@ static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t
 		return false;
 	STAT_ADD(ctx, prefetch_dropped, n - from);
 	return true;
+}
+
+/*
+ * Count prepin()'s result @pr for @r.  Pinned or served direct, a repeat
+ * soon after would be too (the same mappings); an error is no repeat: it
+ * may not hold a moment later.
+ */
+static void prepinned(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r,
+		      uint64_t now, int pr)
+{
+	if (pr == 0)
+		STAT_INC(ctx, prefetch_issued);
+	else
+		STAT_INC(ctx, prefetch_failed);
+	if (pr >= 0)
+		remember(ctx, e, r, now);
 }
 
 /* Returns the hints taken off the queue. */
@@ -322,30 +341,15 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			return n;
 		int pr = prepin(ctx, &r[i]);
 
-		if (pr >= 0 || k == 1) {
-			/*
-			 * Pinned, or served direct: its hints would be too (the
-			 * same mappings), and a repeat soon after as well.  An
-			 * error is no repeat: it may not hold a moment later.
-			 */
+		if (pr >= 0 || k == 1) {	/* its hints would fare the same */
 			STAT_ADD(ctx, prefetch_merged, k - 1);
-			if (pr == 0)
-				STAT_INC(ctx, prefetch_issued);
-			else
-				STAT_INC(ctx, prefetch_failed);
-			if (pr >= 0)
-				remember(ctx, e, &r[i], now);
+			prepinned(ctx, e, &r[i], now, pr);
 			continue;
 		}
 		for (size_t j = first[i]; j < first[i] + k; j++) {
 			if (stopping(ctx, e, j, n))
 				return n;
-			if ((pr = prepin(ctx, &orig[j])) == 0)
-				STAT_INC(ctx, prefetch_issued);
-			else
-				STAT_INC(ctx, prefetch_failed);
-			if (pr >= 0)
-				remember(ctx, e, &orig[j], now);
+			prepinned(ctx, e, &orig[j], now, prepin(ctx, &orig[j]));
 		}
 	}
 	return n;
@@ -443,11 +447,9 @@ static void *engine_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "odpx-engine");
 	/*
-	 * SCHED_BATCH: a woken engine does not preempt the thread that rang
-	 * it.  On a shared CPU it would otherwise run at once, take the one
-	 * hint queued and sleep again, and the ringer would pay a write() and
-	 * two switches per hint; now the ringer goes on queueing and the
-	 * engine takes the batch when the CPU is free.  Allowed unprivileged.
+	 * SCHED_BATCH (allowed unprivileged): a woken engine does not preempt
+	 * the thread that rang it, which goes on queueing; the engine takes the
+	 * batch when the CPU is free, not one hint per wake-up.
 	 */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &(struct sched_param){ 0 });
 	e->unarmed = UD_DOORBELL | UD_TICK;
@@ -533,13 +535,11 @@ int engine_start(struct odpx_ctx *ctx)
 		goto out;
 	}
 	/* aligned: its ALIGNED_LINE fields must be alone on their lines */
-	e = aligned_alloc(64, sizeof(*e));
-	if (e)
-		memset(e, 0, sizeof(*e));
-	if (!e) {
+	if (!(e = aligned_alloc(64, sizeof(*e)))) {
 		r = -ENOMEM;
 		goto out_free;	/* free(NULL): the failure is recorded there */
 	}
+	memset(e, 0, sizeof(*e));
 	e->tick.tv_sec = ctx->tick_ms / 1000;
 	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
 	e->linger.tv_sec = ctx->linger_us / 1000000;
@@ -585,15 +585,12 @@ out:
 void engine_stop(struct odpx_ctx *ctx)
 {
 	struct engine *e;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&ctx->eng_lock);
 	e = LD(ctx->eng);
 	if (e) {
 		atomic_store_explicit(&e->stop, true, REL);
-		if (write(e->efd, &one, sizeof(one)) < 0) {
-			/* saturated: it is awake */
-		}
+		ring_doorbell(e);
 		pthread_join(e->thr, NULL);
 		atomic_store_explicit(&ctx->eng, NULL, REL);
 		/* the monitor kicks under its lock: one that loaded e is done after this */
