@@ -259,14 +259,15 @@ static const struct knob {
 	{ "ODPX_CHECK_PROT", 0, 1 },
 };
 
-/* The other variables odpx reads, then the test suite's: known, so not reported. */
+/*
+ * The other variables of odpx(7), odpx-paging(1) and libodpx-preload(7):
+ * with the knobs, every ODPX_ variable odpx or its programs read.
+ */
 static const char *const other_vars[] = {
 	"ODPX_MODE", "ODPX_UFFD_MODE", "ODPX_THRASH", "ODPX_LOG", "ODPX_SYSFS_ROOT",
-	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK",
-	"ODPX_DEV", "ODPX_REQUIRE_DEVICE", "ODPX_STRESS_SECS", "ODPX_FIXTURES",
-	"ODPX_PAGING_COMMIT",	/* bench/odpx-paging */
-	"ODPX_PRELOAD_REMOTE", "ODPX_PRELOAD_VERBOSE",	/* libodpx-preload.so */
-	"ODPX_PRELOAD_UNSAFE_NO_MONITOR", "ODPX_TEST_PRELOAD_CHILD",
+	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK", "ODPX_DEV",
+	"ODPX_PAGING_COMMIT", "ODPX_PRELOAD_REMOTE", "ODPX_PRELOAD_VERBOSE",
+	"ODPX_PRELOAD_UNSAFE_NO_MONITOR",
 };
 
 static bool env_known(const char *name, size_t len)
@@ -277,7 +278,7 @@ static bool env_known(const char *name, size_t len)
 	for (size_t i = 0; i < sizeof(other_vars) / sizeof(other_vars[0]); i++)
 		if (strlen(other_vars[i]) == len && !strncmp(other_vars[i], name, len))
 			return true;
-	return len > 8 && !strncmp(name, "ODPX_VM_", 8);	/* tests/vm/odpx-vm */
+	return false;
 }
 
 uint64_t odpx_env(const char *name, uint64_t dflt)
