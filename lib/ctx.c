@@ -84,13 +84,6 @@ uint64_t odpx_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
-{
-	pthread_mutex_lock(&ctx->reason_lock);
-	snprintf(out, n, "%s", ctx->reason);
-	pthread_mutex_unlock(&ctx->reason_lock);
-}
-
 ODPX_EXPORT const char *odpx_last_reason(void)
 {
 	return last_reason[0] ? last_reason : "no error";
@@ -444,7 +437,6 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	struct odpx_attr a = { 0 };
 	struct odpx_ctx *ctx;
 	uint32_t lim_source = ODPX_LIMIT_ATTR;
-	bool said = false;
 	int r;
 
 	if (!out)
@@ -475,8 +467,9 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if ((r = cache_init(ctx)) < 0)
 		goto out_free;
 	if (ops->id == ODPX_BACKEND_URING && (r = uring_backend_open(ctx)) < 0) {
-		said = true;	/* with the setting to change */
-		goto out_cache;
+		cache_fini(ctx);
+		ctx_free(ctx);
+		return r;	/* its reason names the setting to change */
 	}
 	if (ctx->mode == ODPX_MODE_DIRECT)
 		ctx_reason_set(ctx, "direct forced (%s): register and deregister per request",
@@ -503,11 +496,9 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	*out = ctx;
 	return 0;
 
-out_cache:
-	cache_fini(ctx);
 out_free:
 	ctx_free(ctx);
-	return said ? r : odpx_fail(r, "odpx_open: %s", strerror(-r));
+	return odpx_fail(r, "odpx_open: %s", strerror(-r));
 }
 
 ODPX_EXPORT int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx)
@@ -536,7 +527,6 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	ctx_list_del(ctx);	/* first: a fork child then never closes them twice */
 	if (ctx->fork_gen != atomic_load(&odpx_fork_gen)) {
 		/* child: the parent's threads and pins are not ours to touch */
-		engine_forget(ctx);
 		ctx->be->close(ctx);	/* atfork_child() closed its descriptors; never unpins */
 		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 		goto out_free;
@@ -722,7 +712,9 @@ ODPX_EXPORT int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode, const 
 	if (mode)
 		*mode = ctx->mode;
 	if (reason) {
-		ctx_reason_copy(ctx, mode_reason, sizeof(mode_reason));
+		pthread_mutex_lock(&ctx->reason_lock);
+		snprintf(mode_reason, sizeof(mode_reason), "%s", ctx->reason);
+		pthread_mutex_unlock(&ctx->reason_lock);
 		*reason = mode_reason;
 	}
 	return 0;

@@ -604,8 +604,9 @@ void engine_stop(struct odpx_ctx *ctx)
 }
 
 /*
- * Child after fork, in the atfork handler: its copies of the descriptors
- * and of the ring's mappings (a ring lives while it is mapped anywhere).
+ * Child after fork, in the atfork handler: the thread is gone; its copies
+ * of the descriptors and of the ring's mappings (a ring lives while it is
+ * mapped anywhere) go with the rest.
  */
 void engine_child_fds(struct odpx_ctx *ctx)
 {
@@ -615,16 +616,6 @@ void engine_child_fds(struct odpx_ctx *ctx)
 		return;
 	io_uring_queue_exit(&e->ring);
 	close(e->efd);
-	e->ring.ring_fd = e->efd = -1;
-}
-
-/* Child after fork: the thread is gone; free what the context held. */
-void engine_forget(struct odpx_ctx *ctx)
-{
-	struct engine *e = LD(ctx->eng);
-
-	if (!e)
-		return;
 	free(e);
 	ST(ctx->eng, NULL);
 }

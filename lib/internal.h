@@ -255,7 +255,6 @@ int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
 /* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
 /*
@@ -386,10 +385,9 @@ unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
 /* engine.c */
 int engine_start(struct odpx_ctx *ctx);	/* idempotent */
 void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
-void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 void engine_atfork_prepare(void);
 void engine_atfork_done(void);
-void engine_child_fds(struct odpx_ctx *ctx);
+void engine_child_fds(struct odpx_ctx *ctx);	/* in a fork child: the engine is gone */
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 /*
  * Pin mode: pre-pin [r->start, r->end) into the cache, left unused.  0; 1
