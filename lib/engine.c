@@ -220,11 +220,7 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint3
 	return out;
 }
 
-/*
- * A repeat of a range served within RECENT_NS, while the context's index has
- * not changed since (an entry pre-pinned then may have been invalidated or
- * evicted: the seqcount moves with every such change).
- */
+/* A repeat of a range served within RECENT_NS, while the index's seq has not moved since. */
 static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r,
 			  uint64_t now)
 {
@@ -355,11 +351,7 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 	return n;
 }
 
-/*
- * Queue the requests e->unarmed names.  The SQ holds 16 and the engine uses
- * 2, but one left full by refused submissions is flushed; a request that
- * still finds no room stays in e->unarmed for the next try.
- */
+/* Queue the requests e->unarmed names; one that finds no room stays for the next try. */
 static void arm(struct engine *e)
 {
 	while (e->unarmed) {
@@ -381,11 +373,9 @@ static void arm(struct engine *e)
 }
 
 /*
- * Sleep on the ring until a completion, or until @ts passes (NULL: no
- * deadline), submitting what is queued first.  Returns 1 with a completion
- * ready, 0 when @ts ran out, -EINTR, or -EAGAIN when a request could not be
- * submitted: then the engine has slept SUBMIT_RETRY_NS instead, and the
- * caller tries again.
+ * Submit what is queued and sleep until a completion or @ts (NULL: none).
+ * 1: a completion is ready; 0: @ts ran out; -EINTR; -EAGAIN: a request
+ * could not be submitted, and the engine napped SUBMIT_RETRY_NS instead.
  */
 static int ring_wait(struct engine *e, struct __kernel_timespec *ts)
 {
@@ -492,19 +482,13 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-/*
- * A failed start (a descriptor, memory or thread limit) is tried again at
- * most once per ENGINE_RETRY_NS: the limit may be lifted, and its callers
- * (each miss, each hint) must not pay the failing system calls every time.
- * Meanwhile they get the failure's errno back.
- */
+/* A failed start is tried again at most once per ENGINE_RETRY_NS; callers get its errno. */
 #define ENGINE_RETRY_NS 1000000000ULL
 
 /*
  * Held from the engine's first descriptor to its publication, and by
- * fork()'s prepare handler: a child then inherits either no engine or a
- * published one, which its close forgets (engine_forget()), never a ring
- * and an eventfd that nothing points to.
+ * fork()'s prepare handler: a child inherits no engine or a published one
+ * (engine_child_fds()), never descriptors that nothing points to.
  */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -548,8 +532,7 @@ int engine_start(struct odpx_ctx *ctx)
 	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->efd < 0) {
 		r = -errno;
-		pthread_mutex_unlock(&start_lock);
-		goto out_free;
+		goto out_unlock;
 	}
 	if ((r = io_uring_queue_init(16, &e->ring, 0)) < 0)
 		goto out_efd;
@@ -559,12 +542,7 @@ int engine_start(struct odpx_ctx *ctx)
 	r = -pthread_create(&e->thr, NULL, engine_main, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
-		/*
-		 * Published once the thread exists, never before: kickers load
-		 * ctx->eng with no lock (app threads) or under the invalidation lock (the
-		 * monitor), so an engine seen by one must live until
-		 * engine_stop().  A failed start frees one nobody saw.
-		 */
+		/* published once the thread exists: one a kicker saw lives until engine_stop() */
 		atomic_store_explicit(&ctx->eng, e, REL);
 		pthread_mutex_unlock(&start_lock);
 		goto out;
@@ -572,6 +550,7 @@ int engine_start(struct odpx_ctx *ctx)
 	io_uring_queue_exit(&e->ring);
 out_efd:
 	close(e->efd);
+out_unlock:
 	pthread_mutex_unlock(&start_lock);
 out_free:
 	free(e);

@@ -64,23 +64,6 @@ void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n)
 	h->born_ns = odpx_now_ns();
 }
 
-/* The header of @ctx's segment, published whole: magic last */
-static void seg_header_of_ctx(struct seg_hdr *h, pid_t pid, unsigned n,
-			      const struct odpx_ctx *ctx)
-{
-	seg_header_init(h, pid, n);
-	h->mode = ctx->mode;
-	h->backend = ctx->be ? ctx->be->id : 0;
-	h->flags = ctx->flags;
-	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
-	h->max_entries = ctx->lim.max_entries;
-	h->max_unused_bytes = ctx->lim.max_unused_bytes;
-	h->max_entry_bytes = ctx->lim.max_entry_bytes;
-	h->lim_source = ctx->lim_source;
-	h->idle_ms = ctx->idle_ms;
-	seg_header_publish(h);
-}
-
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U		/* linux/memfd.h, since 6.3 */
 #endif
@@ -92,6 +75,7 @@ static void seg_header_of_ctx(struct seg_hdr *h, pid_t pid, unsigned n,
  */
 static void *seg_map(struct odpx_ctx *ctx, pid_t pid, unsigned n, struct seg_priv *pv)
 {
+	struct seg_hdr *h;
 	void *p = MAP_FAILED;
 	char name[64];
 	int fd;
@@ -112,8 +96,19 @@ static void *seg_map(struct odpx_ctx *ctx, pid_t pid, unsigned n, struct seg_pri
 	if (p == MAP_FAILED)
 		return NULL;
 	pv->fd = fd;
-	seg_header_of_ctx(p, pid, n, ctx);
-	return p;
+	h = p;
+	seg_header_init(h, pid, n);
+	h->mode = ctx->mode;
+	h->backend = ctx->be->id;
+	h->flags = ctx->flags;
+	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
+	h->max_entries = ctx->lim.max_entries;
+	h->max_unused_bytes = ctx->lim.max_unused_bytes;
+	h->max_entry_bytes = ctx->lim.max_entry_bytes;
+	h->lim_source = ctx->lim_source;
+	h->idle_ms = ctx->idle_ms;
+	seg_header_publish(h);	/* whole: magic last */
+	return h;
 }
 
 int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
@@ -315,14 +310,12 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	/* gauges, the unused bytes and the watch counts included */
 	if (odpx_stats_read(ctx, &st, sizeof(st)) < 0)
 		return;
+	if (pv->dev_inputs)
+		sample_device(ctx, pv);	/* dev_prev is now the new sample, dev_cur the old */
 	if (!pv->have_prev) {
 		pv->prev = st;
 		pv->win_start_ns = now;
 		pv->have_prev = true;
-		if (pv->dev_inputs) {
-			sample_device(ctx, pv);
-			ctr_set_clear(pv->dev_cur);
-		}
 		return;
 	}
 	in.secs = (double)(now - pv->win_start_ns) / 1e9;
@@ -334,7 +327,6 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	in.repins = ctr_delta(pv->prev.repins, st.repins);
 	in.invals = ctr_delta(pv->prev.inval_entries, st.inval_entries);
 	if (pv->dev_inputs) {
-		sample_device(ctx, pv);	/* dev_prev is now the new sample, dev_cur the old */
 		thrash_dev_inputs(pv->dev_cur, pv->dev_prev, &in);
 		thrash_mem_inputs(pv->dev_cur, pv->dev_prev, &in);
 	}
