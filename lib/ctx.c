@@ -531,7 +531,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 		goto out_free;
 	}
-	engine_stop(ctx);	/* first: a miss of its prefetch after the detach would attach again */
+	engine_stop(ctx);	/* first: a miss of its prefetch after detach would attach */
 	cache_detach(ctx);
 	cache_reap_dead(ctx);
 	cache_fini(ctx);

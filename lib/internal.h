@@ -148,7 +148,6 @@ struct prefetch_cell {
 	uint64_t addr, len;
 	uint32_t flags;
 };
-/* PREFETCH_QLEN: odpx-private.h */
 
 struct engine;
 /* prereg.c: the pre-registered regions of a context (struct prereg_set.lock: prereg.c) */

@@ -29,14 +29,9 @@ static int log_level(void)
 		return LOG_INFO;
 	if (!strcmp(s, "debug"))
 		return LOG_DEBUG;
-	if (!atomic_exchange(&told, true)) {
-		char line[160];
-		int n = snprintf(line, sizeof(line), "odpx[%d]: warning: ODPX_LOG=%.40s: not one of "
-				 "none, warn, info, debug; using warn\n", (int)getpid(), s);
-
-		if (write(STDERR_FILENO, line, (size_t)n) < 0)
-			return LOG_WARN;
-	}
+	if (!atomic_exchange(&told, true))	/* before the call, which asks the level again */
+		odpx_log(LOG_WARN, "ODPX_LOG=%.40s: not one of none, warn, info, debug; using warn",
+			 s);
 	return LOG_WARN;
 }
 
