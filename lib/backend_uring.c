@@ -113,11 +113,7 @@ out_free:
 	return r;
 }
 
-/*
- * Submit what is queued, @sqe last.  If the kernel refuses it (nothing is
- * taken then), @sqe becomes a NOP tagged UD_STALE: it goes in with the next
- * submission and reap() drops its completion.
- */
+/* Submit what is queued, @sqe last; one the kernel refuses becomes a NOP, UD_STALE. */
 static int submit(struct io_uring *ring, struct io_uring_sqe *sqe)
 {
 	int r = io_uring_submit(ring);
@@ -143,10 +139,7 @@ static struct io_uring_sqe *get_sqe(struct io_uring *ring, int *err)
 	return sqe;
 }
 
-/*
- * Send the cancel of the request tagged @tag: true once the kernel took it.
- * One it refused stays queued in *@sqe and goes in with the next try.
- */
+/* Send the cancel of @tag: true once taken; a refused one stays in *@sqe for the next try. */
 static bool send_cancel(struct io_uring *ring, uint64_t tag, struct io_uring_sqe **sqe)
 {
 	int err;

@@ -161,7 +161,6 @@ struct prereg_set {
 		struct entry *e;	/* held; NULL: to be made by the next request inside */
 	} r[PREREG_MAX];
 };
-struct odpx_caps;
 
 /*
  * struct odpx_ctx
@@ -246,7 +245,7 @@ struct odpx_ctx {
 	char reason_open[192];		/* the open's, while a failed attach has its own (reason_lock) */
 };
 
-/* thread-local reason text (ctx.c) */
+/* ctx.c: the thread's reason text; returns @err */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ctx.c: *@attr (NULL: none) into @a, its comp_mask checked, flags 0 unless given */
 int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
@@ -256,10 +255,7 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
-/*
- * ctx.c: a knob of the environment (odpx(7), ENVIRONMENT), or @dflt when it
- * is unset, empty or out of bounds (each open refuses a bad one by name).
- */
+/* ctx.c: a knob of odpx(7), or @dflt if unset, empty or out of bounds (the open refuses it) */
 uint64_t odpx_env(const char *name, uint64_t dflt);
 /* ODPX_THRASH over the defaults into @c unless NULL; -EINVAL naming the bad key, @c untouched */
 struct thrash_cfg;
@@ -366,10 +362,7 @@ void stats_prefetch(struct odpx_ctx *ctx);
 /* the drop-in (preload/) left one registration on @ctx's PD to libibverbs */
 void odpx_stats_passthrough(struct odpx_ctx *ctx);
 
-/*
- * idle.c: the time base of idle release, kept by the engine: records of
- * (time, ctx->clock) every idle_ms / IDLE_STEPS.
- */
+/* idle.c: the engine's records of (time, ctx->clock) every idle_ms / IDLE_STEPS */
 #define IDLE_STEPS 4
 #define IDLE_RECORDS 8		/* cover idle_ms and a step more */
 struct idle_clock {
@@ -388,11 +381,7 @@ void engine_atfork_prepare(void);
 void engine_atfork_done(void);
 void engine_child_fds(struct odpx_ctx *ctx);	/* in a fork child: the engine is gone */
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
-/*
- * Pin mode: pre-pin [r->start, r->end) into the cache, left unused.  0; 1
- * when it was served direct (shared memory, raced invalidations, no
- * budget), which its release undoes: nothing was prefetched; or -errno.
- */
+/* Pin mode: pre-pin @r into the cache, left unused: 0; 1 if served direct (undone); -errno */
 int prepin(struct odpx_ctx *ctx, const struct pf_range *r);
 
 /* backend_uring.c */

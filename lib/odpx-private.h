@@ -37,8 +37,7 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint3
 /* mode.c: a synchronous prefetch of the ODP modes */
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
-/* The mode decision and the verbs backend's pure helpers, mode_verbs_err among them */
-#include "mode.h"
+#include "mode.h"		/* the mode decision, the verbs backend's pure helpers */
 
 /* ctx.c: trial division, for the slab's prime size */
 bool odpx_is_prime(uint32_t n);

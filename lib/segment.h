@@ -99,9 +99,7 @@ static inline void seg_header_publish(struct seg_hdr *h)
 	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
 }
 
-/* ---- the reading of a segment, the writer's own included (sysfs-stats/shm.c) ---- */
-
-/* sum a region's shards and cold counters (no gauges); hits include hits_slow */
+/* sysfs-stats/shm.c: sum a region's counters (no gauges; hits include hits_slow) */
 void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
 		      struct odpx_stats *st);
 /* a region's unused bytes (released minus taken), clamped to [0, @pinned] */

@@ -50,6 +50,7 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 		return odpx_fail(-EINVAL, "odpx_stats_read: NULL argument or zero size");
 	/* taking the invalidation lock shows every invalidation of a returned munmap */
 	struct monitor_usage u;
+
 	monitor_usage(&u);	/* takes and drops it */
 	st.watch_vmas = u.watched;
 	st.watch_regs = u.registers;
