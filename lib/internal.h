@@ -64,6 +64,7 @@
  * under the invalidation lock inside a ctx->seq write section and read
  * optimistically.  LRU fields (@lru_prev, @lru_next, @link_stamp,
  * @last_use): reserve.c; while FREE, @lru_prev and @lru_next link the free list.
+ * @last_use is stored before the reference is dropped (relaxed; the drop releases it).
  */
 struct entry {
 	_Atomic uint64_t word;
