@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * backend_null.c - pins nothing.  Benchmarks use it to measure the cache
- * alone (as UCX's rcache is measured with callbacks that do no work), beyond
- * the 16384 slots of the uring backend.  Not reachable from the public API.
+ * backend_null.c - pins nothing: benchmarks measure the cache alone with it
+ * (as UCX's rcache is measured), beyond the uring backend's slots.
  */
 #include "internal.h"
 

@@ -1,23 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * backend_uring.c - pinning through io_uring fixed buffers.
- *
- * A sparse table of URING_SLOTS slots; entry i of the cache owns slot i.  A
- * per-slot update pins (or, with an empty iovec, unpins) one registration
- * with the same long-term pinning an RDMA MR uses, and READ_FIXED and
- * WRITE_FIXED through the slot move bytes through those pinned pages, like a
- * NIC's DMA.  A stale registration therefore corrupts data here exactly as on
- * a NIC, which makes the cache's correctness testable on any Linux machine.
- *
- * An update of a slot that holds a buffer replaces it in one call: the new
- * range is pinned, then the old one unpinned; if the new range cannot be
- * pinned the old one stays.  The cache uses this to evict and pin in one
- * system call; under RLIMIT_MEMLOCK the moment both are held can fail with
- * ENOMEM, and the cache then unpins first and pins again.
- *
- * Limits: one slot holds at most 1 GiB; larger registrations are refused
- * with -E2BIG (max_entry_bytes cannot be set above it).  The kernel pins
- * writable, so read-only memory and shared file mappings fail with -EFAULT.
+ * backend_uring.c - pinning through io_uring fixed buffers (docs/design.md,
+ * Backends).  Entry i of the cache owns slot i of a sparse table; a slot
+ * update pins (an empty iovec unpins) with the long-term pinning of an MR,
+ * and replaces a buffer the slot holds in one call (pin new, then unpin
+ * old; a failed pin keeps the old).  A slot holds at most 1 GiB (-E2BIG
+ * beyond); the kernel pins writable, so read-only memory fails (-EFAULT).
  */
 #include <errno.h>
 #include <liburing.h>
@@ -29,11 +17,7 @@
 #include "internal.h"
 #include "log.h"
 
-/*
- * The ring carries transfers only (slot updates are io_uring_register()
- * calls, which need no lock).  xfer_lock serializes the transfers: one
- * request, and its cancel, in flight at a time, and next_tag.
- */
+/* The ring carries transfers only; xfer_lock: one in flight (and its cancel), next_tag. */
 struct uring_be {
 	struct io_uring ring;
 	pthread_mutex_t xfer_lock;
@@ -86,11 +70,7 @@ static void uring_close(struct odpx_ctx *ctx)
 	free(b);
 }
 
-/*
- * Child after fork: the ring's descriptor and mappings.  The ring lives
- * while either does, and with it the parent's pins: a parent that exits
- * without odpx_close() would leave them pinned for the child's life.
- */
+/* Child after fork: the ring's descriptor and mappings, which keep the parent's pins. */
 static void uring_child_fds(struct odpx_ctx *ctx)
 {
 	io_uring_queue_exit(&be(ctx)->ring);
@@ -133,11 +113,7 @@ out_free:
 	return r;
 }
 
-/*
- * Submit what is queued, @sqe last.  If the kernel refuses it (nothing is
- * taken then), @sqe becomes a NOP tagged UD_STALE: it goes in with the next
- * submission and reap() drops its completion.
- */
+/* Submit what is queued, @sqe last; one the kernel refuses becomes a NOP, UD_STALE. */
 static int submit(struct io_uring *ring, struct io_uring_sqe *sqe)
 {
 	int r = io_uring_submit(ring);
@@ -149,11 +125,7 @@ static int submit(struct io_uring *ring, struct io_uring_sqe *sqe)
 	return r < 0 ? r : -EAGAIN;
 }
 
-/*
- * A free SQE.  The SQ fills only with the NOPs of refused submissions: a
- * full one is flushed.  NULL when the kernel refuses the flush too (its
- * error in *@err).
- */
+/* A free SQE, a full SQ (NOPs of refused submissions) flushed; NULL and *@err if refused. */
 static struct io_uring_sqe *get_sqe(struct io_uring *ring, int *err)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
@@ -167,10 +139,7 @@ static struct io_uring_sqe *get_sqe(struct io_uring *ring, int *err)
 	return sqe;
 }
 
-/*
- * Send the cancel of the request tagged @tag: true once the kernel took it.
- * One it refused stays queued in *@sqe and goes in with the next try.
- */
+/* Send the cancel of @tag: true once taken; a refused one stays in *@sqe for the next try. */
 static bool send_cancel(struct io_uring *ring, uint64_t tag, struct io_uring_sqe **sqe)
 {
 	int err;
@@ -189,18 +158,13 @@ static bool send_cancel(struct io_uring *ring, uint64_t tag, struct io_uring_sqe
 }
 
 /*
- * The result of the request tagged @tag, reaped: once submitted, a request
- * is never left in flight.  A signal (or any failed wait) cancels it and the
- * wait goes on, signals ignored once the cancel is out, until both its
- * completion and the cancel's are reaped; a request the cancel found done or
- * running completes by itself.  A cancel the kernel refuses is sent again on
- * each wake, signal or CANCEL_RETRY_NS, until it goes in or the request
- * completes (then it becomes a NOP).  Then a cancelled request returns
- * -EINTR (or the wait's error), one that completed its result.  Completions
- * of other tags are NOPs of refused submissions, dropped.  Only a ring that
- * fails twice in one call (never seen) returns with the request in flight;
- * its late completion is then dropped by its tag, not taken by the next
- * transfer.
+ * The result of the request tagged @tag, reaped: a submitted request is
+ * never left in flight.  A signal (or a failed wait) cancels it, and the
+ * wait goes on until its completion and the cancel's are reaped; a refused
+ * cancel is sent again every CANCEL_RETRY_NS.  A cancelled request returns
+ * -EINTR (or the wait's error), a completed one its result.  Other tags are
+ * NOPs of refused submissions, dropped.  A ring that fails twice in one
+ * call returns with the request in flight; its tag drops its completion.
  */
 static int reap(struct uring_be *b, uint64_t tag)
 {

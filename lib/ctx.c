@@ -28,12 +28,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct odpx_ctx *ctx_list;
 /*
- * Closed contexts, kept for the next open (ctx->list_next, ctx_list_lock):
- * a context's memory is never given back to malloc, so that a call on a
- * closed context reads its cleared magic and fails with -EINVAL instead of
- * reading freed memory.  The list holds at most as many as were ever open
- * at once.  Once an open reuses one, a stale pointer to it is the new
- * context's (odpx.h: odpx_close).
+ * Closed contexts, kept for the next open (ctx_list_lock): never freed, so
+ * that a call on a closed context fails on its cleared magic (odpx_close(3)).
  */
 static struct odpx_ctx *ctx_closed;
 
@@ -59,11 +55,7 @@ void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	stats_seg_reason(ctx);	/* odpstat reads it without waiting for a miss */
 }
 
-/*
- * The monitor's attach failed (@why) or succeeded (NULL).  A failure
- * replaces the mode's reason, the open's being kept in reason_open; a later
- * success gives it back.
- */
+/* The monitor's attach failed (@why: the reason until a success) or succeeded (NULL). */
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why)
 {
 	bool changed = false;
@@ -92,13 +84,6 @@ uint64_t odpx_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n)
-{
-	pthread_mutex_lock(&ctx->reason_lock);
-	snprintf(out, n, "%s", ctx->reason);
-	pthread_mutex_unlock(&ctx->reason_lock);
-}
-
 ODPX_EXPORT const char *odpx_last_reason(void)
 {
 	return last_reason[0] ? last_reason : "no error";
@@ -116,11 +101,7 @@ ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
 }
 
-/*
- * The context list first (its holders take no other lock), then the
- * engine, then the monitor: no start of the monitor starts an engine; the
- * stats segments' list last (a leaf lock).
- */
+/* The lock order: the context list, the engine, the monitor, the segments' list. */
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&ctx_list_lock);
@@ -138,10 +119,8 @@ static void atfork_parent(void)
 }
 
 /*
- * The child of a fork gets no registrations: its contexts are stale.  It
- * drops their descriptors now, before it can reuse their numbers: a close
- * by number later (odpx_close() of an inherited context) would close
- * whatever the child opened there.
+ * A fork child's contexts are stale.  Their descriptors close now: a close
+ * by number later would close whatever the child opened there.
  */
 static void atfork_child(void)
 {
@@ -222,12 +201,7 @@ bool odpx_is_prime(uint32_t n)
 	return true;
 }
 
-/*
- * The slab's size.  In pin mode, the next prime at or above max_entries
- * when the backend has room for it (the hash of index.h wants a prime),
- * else max_entries; the limit on live entries stays max_entries.  The
- * other modes' backends keep their handles in exactly max_entries slots.
- */
+/* The slab's size: in pin mode the next prime for index.h's hash, where the backend has room. */
 static uint32_t slab_slots(const struct odpx_attr *a, const struct backend_ops *ops)
 {
 	uint64_t n = a->limits.max_entries;
@@ -279,16 +253,14 @@ static const struct knob {
 };
 
 /*
- * The other variables odpx reads (the library, odpstat, odpx-info), then
- * those of the test suite and the device tier: known, so not reported.
+ * The other variables of odpx(7), odpx-paging(1) and libodpx-preload(7):
+ * with the knobs, every ODPX_ variable odpx or its programs read.
  */
 static const char *const other_vars[] = {
 	"ODPX_MODE", "ODPX_UFFD_MODE", "ODPX_THRASH", "ODPX_LOG", "ODPX_SYSFS_ROOT",
-	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK",
-	"ODPX_DEV", "ODPX_REQUIRE_DEVICE", "ODPX_STRESS_SECS", "ODPX_FIXTURES",
-	"ODPX_PAGING_COMMIT",	/* bench/odpx-paging */
-	"ODPX_PRELOAD_REMOTE", "ODPX_PRELOAD_VERBOSE",	/* libodpx-preload.so */
-	"ODPX_PRELOAD_UNSAFE_NO_MONITOR", "ODPX_TEST_PRELOAD_CHILD",
+	"ODPX_DEBUGFS_ROOT", "ODPX_PROCFS_ROOT", "ODPX_NO_NETLINK", "ODPX_DEV",
+	"ODPX_PAGING_COMMIT", "ODPX_PRELOAD_REMOTE", "ODPX_PRELOAD_VERBOSE",
+	"ODPX_PRELOAD_UNSAFE_NO_MONITOR",
 };
 
 static bool env_known(const char *name, size_t len)
@@ -299,7 +271,7 @@ static bool env_known(const char *name, size_t len)
 	for (size_t i = 0; i < sizeof(other_vars) / sizeof(other_vars[0]); i++)
 		if (strlen(other_vars[i]) == len && !strncmp(other_vars[i], name, len))
 			return true;
-	return len > 8 && !strncmp(name, "ODPX_VM_", 8);	/* tests/vm/odpx-vm */
+	return false;
 }
 
 uint64_t odpx_env(const char *name, uint64_t dflt)
@@ -354,10 +326,7 @@ int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a)
 	return 0;
 }
 
-/*
- * The attributes checked, with their defaults and the environment's knobs,
- * into @a; *@lim_source: where max_pinned_bytes came from.
- */
+/* The attributes checked, with defaults and knobs, into @a; *@lim_source as default_limits(). */
 static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr,
 		     struct odpx_attr *a, uint32_t *lim_source)
 {
@@ -412,10 +381,7 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	return 0;
 }
 
-/*
- * The end of a context that is off ctx_list and whose engine, which reads
- * the magic, is stopped or never started: its memory goes to ctx_closed.
- */
+/* A context off ctx_list, its engine (a reader of the magic) stopped, to ctx_closed. */
 static void ctx_free(struct odpx_ctx *ctx)
 {
 	stats_seg_close(ctx);
@@ -471,7 +437,6 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	struct odpx_attr a = { 0 };
 	struct odpx_ctx *ctx;
 	uint32_t lim_source = ODPX_LIMIT_ATTR;
-	bool said = false;
 	int r;
 
 	if (!out)
@@ -502,8 +467,9 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	if ((r = cache_init(ctx)) < 0)
 		goto out_free;
 	if (ops->id == ODPX_BACKEND_URING && (r = uring_backend_open(ctx)) < 0) {
-		said = true;	/* with the setting to change */
-		goto out_cache;
+		cache_fini(ctx);
+		ctx_free(ctx);
+		return r;	/* its reason names the setting to change */
 	}
 	if (ctx->mode == ODPX_MODE_DIRECT)
 		ctx_reason_set(ctx, "direct forced (%s): register and deregister per request",
@@ -530,11 +496,9 @@ int odpx_open_backend(const struct backend_ops *ops, const struct odpx_attr *att
 	*out = ctx;
 	return 0;
 
-out_cache:
-	cache_fini(ctx);
 out_free:
 	ctx_free(ctx);
-	return said ? r : odpx_fail(r, "odpx_open: %s", strerror(-r));
+	return odpx_fail(r, "odpx_open: %s", strerror(-r));
 }
 
 ODPX_EXPORT int odpx_open_uring(const struct odpx_attr *attr, struct odpx_ctx **ctx)
@@ -554,32 +518,20 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 }
 #endif
 
-
 ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 {
 	if (!ctx)
 		return odpx_fail(-EINVAL, "NULL context");
 	if (ctx->magic != CTX_MAGIC)
 		return odpx_fail(-EINVAL, "context %p is closed", (void *)ctx);
-	/*
-	 * Off the list first: a fork from here on leaves this context's
-	 * descriptors to the child (close-on-exec), never closes them twice.
-	 */
-	ctx_list_del(ctx);
+	ctx_list_del(ctx);	/* first: a fork child then never closes them twice */
 	if (ctx->fork_gen != atomic_load(&odpx_fork_gen)) {
 		/* child: the parent's threads and pins are not ours to touch */
-		engine_forget(ctx);
 		ctx->be->close(ctx);	/* atfork_child() closed its descriptors; never unpins */
 		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
 		goto out_free;
 	}
-	/*
-	 * The engine first: a prefetch it serves may miss, and a miss after
-	 * the detach would attach the closing context again (and, the last
-	 * one, restart the monitor with the context on its list after the
-	 * free).  Kicks by the monitor meanwhile find no engine.
-	 */
-	engine_stop(ctx);
+	engine_stop(ctx);	/* first: a miss of its prefetch after detach would attach */
 	cache_detach(ctx);
 	cache_reap_dead(ctx);
 	cache_fini(ctx);
@@ -649,11 +601,7 @@ ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t 
 	return reg_lookup(ctx, a, len, access, mr);
 }
 
-/*
- * A handle must point at an entry of this context's slab (the slab is
- * page-aligned, so an entry's offset is a multiple of its size).  NULL is
- * below the slab and fails the same test.
- */
+/* A handle must point at an entry of this context's slab; NULL fails the same test. */
 static struct entry *handle_entry(struct odpx_ctx *ctx, const struct odpx_mr *mr)
 {
 	uintptr_t off = (uintptr_t)mr - (uintptr_t)ctx->ent;
@@ -764,7 +712,9 @@ ODPX_EXPORT int odpx_mode_get(struct odpx_ctx *ctx, enum odpx_mode *mode, const 
 	if (mode)
 		*mode = ctx->mode;
 	if (reason) {
-		ctx_reason_copy(ctx, mode_reason, sizeof(mode_reason));
+		pthread_mutex_lock(&ctx->reason_lock);
+		snprintf(mode_reason, sizeof(mode_reason), "%s", ctx->reason);
+		pthread_mutex_unlock(&ctx->reason_lock);
 		*reason = mode_reason;
 	}
 	return 0;

@@ -15,31 +15,21 @@
  * asleep; only the producer that flips sleeping rings, so a busy engine costs
  * producers no system call.  The eventfd is watched by a poll on the ring.
  *
- * Linger: after a wake-up that found work, the engine does not go to sleep
- * on the doorbell at once: it waits up to linger_ns on its ring with a
- * timeout, sleeping left 0, so producers do not ring, and serves what came
- * meanwhile when the timeout ends; only a linger that finds nothing puts it
- * back on the doorbell.  As io_uring's SQPOLL thread sets NEED_WAKEUP only
- * after sq_thread_idle, but timed, never spinning: a stream of work (hints,
- * dead entries from a run of munmaps) costs its producers no system call
- * even when the engine drains faster than they produce, or runs on their CPU
- * and so only while they wait.  The price: work that arrives during a linger
- * waits for its end, at most linger_ns (ODPX_ATTR_LINGER, else
- * ODPX_ENGINE_LINGER_US, default 100 us; 0: never linger, ring whenever the
- * engine has drained).
+ * Linger: after a pass that found work, the engine waits up to linger_us
+ * on a timeout with sleeping left 0, so producers do not ring, then serves
+ * what came; only a linger that finds nothing puts it back on the doorbell.
+ * As io_uring's SQPOLL sets NEED_WAKEUP only after sq_thread_idle, but timed,
+ * never spinning: a stream of work costs its producers no system call even
+ * when the engine drains faster than they produce.  Work arriving during a
+ * linger waits at most linger_us (0: never linger).
  *
- * Ring: two requests, each queued again when it ends: a one-shot poll on
- * the doorbell (queued again with the next sleep's submission, it costs no
- * system call of its own), a timeout for the tick.  The engine looks at its
- * CQ on every pass, not only after a sleep (no system call while nothing
- * ended): an engine that always has work never sleeps, and its ticks (trim,
- * counters) would wait for the work to end.  A tick that ended is queued
- * again and submitted at once, and every sleep submits what is still queued
- * (io_uring_submit_and_wait*): none is left queued but not submitted while
- * the engine sleeps with no deadline, when nothing, not even engine_stop(),
- * could wake it.  A submission the kernel refuses (-EAGAIN, -ENOMEM: no
- * memory for the request; it took nothing and did not wait) is tried again
- * on the next pass, and a sleep is then a nap of SUBMIT_RETRY_NS.
+ * Ring: a one-shot poll on the doorbell and a timeout for the tick, each
+ * queued again when it ends.  The CQ is looked at on every pass, so ticks
+ * fire for an engine that never sleeps; every sleep submits what is queued
+ * (io_uring_submit_and_wait*), so none is left unsubmitted while the engine
+ * sleeps with no deadline.  A submission the kernel refuses took nothing:
+ * it is tried again on the next pass, a sleep meanwhile a nap of
+ * SUBMIT_RETRY_NS.
  *
  * Prefetch queue: a bounded multi-producer ring (per-cell sequence numbers,
  * after D. Vyukov); a full queue drops the hint and counts it.
@@ -82,14 +72,14 @@ struct engine {
 	struct idle_clock idle;		/* idle.c */
 };
 
-bool engine_running(struct odpx_ctx *ctx)
-{
-	return atomic_load_explicit(&ctx->eng, ACQ) != NULL;
-}
-
 static struct engine *eng_of(struct odpx_ctx *ctx)
 {
 	return atomic_load_explicit(&ctx->eng, ACQ);
+}
+
+bool engine_running(struct odpx_ctx *ctx)
+{
+	return eng_of(ctx) != NULL;
 }
 
 /* Asleep on the doorbell: the next producer rings (for benchmarks and tests). */
@@ -100,19 +90,24 @@ bool engine_asleep(struct odpx_ctx *ctx)
 	return e && LD(e->sleeping);
 }
 
+static void ring_doorbell(struct engine *e)
+{
+	uint64_t one = 1;
+
+	if (write(e->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, the engine is awake anyway */
+	}
+}
+
 void engine_kick(struct odpx_ctx *ctx)
 {
 	struct engine *e = eng_of(ctx);
-	uint64_t one = 1;
 
 	if (!e)
 		return;
 	atomic_thread_fence(memory_order_seq_cst);
-	if (LD(e->sleeping) && atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel)) {
-		if (write(e->efd, &one, sizeof(one)) < 0) {
-			/* EAGAIN: the counter is saturated, the engine is awake anyway */
-		}
-	}
+	if (LD(e->sleeping) && atomic_exchange_explicit(&e->sleeping, 0, memory_order_acq_rel))
+		ring_doorbell(e);
 }
 
 /* ---- prefetch queue ---- */
@@ -225,11 +220,7 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint3
 	return out;
 }
 
-/*
- * A repeat of a range served within RECENT_NS, while the context's index has
- * not changed since (an entry pre-pinned then may have been invalidated or
- * evicted: the seqcount moves with every such change).
- */
+/* A repeat of a range served within RECENT_NS, while the index's seq has not moved since. */
 static bool recently_done(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r,
 			  uint64_t now)
 {
@@ -265,10 +256,8 @@ int prepin(struct odpx_ctx *ctx, const struct pf_range *r)
 }
 
 /*
- * odpx_close() waits for the engine: a stopping engine pins nothing more
- * (a pin of fresh memory takes milliseconds, a batch up to 256 of them,
- * for an application that is done).  The batch's hints from @from on (of
- * @n) are dropped and counted.
+ * odpx_close() waits for the engine: a stopping engine pins nothing more.
+ * The batch's hints from @from on (of @n) are dropped and counted.
  */
 static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t n)
 {
@@ -276,6 +265,22 @@ static bool stopping(struct odpx_ctx *ctx, struct engine *e, size_t from, size_t
 		return false;
 	STAT_ADD(ctx, prefetch_dropped, n - from);
 	return true;
+}
+
+/*
+ * Count prepin()'s result @pr for @r.  Pinned or served direct, a repeat
+ * soon after would be too (the same mappings); an error is no repeat: it
+ * may not hold a moment later.
+ */
+static void prepinned(struct odpx_ctx *ctx, struct engine *e, const struct pf_range *r,
+		      uint64_t now, int pr)
+{
+	if (pr == 0)
+		STAT_INC(ctx, prefetch_issued);
+	else
+		STAT_INC(ctx, prefetch_failed);
+	if (pr >= 0)
+		remember(ctx, e, r, now);
 }
 
 /* Returns the hints taken off the queue. */
@@ -332,40 +337,21 @@ static size_t serve_prefetch(struct odpx_ctx *ctx, struct engine *e)
 			return n;
 		int pr = prepin(ctx, &r[i]);
 
-		if (pr >= 0 || k == 1) {
-			/*
-			 * Pinned, or served direct: its hints would be too (the
-			 * same mappings), and a repeat soon after as well.  An
-			 * error is no repeat: it may not hold a moment later.
-			 */
+		if (pr >= 0 || k == 1) {	/* its hints would fare the same */
 			STAT_ADD(ctx, prefetch_merged, k - 1);
-			if (pr == 0)
-				STAT_INC(ctx, prefetch_issued);
-			else
-				STAT_INC(ctx, prefetch_failed);
-			if (pr >= 0)
-				remember(ctx, e, &r[i], now);
+			prepinned(ctx, e, &r[i], now, pr);
 			continue;
 		}
 		for (size_t j = first[i]; j < first[i] + k; j++) {
 			if (stopping(ctx, e, j, n))
 				return n;
-			if ((pr = prepin(ctx, &orig[j])) == 0)
-				STAT_INC(ctx, prefetch_issued);
-			else
-				STAT_INC(ctx, prefetch_failed);
-			if (pr >= 0)
-				remember(ctx, e, &orig[j], now);
+			prepinned(ctx, e, &orig[j], now, prepin(ctx, &orig[j]));
 		}
 	}
 	return n;
 }
 
-/*
- * Queue the requests e->unarmed names.  The SQ holds 16 and the engine uses
- * 2, but one left full by refused submissions is flushed; a request that
- * still finds no room stays in e->unarmed for the next try.
- */
+/* Queue the requests e->unarmed names; one that finds no room stays for the next try. */
 static void arm(struct engine *e)
 {
 	while (e->unarmed) {
@@ -387,11 +373,9 @@ static void arm(struct engine *e)
 }
 
 /*
- * Sleep on the ring until a completion, or until @ts passes (NULL: no
- * deadline), submitting what is queued first.  Returns 1 with a completion
- * ready, 0 when @ts ran out, -EINTR, or -EAGAIN when a request could not be
- * submitted: then the engine has slept SUBMIT_RETRY_NS instead, and the
- * caller tries again.
+ * Submit what is queued and sleep until a completion or @ts (NULL: none).
+ * 1: a completion is ready; 0: @ts ran out; -EINTR; -EAGAIN: a request
+ * could not be submitted, and the engine napped SUBMIT_RETRY_NS instead.
  */
 static int ring_wait(struct engine *e, struct __kernel_timespec *ts)
 {
@@ -453,11 +437,9 @@ static void *engine_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "odpx-engine");
 	/*
-	 * SCHED_BATCH: a woken engine does not preempt the thread that rang
-	 * it.  On a shared CPU it would otherwise run at once, take the one
-	 * hint queued and sleep again, and the ringer would pay a write() and
-	 * two switches per hint; now the ringer goes on queueing and the
-	 * engine takes the batch when the CPU is free.  Allowed unprivileged.
+	 * SCHED_BATCH (allowed unprivileged): a woken engine does not preempt
+	 * the thread that rang it, which goes on queueing; the engine takes the
+	 * batch when the CPU is free, not one hint per wake-up.
 	 */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &(struct sched_param){ 0 });
 	e->unarmed = UD_DOORBELL | UD_TICK;
@@ -500,19 +482,13 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-/*
- * A failed start (a descriptor, memory or thread limit) is tried again at
- * most once per ENGINE_RETRY_NS: the limit may be lifted, and its callers
- * (each miss, each hint) must not pay the failing system calls every time.
- * Meanwhile they get the failure's errno back.
- */
+/* A failed start is tried again at most once per ENGINE_RETRY_NS; callers get its errno. */
 #define ENGINE_RETRY_NS 1000000000ULL
 
 /*
  * Held from the engine's first descriptor to its publication, and by
- * fork()'s prepare handler: a child then inherits either no engine or a
- * published one, which its close forgets (engine_forget()), never a ring
- * and an eventfd that nothing points to.
+ * fork()'s prepare handler: a child inherits no engine or a published one
+ * (engine_child_fds()), never descriptors that nothing points to.
  */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -543,13 +519,11 @@ int engine_start(struct odpx_ctx *ctx)
 		goto out;
 	}
 	/* aligned: its ALIGNED_LINE fields must be alone on their lines */
-	e = aligned_alloc(64, sizeof(*e));
-	if (e)
-		memset(e, 0, sizeof(*e));
-	if (!e) {
+	if (!(e = aligned_alloc(64, sizeof(*e)))) {
 		r = -ENOMEM;
 		goto out_free;	/* free(NULL): the failure is recorded there */
 	}
+	memset(e, 0, sizeof(*e));
 	e->tick.tv_sec = ctx->tick_ms / 1000;
 	e->tick.tv_nsec = (long long)(ctx->tick_ms % 1000) * 1000000LL;
 	e->linger.tv_sec = ctx->linger_us / 1000000;
@@ -558,8 +532,7 @@ int engine_start(struct odpx_ctx *ctx)
 	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->efd < 0) {
 		r = -errno;
-		pthread_mutex_unlock(&start_lock);
-		goto out_free;
+		goto out_unlock;
 	}
 	if ((r = io_uring_queue_init(16, &e->ring, 0)) < 0)
 		goto out_efd;
@@ -569,12 +542,7 @@ int engine_start(struct odpx_ctx *ctx)
 	r = -pthread_create(&e->thr, NULL, engine_main, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
-		/*
-		 * Published once the thread exists, never before: kickers load
-		 * ctx->eng with no lock (app threads) or under the invalidation lock (the
-		 * monitor), so an engine seen by one must live until
-		 * engine_stop().  A failed start frees one nobody saw.
-		 */
+		/* published once the thread exists: one a kicker saw lives until engine_stop() */
 		atomic_store_explicit(&ctx->eng, e, REL);
 		pthread_mutex_unlock(&start_lock);
 		goto out;
@@ -582,6 +550,7 @@ int engine_start(struct odpx_ctx *ctx)
 	io_uring_queue_exit(&e->ring);
 out_efd:
 	close(e->efd);
+out_unlock:
 	pthread_mutex_unlock(&start_lock);
 out_free:
 	free(e);
@@ -595,15 +564,12 @@ out:
 void engine_stop(struct odpx_ctx *ctx)
 {
 	struct engine *e;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&ctx->eng_lock);
 	e = LD(ctx->eng);
 	if (e) {
 		atomic_store_explicit(&e->stop, true, REL);
-		if (write(e->efd, &one, sizeof(one)) < 0) {
-			/* saturated: it is awake */
-		}
+		ring_doorbell(e);
 		pthread_join(e->thr, NULL);
 		atomic_store_explicit(&ctx->eng, NULL, REL);
 		/* the monitor kicks under its lock: one that loaded e is done after this */
@@ -617,8 +583,9 @@ void engine_stop(struct odpx_ctx *ctx)
 }
 
 /*
- * Child after fork, in the atfork handler: its copies of the descriptors
- * and of the ring's mappings (a ring lives while it is mapped anywhere).
+ * Child after fork, in the atfork handler: the thread is gone; its copies
+ * of the descriptors and of the ring's mappings (a ring lives while it is
+ * mapped anywhere) go with the rest.
  */
 void engine_child_fds(struct odpx_ctx *ctx)
 {
@@ -628,16 +595,6 @@ void engine_child_fds(struct odpx_ctx *ctx)
 		return;
 	io_uring_queue_exit(&e->ring);
 	close(e->efd);
-	e->ring.ring_fd = e->efd = -1;
-}
-
-/* Child after fork: the thread is gone; free what the context held. */
-void engine_forget(struct odpx_ctx *ctx)
-{
-	struct engine *e = LD(ctx->eng);
-
-	if (!e)
-		return;
 	free(e);
 	ST(ctx->eng, NULL);
 }

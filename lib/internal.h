@@ -60,18 +60,11 @@
  *   loaded fails if the entry was recycled since, because gen changed: that
  *   is what makes reading @span before the CAS safe.
  * @span: start page << 20 | pages; written only while the entry is FREE.
- * @hnext, @bucket: exact-start hash chain; @bucket is the head of hash
- *   bucket number (this entry's index), so the table costs no extra memory.
- * @left, @right, @height: AVL tree of the entry's access class, by start.
- * @lru_prev, @lru_next, @link_stamp: the lazy LRU (ctx->lock, reserve.c):
- *   a bucket list of its radix heap, whose ends hold LRU_MARK(bucket), and
- *   the key; @lru_prev is NIL when not linked.  While FREE, @lru_prev and
- *   @lru_next link the free list instead.
- * @last_use: ctx->clock at the latest release, stored before the reference
- *   is dropped (relaxed; the drop releases it).
- * @dnext: dead stack link.
- * Index fields (@hnext, @bucket, @left, @right, @height) are written under
- * the invalidation lock inside a ctx->seq write section and read optimistically.
+ * Index fields (@hnext, @bucket: index.h; @left, @right, @height) are written
+ * under the invalidation lock inside a ctx->seq write section and read
+ * optimistically.  LRU fields (@lru_prev, @lru_next, @link_stamp,
+ * @last_use): reserve.c; while FREE, @lru_prev and @lru_next link the free list.
+ * @last_use is stored before the reference is dropped (relaxed; the drop releases it).
  */
 struct entry {
 	_Atomic uint64_t word;
@@ -119,39 +112,22 @@ struct backend_ops {
 	int (*pin)(struct odpx_ctx *ctx, uint32_t idx, uintptr_t start,
 		   size_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
 	void (*unpin)(struct odpx_ctx *ctx, uint32_t idx);
-	/*
-	 * pin() into an entry whose slot still holds an evicted registration
-	 * replaces it in the same call, and a failed pin() leaves it there:
-	 * an eviction and a miss then cost one system call, not two.
-	 */
+	/* a pin() replaces the evicted registration its slot holds, a failed one keeps it */
 	bool pin_replaces;
 	void (*close)(struct odpx_ctx *ctx);
-	/*
-	 * optional: in the child after fork, drop the descriptors it holds and
-	 * the mappings that would keep them alive; mark them -1
-	 */
+	/* optional: in a fork child, close its copies of the descriptors, mark them -1 */
 	void (*child_fds)(struct odpx_ctx *ctx);
 	uint32_t max_entries;	/* hard limit of the backend, 0: none */
 	uint64_t max_entry_bytes;
-	/*
-	 * Optional, for modes that do not go through the pin cache (implicit
-	 * and explicit ODP): the mode's own lookup and release.  Handles are
-	 * still entries of ctx->ent so that odpx_dereg() can validate them.
-	 */
+	/* Optional, the ODP modes: their own lookup and release, into entries of ctx->ent */
 	int (*reg)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		   struct entry **out);
 	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
 	/* reg() checks arguments, then is cache_reg(): its hits may be served inline */
 	bool reg_is_cache;
-	/*
-	 * Optional: prefetch hints (ODP modes: ibv_advise_mr), coalesced by the
-	 * engine, or one of ODPX_PREFETCH_SYNC's with @flush; 0 or -errno.
-	 */
+	/* Optional: prefetch hints (ibv_advise_mr), @flush for ODPX_PREFETCH_SYNC; 0 or -errno */
 	int (*advise)(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool flush);
-	/*
-	 * Optional, with reg(): odpx_reg_ex()'s ODPX_REG_TRY/PARTIAL from the
-	 * MRs that exist, never registering or waiting; -EAGAIN if none serves.
-	 */
+	/* Optional, with reg(): ODPX_REG_TRY/PARTIAL from existing MRs; -EAGAIN if none serves */
 	int (*try_reg)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		       uint32_t flags, struct entry **out);
 	/* Optional: the device's part of odpx_query() (query.c) */
@@ -159,8 +135,6 @@ struct backend_ops {
 	/* Optional: release ODP MRs that no registration held since @stamp (engine tick) */
 	unsigned (*reap_idle)(struct odpx_ctx *ctx, uint32_t stamp);
 };
-
-/* The counters live in the stats segment (segment.h: struct stat_shard, struct cold_stats). */
 
 /* The evicted-range records of a context (reserve.c): 32 KiB. */
 #define EVICTED_SETS 256
@@ -174,7 +148,6 @@ struct prefetch_cell {
 	uint64_t addr, len;
 	uint32_t flags;
 };
-/* PREFETCH_QLEN: odpx-private.h */
 
 struct engine;
 /* prereg.c: the pre-registered regions of a context (struct prereg_set.lock: prereg.c) */
@@ -188,16 +161,12 @@ struct prereg_set {
 		struct entry *e;	/* held; NULL: to be made by the next request inside */
 	} r[PREREG_MAX];
 };
-struct odpx_caps;
 
 /*
  * struct odpx_ctx
  *
- * @seq: seqcount over this context's index.  Written only under the
- *   invalidation lock (odd while the index changes, or while the monitor
- *   reads and applies userfaultfd events: uffd/reader.c); read by lock-free
- *   lookups, which retry or fall back to the lock when it is odd or changed.
- *   Pairs with the acquire loads in cache.c:lookup_fast().
+ * @seq: seqcount over this context's index, the subscriber's sequence of
+ *   the invalidation protocol (uffd/reader.c); cache.h: seq_begin/seq_read.
  * @lock: protects the LRU, the free list and the pinned-byte accounting;
  *   never held across a pin, an unpin or any call that can block on a
  *   userfaultfd event.  Lock order: ctx->lock before the invalidation lock.
@@ -230,25 +199,9 @@ struct odpx_ctx {
 	uint32_t lru_first[LRU_BUCKETS], lru_last_of[LRU_BUCKETS];
 	uint64_t lru_mask[(LRU_BUCKETS + 63) / 64], lru_min_key;
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
-	/*
-	 * Victims evicted and not yet unpinned, and a reused slot's old range
-	 * until the pin replaces it: out of pinned_bytes, still charged against
-	 * max_pinned_bytes to every miss but the evicting one (reserve.c).
-	 */
-	uint64_t releasing_bytes;
-	/*
-	 * The victims among them, out of nentries but still in their slots:
-	 * charged against max_entries to every miss but the evicting one, so
-	 * that the slab's spare slots never hold more (reserve.c).
-	 */
-	uint64_t releasing_entries;
-	/*
-	 * Ranges evicted lately, for the thrash detector (reserve.c): a miss
-	 * at the start of one is a re-miss (evict_remiss), or new memory if the
-	 * monitor invalidated the range since (repin_fresh).  Sets of
-	 * EVICTED_WAYS picked by a hash of the start page; a record lives
-	 * evict_age_ms (ctx->lock).
-	 */
+	/* evicted, not yet unpinned: charged to every miss but the evicting one (reserve.c) */
+	uint64_t releasing_bytes, releasing_entries;
+	/* ranges evicted lately, for the thrash detector (reserve.c; ctx->lock) */
 	struct evicted_rec {
 		uintptr_t start;	/* 0: empty */
 		struct monitor_read rd;	/* begun at the eviction */
@@ -285,19 +238,14 @@ struct odpx_ctx {
 	_Atomic uint64_t pq_head ALIGNED_LINE;	/* producers */
 	_Atomic uint64_t pq_tail ALIGNED_LINE;	/* engine */
 
-	/* backend private */
-	void *be_priv;
-	/*
-	 * The mode's reason.  A failed attach changes it after the open, so it
-	 * is written (ctx_reason_set) and read (odpx_mode_get, odpstat's
-	 * segment) under reason_lock.
-	 */
+	void *be_priv;			/* the backend's */
+	/* the mode's reason: a failed attach changes it after the open */
 	pthread_mutex_t reason_lock;
 	char reason[192];
 	char reason_open[192];		/* the open's, while a failed attach has its own (reason_lock) */
 };
 
-/* thread-local reason text (ctx.c) */
+/* ctx.c: the thread's reason text; returns @err */
 int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ctx.c: *@attr (NULL: none) into @a, its comp_mask checked, flags 0 unless given */
 int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
@@ -305,13 +253,9 @@ int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
 /* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void ctx_reason_copy(struct odpx_ctx *ctx, char *out, size_t n);
 void ctx_reason_monitor(struct odpx_ctx *ctx, const char *why);
 
-/*
- * ctx.c: a knob of the environment (odpx(7), ENVIRONMENT), or @dflt when it
- * is unset, empty or out of bounds (each open refuses a bad one by name).
- */
+/* ctx.c: a knob of odpx(7), or @dflt if unset, empty or out of bounds (the open refuses it) */
 uint64_t odpx_env(const char *name, uint64_t dflt);
 /* ODPX_THRASH over the defaults into @c unless NULL; -EINVAL naming the bad key, @c untouched */
 struct thrash_cfg;
@@ -415,10 +359,7 @@ void stats_prefetch(struct odpx_ctx *ctx);
 /* the drop-in (preload/) left one registration on @ctx's PD to libibverbs */
 void odpx_stats_passthrough(struct odpx_ctx *ctx);
 
-/*
- * idle.c: the time base of idle release, kept by the engine: records of
- * (time, ctx->clock) every idle_ms / IDLE_STEPS.
- */
+/* idle.c: the engine's records of (time, ctx->clock) every idle_ms / IDLE_STEPS */
 #define IDLE_STEPS 4
 #define IDLE_RECORDS 8		/* cover idle_ms and a step more */
 struct idle_clock {
@@ -433,25 +374,17 @@ unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
 /* engine.c */
 int engine_start(struct odpx_ctx *ctx);	/* idempotent */
 void engine_kick(struct odpx_ctx *ctx);	/* rings only if the engine sleeps */
-void engine_forget(struct odpx_ctx *ctx);	/* child after fork */
 void engine_atfork_prepare(void);
 void engine_atfork_done(void);
-void engine_child_fds(struct odpx_ctx *ctx);
+void engine_child_fds(struct odpx_ctx *ctx);	/* in a fork child: the engine is gone */
 int prefetch_enqueue(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
-/*
- * Pin mode: pre-pin [r->start, r->end) into the cache, left unused.  0; 1
- * when it was served direct (shared memory, raced invalidations, no
- * budget), which its release undoes: nothing was prefetched; or -errno.
- */
+/* Pin mode: pre-pin @r into the cache, left unused: 0; 1 if served direct (undone); -errno */
 int prepin(struct odpx_ctx *ctx, const struct pf_range *r);
-/* engine_stop, engine_running, engine_asleep, prefetch_coalesce: odpx-private.h */
 
 /* backend_uring.c */
 int uring_backend_open(struct odpx_ctx *ctx);
 ssize_t uring_transfer(struct odpx_ctx *ctx, uint32_t idx, int fd, off_t off,
 		       void *addr, size_t len, int dir);
-
-/* backend_null.c (null_ops), odpx_open_backend: odpx-private.h */
 
 /* publish.c: the stats region is a published segment (layout in segment.h) */
 int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr);	/* its thrash_cb */
@@ -464,7 +397,6 @@ void stats_atfork_prepare(void);
 void stats_atfork_parent(void);
 void stats_atfork_child(void);	/* closes the child's copies of the segments' descriptors */
 
-/* backend_verbs.c, mode.c (mode_prefetch_sync: odpx-private.h; mode_verbs_err: mode.h) */
-#include "config.h"		/* ODPX_HAVE_VERBS, for ctx.c's stub */
+#include "config.h"		/* ODPX_HAVE_VERBS */
 
 #endif

@@ -1,13 +1,5 @@
 // SPDX-License-Identifier: MIT
-/*
- * log.c - ODPX_LOG and the remedies named in odpx_last_reason().
- *
- * A fallback that changes behaviour (registrations served direct because
- * userfaultfd is refused, a monitor or engine that could not start, an
- * ODPX_ variable nobody reads) is counted in the stats and shown by
- * odpstat; ODPX_LOG=warn (the default) also says it once on stderr, so that
- * a user who never looks at either still learns of it.
- */
+/* log.c - ODPX_LOG and the remedies named in odpx_last_reason() (log.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -37,14 +29,9 @@ static int log_level(void)
 		return LOG_INFO;
 	if (!strcmp(s, "debug"))
 		return LOG_DEBUG;
-	if (!atomic_exchange(&told, true)) {
-		char line[160];
-		int n = snprintf(line, sizeof(line), "odpx[%d]: warning: ODPX_LOG=%.40s: not one of "
-				 "none, warn, info, debug; using warn\n", (int)getpid(), s);
-
-		if (write(STDERR_FILENO, line, (size_t)n) < 0)
-			return LOG_WARN;
-	}
+	if (!atomic_exchange(&told, true))	/* before the call, which asks the level again */
+		odpx_log(LOG_WARN, "ODPX_LOG=%.40s: not one of none, warn, info, debug; using warn",
+			 s);
 	return LOG_WARN;
 }
 
@@ -68,10 +55,7 @@ void odpx_log(int level, const char *fmt, ...)
 		return;
 }
 
-/*
- * Once a process: the environment of a process rarely changes, and a
- * warning at every open would bury the application's own output.
- */
+/* Once a process: a warning at every open would bury the application's output. */
 void odpx_log_unknown_env(bool (*known)(const char *name, size_t len))
 {
 	static atomic_bool done;

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * log.h - ODPX_LOG: one line on stderr for each fallback that changes what
- * the library does, and the words that tell a user which limit or setting to
- * change when an open or a registration fails.
+ * the library does (it is counted too), and the remedies of failures.
  */
 #ifndef ODPX_LOG_H
 #define ODPX_LOG_H

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * odpx-private.h - the one door of odpx's tests and benchmarks into the
- * library, beside the public odpx.h.  Never installed: what it declares is
- * hidden, local to libodpx.a and absent from libodpx.so (tests/symbols.sh),
- * and links only from build/libodpx-internal.a, the raw objects.  The
- * library's own internal.h includes it, so each declaration is written once.
+ * odpx-private.h - the one door of tests and benchmarks into the library.
+ * Never installed; what it declares is hidden (tests/symbols.sh) and links
+ * from build/libodpx-internal.a only.  internal.h includes it.
  */
 #ifndef ODPX_PRIVATE_H
 #define ODPX_PRIVATE_H
@@ -16,11 +14,7 @@
 #include "odpx.h"
 #include "../uffd/monitor.h"	/* the monitor, as the caches see it */
 
-/*
- * A context over one of the library's backends: uring_ops is
- * odpx_open_uring's; null_ops pins nothing (the cache alone, for
- * benchmarks).  Same contract as odpx_open_uring.
- */
+/* odpx_open_uring() over a backend: uring_ops, or null_ops, which pins nothing */
 struct backend_ops;
 extern const struct backend_ops uring_ops;
 extern const struct backend_ops null_ops;
@@ -33,9 +27,8 @@ bool engine_running(struct odpx_ctx *ctx);
 bool engine_asleep(struct odpx_ctx *ctx);
 
 /*
- * prefetch coalescing, pure (engine.c): sort and merge overlapping and
- * adjacent ranges, no union beyond @max_bytes; return the count.  @first,
- * if not NULL: per output range, the index of its first input once sorted.
+ * Sort and merge overlapping and adjacent ranges, no union beyond
+ * @max_bytes; the count.  @first: per output range, its first input's index.
  */
 struct pf_range { uint64_t start, end; uint32_t flags; };
 #define PREFETCH_QLEN 1024	/* the hints a context queues for its engine (a power of 2) */
@@ -44,21 +37,16 @@ size_t prefetch_coalesce(struct pf_range *r, size_t n, uint64_t max_bytes, uint3
 /* mode.c: a synchronous prefetch of the ODP modes */
 int mode_prefetch_sync(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t flags);
 
-/* The mode decision and the verbs backend's pure helpers, mode_verbs_err among them */
-#include "mode.h"
+#include "mode.h"		/* the mode decision, the verbs backend's pure helpers */
 
 /* ctx.c: trial division, for the slab's prime size */
 bool odpx_is_prime(uint32_t n);
 
 /*
- * White-box doors (private.c): what a test checks of a context that the
- * public API cannot show, as values, never as the library's structs.
- *
- * odpx_priv_state: the slab of entries (a handle is a pointer to its slot:
- * @slab + slot * @entry_bytes: odpx_priv_slot_of()), the hash's modulus (a
- * prime, ctx.c), the entries on their way to the free list (evicted or
- * dead, not yet unpinned) and the prefetch hints queued for the engine and
- * not yet taken.
+ * White-box doors (private.c): a context's internals as values.
+ * odpx_priv_state: the slab (a handle points at its slot), the hash's
+ * modulus, the entries evicted or dead and not yet unpinned, the hints
+ * queued for the engine.
  */
 struct odpx_priv_state {
 	const void *slab;
@@ -83,30 +71,23 @@ struct odpx_priv_entry {
 };
 int odpx_priv_entry(struct odpx_ctx *ctx, uint32_t slot, struct odpx_priv_entry *e);
 /*
- * The release of a DEAD entry in two halves, so that a test can stop
- * between them: unref drops one reference as put_ref() does and returns the
- * count it had (1: the last), without the push that must follow the last;
- * put_dead is that push (cache.c).  @slot must be in the slab.
+ * The release of a DEAD entry in two halves a test can stop between: unref
+ * drops a reference and returns the count it had; put_dead is the push
+ * that must follow the last (cache.c).
  */
 uint32_t odpx_priv_unref(struct odpx_ctx *ctx, uint32_t slot);
 void odpx_priv_put_dead(struct odpx_ctx *ctx, uint32_t slot);
 
-/*
- * The LRU's clock moves by @add misses; @keys, if not 0, is where the keys of
- * an LRU with nothing linked start (reserve.c): a long-running process.
- * Returns the clock before.
- */
+/* The LRU's clock moves by @add misses; @keys, if not 0: the empty LRU's first key */
 uint32_t odpx_priv_clock_add(struct odpx_ctx *ctx, uint32_t add, uint64_t keys);
 /* The invalidation lock held: open (@odd) or close a write section of the index's seq */
 void odpx_priv_seq_write(struct odpx_ctx *ctx, bool odd);
 /* ctx->lock: 0 free (a trylock took it and gave it back); held: its holder's tid, or -1 */
 int odpx_priv_lock_owner(struct odpx_ctx *ctx);
 /*
- * A backend that is @base (uring_ops, null_ops) but calls @h->pin after each
- * of its pins, whatever it returned, and @h->unpin after each unpin (either
- * may be NULL), in the thread that pins or unpins: a test holds a miss in
- * its pin, invalidates what it pinned, or counts what is pinned.  One per
- * process: a second call replaces the first, under any context open on it.
+ * @base, calling @h->pin after each pin and @h->unpin after each unpin
+ * (either may be NULL) in the thread that does it.  One per process: a
+ * second call replaces the first.
  */
 struct odpx_priv_hooks {
 	void (*pin)(uint32_t slot, uintptr_t start, size_t len);

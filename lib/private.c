@@ -1,10 +1,5 @@
 // SPDX-License-Identifier: MIT
-/*
- * private.c - the white-box doors of odpx-private.h: a context's internals
- * as values for tests and benchmarks, so that they never include
- * internal.h, index.h or cache.h.  Hidden like every symbol without
- * ODPX_EXPORT: absent from libodpx.so and local in libodpx.a.
- */
+/* private.c - the white-box doors of odpx-private.h. */
 #include <pthread.h>
 
 #include "cache.h"

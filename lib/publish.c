@@ -1,25 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * publish.c - the writer side of the stats segment (segment.h: the layout,
- * and whose a segment is) and the library's thrash detector, run on the
- * engine's tick.
+ * publish.c - the writer of the stats segment (segment.h) and the library's
+ * thrash detector, run on the engine's tick.
  *
- * stats_seg_open() creates the segment as a memfd (close-on-exec, 0600),
- * fills it and maps it shared; where no memfd can be made (the descriptor
- * limit) it is private memory that odpstat cannot see, and the open goes
- * on: the statistics never fail an open that could work.
+ * Where no memfd can be made (the descriptor limit) the segment is private
+ * memory odpstat cannot see: the statistics never fail an open that could
+ * work.  A fork child's copy becomes private zeroes (stats_atfork_child()).
  *
- * fork(): stats_atfork_child() closes the child's copy of each descriptor
- * and puts private zeroes in place of its mapping, at the same address for
- * the inherited context's close: a child's counters never land in its
- * parent's segment.  A raw clone() child keeps both until it exits or
- * execs; readers do not count the segment as its (segment.h).
- *
- * Detector (owner-only state, engine thread only): once per cfg.window_ms
- * the increases of misses, evictions, repins and invalidated entries (and,
- * in the ODP modes, of the device's fault/invalidation files) go through
- * thrash_step(); a change of state is published in the header and given to
- * the callback of the open attributes.
+ * Detector (engine thread only): once per cfg.window_ms the increases of
+ * the cache's counters (and, in the ODP modes, of the device's and the
+ * memory's) go through thrash_step(); a change of state is published in
+ * the header and given to the open's callback.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,12 +34,7 @@ struct seg_priv {
 	uint64_t win_start_ns;
 	bool have_prev;
 	bool dev_inputs;		/* ODP mode: read the device's files too */
-	/*
-	 * The per-MR ODP statistics over RDMA netlink (ODP modes, while a
-	 * callback is set): unknown until the MR dump lists MRs of this
-	 * process, then present, or absent for good when they carry none (rxe)
-	 * or there is no RDMA netlink.  Engine thread only.
-	 */
+	/* per-MR ODP statistics over netlink: absent for good once our MRs carry none (rxe) */
 	enum { NL_MR_UNKNOWN, NL_MR_PRESENT, NL_MR_ABSENT } nl_mr;
 	struct ctr_set *dev_prev, *dev_cur;	/* in sets[] */
 	struct ctr_set sets[2];
@@ -63,10 +49,9 @@ struct seg_priv {
 static _Atomic uint32_t seg_next;
 
 /*
- * The segments of this process that hold a descriptor, for fork's child
- * handler.  seg_list_lock is held from a descriptor's creation to its entry
- * on the list, and by fork's prepare handler: a child sees every
- * descriptor it inherits on the list.  A leaf lock.
+ * The segments that hold a descriptor, for fork's child handler.  A leaf
+ * lock, held from a descriptor's creation to its entry on the list and by
+ * fork's prepare handler: a child finds every descriptor it inherits.
  */
 static pthread_mutex_t seg_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg_priv *seg_list;
@@ -79,35 +64,18 @@ void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n)
 	h->born_ns = odpx_now_ns();
 }
 
-/* The header of @ctx's segment, published whole: magic last */
-static void seg_header_of_ctx(struct seg_hdr *h, pid_t pid, unsigned n,
-			      const struct odpx_ctx *ctx)
-{
-	seg_header_init(h, pid, n);
-	h->mode = ctx->mode;
-	h->backend = ctx->be ? ctx->be->id : 0;
-	h->flags = ctx->flags;
-	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
-	h->max_entries = ctx->lim.max_entries;
-	h->max_unused_bytes = ctx->lim.max_unused_bytes;
-	h->max_entry_bytes = ctx->lim.max_entry_bytes;
-	h->lim_source = ctx->lim_source;
-	h->idle_ms = ctx->idle_ms;
-	seg_header_publish(h);
-}
-
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U		/* linux/memfd.h, since 6.3 */
 #endif
 
 /*
- * The segment: a memfd, sized (a full memory cgroup fails here, not with
- * SIGBUS at a first store), mapped shared; else private memory.  Called
- * with seg_list_lock held: a fork meanwhile would not find the descriptor
- * on the list.
+ * The segment: a memfd, allocated (a full memory cgroup fails here, not
+ * with SIGBUS at a first store), mapped shared; else private memory.
+ * seg_list_lock held.
  */
 static void *seg_map(struct odpx_ctx *ctx, pid_t pid, unsigned n, struct seg_priv *pv)
 {
+	struct seg_hdr *h;
 	void *p = MAP_FAILED;
 	char name[64];
 	int fd;
@@ -128,8 +96,19 @@ static void *seg_map(struct odpx_ctx *ctx, pid_t pid, unsigned n, struct seg_pri
 	if (p == MAP_FAILED)
 		return NULL;
 	pv->fd = fd;
-	seg_header_of_ctx(p, pid, n, ctx);
-	return p;
+	h = p;
+	seg_header_init(h, pid, n);
+	h->mode = ctx->mode;
+	h->backend = ctx->be->id;
+	h->flags = ctx->flags;
+	h->max_pinned_bytes = ctx->lim.max_pinned_bytes;
+	h->max_entries = ctx->lim.max_entries;
+	h->max_unused_bytes = ctx->lim.max_unused_bytes;
+	h->max_entry_bytes = ctx->lim.max_entry_bytes;
+	h->lim_source = ctx->lim_source;
+	h->idle_ms = ctx->idle_ms;
+	seg_header_publish(h);	/* whole: magic last */
+	return h;
 }
 
 int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
@@ -213,11 +192,7 @@ void stats_atfork_parent(void)
 	pthread_mutex_unlock(&seg_list_lock);
 }
 
-/*
- * The child's copies of the descriptors close, and the mappings become
- * private zeroes: the inherited context still points there until its
- * odpx_close() unmaps it.
- */
+/* The child's copies close; the mappings become private zeroes until odpx_close(). */
 void stats_atfork_child(void)
 {
 	for (struct seg_priv *pv = seg_list; pv; pv = pv->next) {
@@ -234,12 +209,7 @@ void stats_atfork_child(void)
 _Static_assert(sizeof(((struct seg_hdr *)0)->reason) == sizeof(((struct odpx_ctx *)0)->reason),
 	       "the segment holds the context's reason whole");
 
-/*
- * The reason changes after the open (the verbs backend's choice, a failed
- * attach): ctx.c calls this after each change.  ctx->reason_lock keeps one
- * writer of the text at a time, the latest text last; the segment's
- * reason_seq is odd while the text is being written (segment.h).
- */
+/* After each change of ctx->reason; reason_lock: one writer, the latest text last. */
 void stats_seg_reason(struct odpx_ctx *ctx)
 {
 	struct seg_hdr *h = ctx->stats_region;
@@ -334,23 +304,18 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	enum odpx_thrash_state was;
 	uint64_t now = odpx_now_ns();
 
-	/*
-	 * Read the counters once per window, not on every engine tick: the
-	 * read takes ctx->lock and the invalidation lock, which a miss would then wait for.
-	 */
+	/* once per window: the read takes ctx->lock and the invalidation lock */
 	if (pv->have_prev && now - pv->win_start_ns < (uint64_t)pv->t.cfg.window_ms * 1000000ULL)
 		return;
 	/* gauges, the unused bytes and the watch counts included */
 	if (odpx_stats_read(ctx, &st, sizeof(st)) < 0)
 		return;
+	if (pv->dev_inputs)
+		sample_device(ctx, pv);	/* dev_prev is now the new sample, dev_cur the old */
 	if (!pv->have_prev) {
 		pv->prev = st;
 		pv->win_start_ns = now;
 		pv->have_prev = true;
-		if (pv->dev_inputs) {
-			sample_device(ctx, pv);
-			ctr_set_clear(pv->dev_cur);
-		}
 		return;
 	}
 	in.secs = (double)(now - pv->win_start_ns) / 1e9;
@@ -362,7 +327,6 @@ void stats_seg_tick(struct odpx_ctx *ctx)
 	in.repins = ctr_delta(pv->prev.repins, st.repins);
 	in.invals = ctr_delta(pv->prev.inval_entries, st.inval_entries);
 	if (pv->dev_inputs) {
-		sample_device(ctx, pv);	/* dev_prev is now the new sample, dev_cur the old */
 		thrash_dev_inputs(pv->dev_cur, pv->dev_prev, &in);
 		thrash_mem_inputs(pv->dev_cur, pv->dev_prev, &in);
 	}

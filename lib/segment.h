@@ -1,40 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * segment.h - layout of the stats segment a context publishes: the one
- * description both sides share, the library's writer (lib/publish.c) and
- * odpstat's reader (sysfs-stats/shm.c).  Plain types only, no library
- * internals: the file is shared memory of another process, and a change
- * of anything below is a new ODPX_SHM_VERSION.
+ * segment.h - layout of the stats segment a context publishes, shared by
+ * the writer (lib/publish.c) and odpstat's reader (sysfs-stats/shm.c).
+ * Plain types only; any change below is a new ODPX_SHM_VERSION.
  *
- *   memfd "odpx.<pid>.<n>"   mode 0600, close-on-exec; <n> counts the
- *                            contexts the process opened.  Nothing names it:
- *                            it lives as long as its writer holds it, and
- *                            goes at odpx_close(), exit or exec().
- *   (private memory no one else sees where a memfd cannot be made)
- *
+ *   memfd "odpx.<pid>.<n>", 0600, close-on-exec (<n>: the process's n-th
+ *   context), gone at odpx_close(), exit or exec():
  *   offset 0              struct seg_hdr (one page)
  *   SEG_HDR_BYTES         struct stat_shard[STAT_SHARDS + 1]   hot-path counters
  *   SEG_COLD_OFF          struct cold_stats                    other counters
- *   SEG_BYTES in all: a reader takes another size or version for another layout.
- * The publisher's own state (the detector, the callback, locks) is in its
- * heap, not here.  A reader finds a process's segments in its descriptor
- * table (/proc/<pid>/fd), takes a copy (pread), checks it, and counts a
- * segment as that process's only when the header's @pid is that process's:
- * a fork or raw clone() child that holds its parent's descriptor is not the
- * segment's writer (a fork child closes its copy at once, lib/publish.c).
+ *   SEG_BYTES in all.
+ * A reader finds the segments in /proc/<pid>/fd, copies one (pread) and
+ * counts it as that process's only when the header's @pid is its own: a
+ * fork or clone() child that holds its parent's descriptor is no writer.
  *
- * Writers never lock for a reader: shards and cold counters are the live
- * counters themselves (relaxed stores and atomic adds, see lib/stats.c);
- * gauges and the detector's state are relaxed atomic stores of whole
- * 64-bit words, so a reader sees each value whole, possibly a tick old, and
- * the values of different fields possibly from different moments.  The
- * plain fields but @reason are written once, before @magic, which is
- * stored last (release; readers load it acquire and skip a segment whose
- * magic is not there yet).
- * @reason is written later, again each time the context's reason changes,
- * under a sequence count: @reason_seq is odd while the text is written,
- * and 0 until the first text.  A reader copies the text between two loads
- * of an equal, even, non-zero count (acquire, then a fence) or retries.
+ * Writers never lock for a reader: counters and gauges are relaxed atomic
+ * words, each seen whole, possibly a tick old.  The plain fields but
+ * @reason are written once, before @magic (stored last, release; readers
+ * load it acquire).  @reason is rewritten at each change under @reason_seq,
+ * odd while the text is written, 0 until the first: a reader copies it
+ * between two loads of an equal, even, non-zero count or retries.
  */
 #ifndef ODPX_SEGMENT_H
 #define ODPX_SEGMENT_H
@@ -50,29 +35,19 @@
 #define ODPX_SHM_VERSION 9
 #define ODPX_SHM_PREFIX "odpx."
 
-/*
- * Counters bumped on the hit path: one line per thread (lib/stats.c), the
- * first STAT_SHARDS threads each their own, later ones the last (atomic
- * adds).  Plain words, read with relaxed atomic loads.
- */
+/* Counters bumped on the hit path: one line per thread (lib/stats.c). */
 #define STAT_SHARDS 32
 struct stat_shard {
 	uint64_t hits, hits_slow, deregs, prefetch_queued;
 	/*
-	 * Bytes of cached entries this thread left unused (its release of the
-	 * last reference), and those it took back (a hit on an unused entry,
-	 * or its eviction or invalidation): summed over the shards, the
-	 * difference is the unused bytes, with no walk and no shared line.
-	 * Both only grow, so a thread's shard never holds a negative count.
+	 * Bytes of entries this thread left unused (a last release) and took
+	 * back (a hit, an eviction or invalidation of an unused one): summed
+	 * over the shards, the difference is the unused bytes.
 	 */
 	uint64_t released, taken;
 } __attribute__((aligned(64)));
 
-/*
- * Counters bumped elsewhere: relaxed atomics, rarely written, in this
- * order; each is the field of struct odpx_stats of the same name.  The last
- * two are gauges of the verbs backend.
- */
+/* Other counters, relaxed atomics: the fields of struct odpx_stats of the same names. */
 #define COLD_STATS(X) \
 	X(misses) X(pins) X(unpins) X(pin_failures) X(evictions) X(enomem_retries) \
 	X(merges) X(superseded) X(miss_retries) X(repins) X(inval_unmap) X(inval_remove) \
@@ -108,37 +83,23 @@ struct seg_hdr {
 	_Atomic uint64_t entries, pinned_bytes, watch_vmas, watch_regs;
 	/* detector */
 	_Atomic uint64_t thrash_state, thrash_metric, thrash_value_milli, thrash_changes;
-	/*
-	 * CLOCK_MONOTONIC when the writer laid the segment out: with @pid and
-	 * @n, which a process that exec()s gives its first context again, the
-	 * context's identity to a reader that follows it from sample to sample.
-	 */
+	/* CLOCK_MONOTONIC at the layout: with @pid and @n (reused after exec), the identity */
 	uint64_t born_ns;
-	/*
-	 * The limits in force and where max_pinned_bytes came from (enum
-	 * odpx_limit_source), the idle time, as odpx_query() gives them.
-	 */
+	/* as odpx_query() gives them; lim_source: enum odpx_limit_source */
 	uint64_t max_pinned_bytes, max_entries, max_unused_bytes, max_entry_bytes;
 	uint32_t lim_source, idle_ms;
 };
 
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");
 
-/*
- * A writer's header for segment @n of @pid: the version and the identity
- * (lib/publish.c).  The writer fills in what its context says, then
- * publishes the header whole: @magic, stored last.  Tests forge segments
- * with the two.
- */
+/* A header's version and identity, then its publication (@magic); tests forge with them. */
 void seg_header_init(struct seg_hdr *h, pid_t pid, unsigned n);
 static inline void seg_header_publish(struct seg_hdr *h)
 {
 	atomic_store_explicit(&h->magic, ODPX_SHM_MAGIC, memory_order_release);
 }
 
-/* ---- the reading of a segment, the writer's own included (sysfs-stats/shm.c) ---- */
-
-/* sum a region's shards and cold counters (no gauges); hits include hits_slow */
+/* sysfs-stats/shm.c: sum a region's counters (no gauges; hits include hits_slow) */
 void stats_region_sum(const struct stat_shard *shards, const struct cold_stats *cs,
 		      struct odpx_stats *st);
 /* a region's unused bytes (released minus taken), clamped to [0, @pinned] */

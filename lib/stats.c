@@ -1,13 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * stats.c - counters.
- *
- * The hit path bumps a per-thread line: each of the first STAT_SHARDS
- * threads that touch odpx owns one shard and updates it with a relaxed load
- * and store (no RMW, no shared line); later threads share the last shard with
- * atomic adds.  Readers sum the shards; a sum may lag a concurrent update.
- * The unused bytes are such a sum too (released minus taken back), so that
- * neither odpx_stats_read() nor the engine's trim walks the entries.
+ * stats.c - counters.  Each of the first STAT_SHARDS threads owns a shard,
+ * bumped with a relaxed load and store; later threads share the last one
+ * with atomic adds.  Readers sum the shards, the unused bytes included.
  */
 #include <errno.h>
 #include <string.h>
@@ -53,14 +48,9 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 		return r;
 	if (!out || size == 0)
 		return odpx_fail(-EINVAL, "odpx_stats_read: NULL argument or zero size");
-	/*
-	 * The invalidation lock first: a munmap returns once the monitor has read its event,
-	 * but the monitor applies it (entries dead, their bytes no longer
-	 * unused, the invalidation counters) before it drops the lock.  Taking
-	 * it here makes every invalidation a returned munmap caused visible in
-	 * the sums below.
-	 */
+	/* taking the invalidation lock shows every invalidation of a returned munmap */
 	struct monitor_usage u;
+
 	monitor_usage(&u);	/* takes and drops it */
 	st.watch_vmas = u.watched;
 	st.watch_regs = u.registers;

@@ -2,7 +2,7 @@
 /*
  * concurrency: threads register, check data through the pinned pages and
  * release shared and private buffers while other threads munmap and remap
- * them, for ODPX_STRESS_SECS (default 10) seconds.  Checks: no transfer ever
+ * them, for TEST_STRESS_SECS (default 10) seconds.  Checks: no transfer ever
  * goes through stale pages (every data check after a remap passes), no
  * deadlock and no thread starved (a watchdog fails the test when any one
  * thread makes no step for 20 seconds, the joins and the close
@@ -293,7 +293,7 @@ static bool pins_balance(struct odpx_stats *st)
 /* The run; @arg non-NULL: the control (in a child): STALE when it saw stale data, else OK. */
 static int stress(void *arg)
 {
-	const char *env = getenv("ODPX_STRESS_SECS");
+	const char *env = getenv("TEST_STRESS_SECS");
 	double secs = env ? atof(env) : 10;
 	void *(*fn[NWORKERS])(void *);
 	pthread_t t[NWORKERS], dog;

@@ -25,7 +25,7 @@
  * so that source is absent and the detector works from the memory cgroup.
  *
  * Skips: no RDMA device with explicit RC ODP, no swap, no writable cgroup v2 root (each a
- * failure in the guest, where ODPX_REQUIRE_DEVICE is set).
+ * failure in the guest, where TEST_REQUIRE_DEVICE is set).
  */
 #include <signal.h>
 #include <stdatomic.h>

@@ -9,7 +9,7 @@
  *
  * Skips: a test exits 77 only on a specific, checked absence (no RDMA device, no device with
  * the loopback GID, a capability the test needs), after printing "SKIP: <reason>".  When
- * ODPX_REQUIRE_DEVICE is set (non-empty, not "0"), as it is in the test guest, the same absence
+ * TEST_REQUIRE_DEVICE is set (non-empty, not "0"), as it is in the test guest, the same absence
  * is a failure: exit 1.  Every other error fails.  ODPX_DEV=<name> picks the device.
  */
 #ifndef ODPX_DEV_UTIL_H
@@ -60,7 +60,7 @@ struct dev {
 
 static inline int dev_required(void)
 {
-	const char *v = getenv("ODPX_REQUIRE_DEVICE");
+	const char *v = getenv("TEST_REQUIRE_DEVICE");
 
 	return v && *v && strcmp(v, "0");
 }
@@ -90,7 +90,7 @@ static inline void dev_skip(const char *fmt, ...)
 	vprintf(fmt, ap);
 	va_end(ap);
 	if (required)
-		fputs(" (ODPX_REQUIRE_DEVICE is set: a missing device or capability fails)", stdout);
+		fputs(" (TEST_REQUIRE_DEVICE is set: a missing device or capability fails)", stdout);
 	putchar('\n');
 	exit(required ? 1 : 77);
 }

@@ -144,7 +144,7 @@ int main(int argc, char **argv)
 	static char out[1 << 16];
 	char cmd[PATH_MAX * 3], *slash;
 
-	if (getenv("ODPX_TEST_PRELOAD_CHILD"))
+	if (getenv("TEST_PRELOAD_CHILD"))
 		return child();
 	CHECK(readlink("/proc/self/exe", dir, sizeof(dir) - 1) > 0, "readlink /proc/self/exe");
 	CHECK((slash = strrchr(dir, '/')), "no directory in %s", dir);
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
 	exports();
 	imports();
 
-	snprintf(cmd, sizeof(cmd), "ODPX_TEST_PRELOAD_CHILD=1 ODPX_PRELOAD_VERBOSE=1 LD_PRELOAD='%s' "
+	snprintf(cmd, sizeof(cmd), "TEST_PRELOAD_CHILD=1 ODPX_PRELOAD_VERBOSE=1 LD_PRELOAD='%s' "
 		 "/proc/%d/exe", so, (int)getpid());
 	int rc = sh(cmd, out, sizeof(out));
 	printf("%s", out);
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
 	CHECK(strstr(out, "libodpx-preload: pid ") && strstr(out, "passthrough 0 (0 without a context)"),
 	      "no exit line, or pass-throughs, from ODPX_PRELOAD_VERBOSE=1");
 
-	snprintf(cmd, sizeof(cmd), "ODPX_TEST_PRELOAD_CHILD=1 '%s' -m pin --stats -- /proc/%d/exe",
+	snprintf(cmd, sizeof(cmd), "TEST_PRELOAD_CHILD=1 '%s' -m pin --stats -- /proc/%d/exe",
 		 run, (int)getpid());
 	rc = sh(cmd, out, sizeof(out));
 	printf("%s", out);

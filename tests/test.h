@@ -145,14 +145,14 @@ static inline char *odpstat_path(void)
 }
 
 /*
- * The fixture tree tests/fixtures: $ODPX_FIXTURES, else the one under the
+ * The fixture tree tests/fixtures: $TEST_FIXTURES, else the one under the
  * current directory (when it holds @probe), else the one beside the build
  * directory of this program (build/tests/<name> -> tests/fixtures).
  */
 static inline void find_fixtures(char *fx, size_t cap, const char *probe)
 {
 	char exe[4096], path[4200];
-	const char *e = getenv("ODPX_FIXTURES");
+	const char *e = getenv("TEST_FIXTURES");
 
 	snprintf(path, sizeof(path), "tests/fixtures/%s", probe);
 	if (e) {

@@ -4,13 +4,13 @@
 # share as run.sh, beside run-tests.sh, bin/ (the test programs), tests.list (their order) and
 # config (TEST_TIMEOUT).  It creates rxe0 on lo, waits for the port to be ACTIVE with the IPv4
 # loopback GID, and runs the tests with run-tests.sh; its exit status is the suite's.
-# Nothing may skip in here: ODPX_REQUIRE_DEVICE=1 turns the device tests' skips into
+# Nothing may skip in here: TEST_REQUIRE_DEVICE=1 turns the device tests' skips into
 # failures, and any skip that still shows up in the summary fails the run.
 set -u
 cd /mnt/host || exit 1
 TEST_TIMEOUT=120
 . ./config
-export ODPX_REQUIRE_DEVICE=1 TEST_TIMEOUT
+export TEST_REQUIRE_DEVICE=1 TEST_TIMEOUT
 
 modprobe rdma_rxe || { echo "guest: modprobe rdma_rxe failed"; exit 1; }
 rdma link add rxe0 type rxe netdev lo ||
