@@ -285,7 +285,6 @@ static void sample_device(struct odpx_ctx *ctx, struct seg_priv *pv)
 
 	ctr_set_clear(pv->dev_cur);
 	src_uverbs_read(&pv->roots, NULL, pv->dev_cur);
-	src_debugfs_read(&pv->roots, pv->dev_cur);
 	if (pv->cb)
 		sample_nl_mr(ctx, pv);
 	if (pv->cb && src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
