@@ -46,7 +46,6 @@ struct ctr {
 };
 
 struct ctr_err {
-	uint8_t src;
 	char msg[240];
 };
 
@@ -64,8 +63,7 @@ void ctr_set_clear(struct ctr_set *s);	/* keeps the memory */
 void ctr_set_free(struct ctr_set *s);
 int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const char *name,
 	    uint64_t value, bool gauge);
-void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+void ctr_error(struct ctr_set *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const struct ctr *ctr_find(const struct ctr_set *s, enum ctr_source src, const char *where,
 			   const char *name);
 /* ctr_find of @where (not NULL), trying index @hint first: two samples list in the same order */

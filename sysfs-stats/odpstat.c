@@ -270,7 +270,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	if (o->netlink) {
 		r = nl_collect(o->dev, &s->nl, first ? o->record : NULL, o->replay);
 		if (r < 0 && r != -EPROTONOSUPPORT && r != -ENODEV)
-			ctr_error(&s->c, SRC_NL_PORT, "RDMA netlink: %s", strerror(-r));
+			ctr_error(&s->c, "RDMA netlink: %s", strerror(-r));
 		/* port counters through netlink only where sysfs had none (read before: kept) */
 		size_t k = 0;
 		for (size_t i = 0; i < s->c.n; i++)
@@ -291,7 +291,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 	while ((s->t_odpx = ctr_now_s(), r = odpx_seg_scan(o->pid, s->seg, (int)s->cap)) ==
 	       (int)s->cap) {
 		if (ctr_grow(&s->seg, &s->cap, s->cap + 1, sizeof(*s->seg)) < 0) {
-			ctr_error(&s->c, SRC_ODPX, "odpx segments: out of memory: only %zu contexts read",
+			ctr_error(&s->c, "odpx segments: out of memory: only %zu contexts read",
 				  s->cap);
 			break;
 		}
@@ -301,7 +301,7 @@ static int take_sample(struct opts *o, struct sample *s, bool first)
 			return die("%d: cannot read its odpx statistics: %s", (int)o->pid,
 				   strerror(-r)), r;
 		s->nseg = 0;
-		ctr_error(&s->c, SRC_ODPX, "odpx segments: %s", strerror(-r));
+		ctr_error(&s->c, "odpx segments: %s", strerror(-r));
 	} else {
 		s->nseg = r;
 	}

@@ -79,13 +79,12 @@ int ctr_add(struct ctr_set *s, enum ctr_source src, const char *where, const cha
 	return 0;
 }
 
-void ctr_error(struct ctr_set *s, enum ctr_source src, const char *fmt, ...)
+void ctr_error(struct ctr_set *s, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (ctr_grow(&s->err, &s->errcap, s->nerr + 1, sizeof(*s->err)) < 0)
 		return;
-	s->err[s->nerr].src = (uint8_t)src;
 	va_start(ap, fmt);
 	vsnprintf(s->err[s->nerr].msg, sizeof(s->err[0].msg), fmt, ap);
 	va_end(ap);
@@ -291,7 +290,7 @@ static int read_dir(struct ctr_set *s, enum ctr_source src, const char *dir, con
 		    (r == -EISDIR && !names))
 			continue;
 		if (r < 0)
-			ctr_error(s, src, "%s: %s", path, why(r));
+			ctr_error(s, "%s: %s", path, why(r));
 		else if (ctr_add(s, src, where, name, v, false) == 0)
 			added++;
 	}
@@ -394,14 +393,14 @@ static int read_kv_file(struct ctr_set *s, enum ctr_source src, const char *path
 
 		lineno++;
 		if (!sp) {
-			ctr_error(s, src, "%s:%d: no value", path, lineno);
+			ctr_error(s, "%s:%d: no value", path, lineno);
 			continue;
 		}
 		*sp = 0;
 		if (!keep(line))
 			continue;
 		if ((rc = ctr_parse_value(sp + 1, strlen(sp + 1), &v)) < 0) {
-			ctr_error(s, src, "%s:%d: %s: %s", path, lineno, line, why(rc));
+			ctr_error(s, "%s:%d: %s: %s", path, lineno, line, why(rc));
 			continue;
 		}
 		if (ctr_add(s, src, where, line, v, !strcmp(line, "nr_mlock")) == 0)
@@ -501,7 +500,7 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s,
 	if ((n = read_text(path, buf, sizeof(buf))) < 0)
 		return n == -ENOENT ? -ESRCH : (int)n;
 	if (!(p = strrchr(buf, ')'))) {
-		ctr_error(s, SRC_PROC_PID, "%s: no ')' after the command name", path);
+		ctr_error(s, "%s: no ')' after the command name", path);
 		return -EINVAL;
 	}
 	for (p = strtok_r(p + 1, " \n", &save); p && nf < 20; p = strtok_r(NULL, " \n", &save))
@@ -510,7 +509,7 @@ int src_pid_stat_read(const struct stats_roots *r, pid_t pid, struct ctr_set *s,
 		return -ESRCH;	/* ended, not yet reaped: nothing of it runs */
 	if (nf < 10 || ctr_parse_value(f[7], strlen(f[7]), &minflt) < 0 ||
 	    ctr_parse_value(f[9], strlen(f[9]), &majflt) < 0) {
-		ctr_error(s, SRC_PROC_PID, "%s: minflt/majflt fields missing or not numbers", path);
+		ctr_error(s, "%s: minflt/majflt fields missing or not numbers", path);
 		return -EINVAL;
 	}
 	if (start && nf == 20 && ctr_parse_value(f[19], strlen(f[19]), start) < 0)
