@@ -207,15 +207,22 @@ static const struct {
 	{ UFFD_FEATURE_WP_ASYNC, "WP_ASYNC" },
 };
 
-/* The features offered, as uffd/monitor.c probes them; -errno when refused. */
+/*
+ * The features offered, as uffd/open.c probes them: the system call, else
+ * /dev/userfaultfd (vm.unprivileged_userfaultfd 0); -errno when refused.
+ */
 static int uffd_probe(uint64_t *features)
 {
 	struct uffdio_api api = { .api = UFFD_API };
 	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-	int err;
+	int err = errno, dev;
 
+	if (fd < 0 && (dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC)) >= 0) {
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		close(dev);
+	}
 	if (fd < 0)
-		return -errno;
+		return -err;
 	err = ioctl(fd, UFFDIO_API, &api) < 0 ? -errno : 0;
 	close(fd);
 	*features = api.features;

@@ -13,10 +13,9 @@ for v in $(env | sed -n 's/^\(ODPX_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 
 out=$(ODPX_WATCH_MAX=77 ODPX_REMOVE_QUARANTINE_MS=5 ODPX_LOG=info "$B/odpx-info" --json 2>/dev/null) ||
 	fail "odpx-info --json exited $?"
-# every variable read by getenv() or odpx_env(), a knob table row, or a counter root;
-# ODPX_UFFD_HELPER is a test switch of the monitor, not a user's knob
+# every variable read by getenv() or odpx_env(), a knob table row, or a counter root
 read=$(grep -ohE '(getenv|odpx_env)\("ODPX_[A-Z_]+"|\{ "ODPX_[A-Z_]+"|"ODPX_[A-Z]+_ROOT"' \
-	lib/*.c uffd/*.c sysfs-stats/*.c | grep -oE 'ODPX_[A-Z_]+' | sort -u | grep -v '^ODPX_UFFD_HELPER$')
+	lib/*.c uffd/*.c sysfs-stats/*.c | grep -oE 'ODPX_[A-Z_]+' | sort -u)
 [ -n "$read" ] || fail "found no ODPX_ variable in the sources"
 echo "$out" | python3 -c '
 import json, sys
