@@ -59,7 +59,7 @@
 
 #include "log.h"
 #include "backend_verbs.h"
-#include "index.h"
+#include "cache.h"
 
 #ifdef ODPX_HAVE_VERBS
 
@@ -195,20 +195,19 @@ static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, const uint32_t
 		;
 	ST(*pp, LD(e->hnext));
 	b->mr[i] = NULL;
-	e->lru_next = ctx->free_head;
-	ctx->free_head = i;
+	free_push_locked(ctx, i);
 	return mr;
 }
 
 /*
- * A free entry (b->lock held).  With none free, the hand goes round and
+ * A free entry (b->lock held), @home if free: a hit then finds the chain's
+ * head and the entry in one line.  With none free, the hand goes round and
  * evicts the first unused chunk or range it meets (FIFO), whose MR goes to
  * *victim.
  */
-static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
+static uint32_t ent_alloc(struct odpx_ctx *ctx, uint32_t home, struct ibv_mr **victim)
 {
 	struct vbe *b = vbe_of(ctx);
-	uint32_t idx;
 
 	*victim = NULL;
 	for (uint32_t k = 0; ctx->free_head == NIL && k < ctx->max_entries; k++) {
@@ -218,9 +217,7 @@ static uint32_t ent_alloc(struct odpx_ctx *ctx, struct ibv_mr **victim)
 		if ((*victim = ent_evict(ctx, i, NULL)))
 			STAT_INC(ctx, evictions);
 	}
-	if ((idx = ctx->free_head) != NIL)
-		ctx->free_head = ctx->ent[idx].lru_next;
-	return idx;
+	return ctx->free_head == NIL ? NIL : take_free_locked(ctx, home);
 }
 
 /* The entry of (@s, @bytes, @acc) in its hash chain (b->lock held), no reference taken. */
@@ -252,7 +249,7 @@ static uint32_t ent_insert(struct odpx_ctx *ctx, struct ibv_mr *mr, uintptr_t s,
 	if ((idx = rfind(ctx, s, bytes, acc)) != NIL) {	/* registered meanwhile */
 		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
 		victim = mr;
-	} else if ((idx = ent_alloc(ctx, &victim)) == NIL) {
+	} else if ((idx = ent_alloc(ctx, bucket_of(ctx, s, acc), &victim)) == NIL) {
 		victim = mr;
 		*err = odpx_fail(-ENOMEM, "all %u entries are in use", ctx->max_entries);
 	} else {
@@ -628,11 +625,11 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 		return odpx_fail(-EINVAL, "max_entries %u: the implicit MRs take %u, and a range"
 				 " needs one more", ctx->max_entries, nimpl);
 	if (*impl) {	/* ent_alloc() finds the entries checked above free */
-		b->implicit_idx = ent_alloc(ctx, &none);
+		b->implicit_idx = ent_alloc(ctx, NIL, &none);
 		ent_fill(ctx, b->implicit_idx, *impl, ODPX_ACCESS_LOCAL_WRITE, 0, 0, 0);
 	}
 	if (*impl_global) {
-		b->implicit_global_idx = ent_alloc(ctx, &none);
+		b->implicit_global_idx = ent_alloc(ctx, NIL, &none);
 		ent_fill(ctx, b->implicit_global_idx, *impl_global, global_access, 0, 0, 0);
 	}
 	*impl = *impl_global = NULL;	/* the entries own them now */

@@ -166,12 +166,7 @@ void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx)
 	ctx->nentries--;
 	ctx->pinned_bytes -= SPAN_BYTES(LD(e->span));
 	stats_gauges_publish(ctx);
-	/* the free list is doubly linked through the LRU links, unused while free */
-	e->lru_prev = NIL;
-	e->lru_next = ctx->free_head;
-	if (ctx->free_head != NIL)
-		ctx->ent[ctx->free_head].lru_prev = idx;
-	ctx->free_head = idx;
+	free_push_locked(ctx, idx);
 }
 
 void unpin_one(struct odpx_ctx *ctx, uint32_t idx)

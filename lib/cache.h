@@ -57,6 +57,8 @@ struct reservation {
 
 /* reserve.c */
 void lru_link(struct odpx_ctx *ctx, uint32_t idx);			/* ctx->lock */
+void free_push_locked(struct odpx_ctx *ctx, uint32_t idx);
+uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home);	/* free_head not NIL */
 int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 		       uintptr_t start, struct reservation *rv, bool mon_held);
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,

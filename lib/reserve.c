@@ -27,8 +27,23 @@
 
 #define LRU_AGE_MAX (1U << 30)
 
+/*
+ * The free list is doubly linked through the LRU links, unused while free;
+ * ctx->lock in pin and direct modes, the verbs backend's lock in the ODP modes.
+ */
+void free_push_locked(struct odpx_ctx *ctx, uint32_t idx)
+{
+	struct entry *e = &ctx->ent[idx];
+
+	e->lru_prev = NIL;
+	e->lru_next = ctx->free_head;
+	if (ctx->free_head != NIL)
+		ctx->ent[ctx->free_head].lru_prev = idx;
+	ctx->free_head = idx;
+}
+
 /* Take a free entry, preferably @home, its start's hash bucket (index.h). */
-static uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home)
+uint32_t take_free_locked(struct odpx_ctx *ctx, uint32_t home)
 {
 	uint32_t idx = ctx->free_head;
 
