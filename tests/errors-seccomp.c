@@ -9,7 +9,9 @@
  * freed memory fails the test).  A refused userfaultfd lets the context
  * open, serves every registration direct, says so in odpx_mode_get(), and
  * ODPX_LOG=warn writes exactly one line on stderr for it however many
- * registrations follow.
+ * registrations follow.  odpx-info, under the same filters, says the monitor
+ * is available exactly when the library caches: through /dev/userfaultfd
+ * when only the system call is refused and the device is open to us.
  *
  * Each case runs in a child that installs the filter (EPERM for the calls
  * refused, everything else allowed) with its stderr in a file read back.
@@ -122,6 +124,58 @@ static int uffd_refused(void *arg)
 	return 0;
 }
 
+/*
+ * odpx-info with the userfaultfd system call refused (@arg: the ioctl of
+ * /dev/userfaultfd too, or not), its JSON on stdout: it says the monitor is
+ * available exactly when its own registration through the library was cached.
+ */
+static int info_refused(void *arg)
+{
+	char exe[4096], *cut;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 16);
+
+	CHECK(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+	exe[n] = 0;
+	CHECK((cut = strstr(exe, "/tests/errors-seccomp")), "not run from the build tree: %s", exe);
+	strcpy(cut, "/odpx-info");
+	refuse(SYS_userfaultfd, arg != NULL);
+	execl(exe, "odpx-info", "--json", (char *)NULL);
+	FAIL("exec %s: %s", exe, strerror(errno));
+}
+
+static void info_case(bool ioc_too)
+{
+	FILE *f = tmpfile();
+	int saved = dup(1), st;
+	static char out[16384];
+	size_t got;
+
+	CHECK(f && saved >= 0, "tmpfile: %s", strerror(errno));
+	fflush(stdout);
+	dup2(fileno(f), 1);
+	st = run_forked(NULL, info_refused, ioc_too ? "" : NULL);
+	dup2(saved, 1);
+	close(saved);
+	rewind(f);
+	got = fread(out, 1, sizeof(out) - 1, f);
+	out[got] = 0;
+	fclose(f);
+	CHECK(st == 0 && got, "odpx-info exited %d with %zu bytes", st, got);
+	bool avail = strstr(out, "\"available\":\"yes\""), cached = strstr(out, "\"registration\":\"cached");
+	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+
+	if (dev >= 0)
+		close(dev);
+	CHECK(strstr(out, "\"usable\":\"yes\""), "io_uring is not usable here: %s", out);
+	CHECK(avail == cached, "odpx-info says userfaultfd is%s available, and its registration "
+	      "was%s cached", avail ? "" : " not", cached ? "" : " not");
+	CHECK(avail == (!ioc_too && dev >= 0), "userfaultfd refused%s, /dev/userfaultfd %s: "
+	      "odpx-info says it is%s available", ioc_too ? " with its ioctl" : "",
+	      dev >= 0 ? "open to us" : "not open to us", avail ? "" : " not");
+	printf("odpx-info, userfaultfd refused%s: available %s, registration %s\n",
+	       ioc_too ? " with its ioctl" : "", avail ? "yes" : "no", cached ? "cached" : "direct");
+}
+
 /* Run @fn in a child with stderr in a file; returns its status, the text in @err. */
 static int with_stderr(int (*fn)(void *), char *err, size_t n)
 {
@@ -174,6 +228,8 @@ int main(void)
 	CHECK(strstr(err, "runs under a seccomp filter") &&
 	      strstr(err, "vm.unprivileged_userfaultfd"),
 	      "the warning names neither the seccomp filter nor vm.unprivileged_userfaultfd");
+	info_case(false);
+	info_case(true);
 	printf("PASS\n");
 	return 0;
 }
