@@ -161,12 +161,16 @@ static void info_case(bool ioc_too)
 	out[got] = 0;
 	fclose(f);
 	CHECK(st == 0 && got, "odpx-info exited %d with %zu bytes", st, got);
-	bool avail = strstr(out, "\"available\":\"yes\""), cached = strstr(out, "\"registration\":\"cached");
+	bool avail = strstr(out, "\"available\":\"yes\"");
+	bool cached = strstr(out, "\"registration\":\"cached");
+	bool said = (avail || strstr(out, "\"available\":\"no")) &&
+		    (cached || strstr(out, "\"registration\":\"served direct"));
 	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 
 	if (dev >= 0)
 		close(dev);
 	CHECK(strstr(out, "\"usable\":\"yes\""), "io_uring is not usable here: %s", out);
+	CHECK(said, "odpx-info --json gives no userfaultfd availability or registration: %s", out);
 	CHECK(avail == cached, "odpx-info says userfaultfd is%s available, and its registration "
 	      "was%s cached", avail ? "" : " not", cached ? "" : " not");
 	CHECK(avail == (!ioc_too && dev >= 0), "userfaultfd refused%s, /dev/userfaultfd %s: "
