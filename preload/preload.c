@@ -16,9 +16,17 @@
  * Passed to libibverbs untouched, and counted in the context's
  * preload_passthrough: IBV_ACCESS_MW_BIND (a memory window needs the
  * provider's own MR behind it), IBV_ACCESS_ZERO_BASED or an iova other than
- * the address, dma-buf (ibv_reg_dmabuf_mr, or ibv_reg_mr_ex with a file),
- * access bits odpx does not know, and any request odpx refuses (the real
- * call then gives the application libibverbs' own answer).
+ * the address, dma-buf (ibv_reg_dmabuf_mr, ibv_reg_mr_ex with a file, an
+ * ibv_alloc_buf() buffer backed by one), IBV_ACCESS_HUGETLB (the device
+ * decides), IBV_ACCESS_ON_DEMAND on a context that pins (the program asked
+ * for ODP: it gets the device's), access bits odpx does not know, and any
+ * request odpx refuses (the real call then gives libibverbs' own answer).
+ *
+ * Keys.  Natively every live MR has keys of its own; odpx's registrations
+ * are shared (a cache hit, one ODP chunk).  A registration whose lkey a live
+ * shadow already carries is given back, and the request gets a real MR of
+ * its own, counted as "own" in the exit line.  A shadow with no remote
+ * access carries the rkey of the MR behind it, as the device reports it.
  *
  * Remote access: odpx grants it over exactly the request's pages.
  * ODPX_PRELOAD_REMOTE=strict (default) opens contexts with
@@ -53,6 +61,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "backend_verbs.h"
 #include "internal.h"
 
 #undef ibv_reg_mr
@@ -66,8 +75,8 @@
 #define ACC_ON_DEMAND	(1u << 6)
 #define ACC_HUGETLB	(1u << 7)
 #define ACC_OPTIONAL	0x3ff00000u	/* IBV_ACCESS_OPTIONAL_RANGE: hints a provider may drop */
-/* ON_DEMAND: odpx decides how the pages are mapped; HUGETLB: a hint */
-#define ACC_DROPPED	(ACC_ON_DEMAND | ACC_HUGETLB | ACC_OPTIONAL)
+/* hints a provider may drop; ON_DEMAND is served only by a context in an ODP mode */
+#define ACC_DROPPED	(ACC_ON_DEMAND | ACC_OPTIONAL)
 
 /* struct ibv_mr_init_attr of rdma-core 59+ (ibv_reg_mr_ex), absent from older headers */
 struct mr_init_attr {
@@ -97,11 +106,13 @@ struct shadow {
 	struct odpx_mr *h;
 	uint32_t pd_slot;
 	uint32_t next_free;
+	uint32_t key_next;	/* the next shadow (+1) in its lkey's chain, 0 ends it */
 };
 
 #define SHADOW_HANDLE UINT32_MAX	/* a shadow's ibv_mr.handle: no kernel object has it */
 #define SHADOWS_MAX (1u << 18)	/* live shadow MRs at once; the mapping is reserved lazily */
 #define PDS_MAX 256
+#define KEY_BUCKETS (1u << 14)	/* chains of live shadows by lkey (arena_lock) */
 
 /*
  * The PD table.  A row is written under table_lock before @pd is stored
@@ -111,6 +122,7 @@ struct shadow {
 struct pd_row {
 	_Atomic(struct ibv_pd *) pd;
 	struct odpx_ctx *ctx;		/* NULL: odpx_open_verbs() failed, all passes through */
+	bool odp;			/* @ctx runs an ODP mode: it serves IBV_ACCESS_ON_DEMAND */
 	_Atomic int64_t live;		/* shadows held on this PD */
 };
 
@@ -122,10 +134,11 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shadow *_Atomic arena;
 static _Atomic uint32_t arena_top;
 static uint32_t free_head = UINT32_MAX;
+static uint32_t key_head[KEY_BUCKETS];	/* index + 1 of a chain's first shadow, 0: none */
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* process-wide counts, for ODPX_PRELOAD_VERBOSE (per PD in odpx's stats too) */
-static _Atomic uint64_t n_served, n_passed, n_released, n_no_ctx;
+static _Atomic uint64_t n_served, n_passed, n_released, n_no_ctx, n_own;
 /* the counters of contexts closed with their PD, and the first one's mode (table_lock) */
 static struct odpx_stats closed;
 static unsigned nclosed;
@@ -205,36 +218,78 @@ __attribute__((constructor)) static void preload_init(void)
 
 /* ---- shadows ---- */
 
-static struct shadow *shadow_alloc(void)
+/*
+ * The arena, reserved at the first shadow (arena_lock).  Live shadows are
+ * also chained by lkey from key_head[], so that no two carry the same one.
+ */
+static struct shadow *arena_locked(void)
 {
-	struct shadow *s = NULL;
-
-	pthread_mutex_lock(&arena_lock);
 	struct shadow *a = atomic_load_explicit(&arena, memory_order_relaxed);
+
 	if (!a) {
 		void *p = mmap(NULL, (size_t)SHADOWS_MAX * sizeof(*a), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p != MAP_FAILED)
 			atomic_store_explicit(&arena, (a = p), memory_order_release);
 	}
+	return a;
+}
+
+static uint32_t *key_chain(uint32_t lkey)
+{
+	return &key_head[(lkey * 2654435761u) >> (32 - __builtin_ctz(KEY_BUCKETS))];
+}
+
+/* A live shadow other than @except that carries @lkey (arena_lock). */
+static bool key_taken(struct shadow *a, uint32_t lkey, const struct shadow *except)
+{
+	for (uint32_t i = *key_chain(lkey); i; i = a[i - 1].key_next)
+		if (a[i - 1].mr.lkey == lkey && &a[i - 1] != except)
+			return true;
+	return false;
+}
+
+static void key_link(struct shadow *a, struct shadow *s)
+{
+	uint32_t *head = key_chain(s->mr.lkey);
+
+	s->key_next = *head;
+	*head = (uint32_t)(s - a) + 1;
+}
+
+static void key_unlink(struct shadow *a, struct shadow *s)
+{
+	uint32_t *p = key_chain(s->mr.lkey), me = (uint32_t)(s - a) + 1;
+
+	while (*p != me)
+		p = &a[*p - 1].key_next;
+	*p = s->key_next;
+}
+
+/* A free slot (arena_lock), or NULL when SHADOWS_MAX are live. */
+static struct shadow *slot_take(struct shadow *a)
+{
 	uint32_t top = atomic_load_explicit(&arena_top, memory_order_relaxed);
-	if (a && free_head != UINT32_MAX) {
+	struct shadow *s = NULL;
+
+	if (free_head != UINT32_MAX) {
 		s = &a[free_head];
 		free_head = s->next_free;
-	} else if (a && top < SHADOWS_MAX) {
+	} else if (top < SHADOWS_MAX) {
 		s = &a[top];
 		atomic_store_explicit(&arena_top, top + 1, memory_order_release);
 	}
-	pthread_mutex_unlock(&arena_lock);
 	return s;
 }
 
 static void shadow_free(struct shadow *s)
 {
 	pthread_mutex_lock(&arena_lock);
+	struct shadow *a = atomic_load_explicit(&arena, memory_order_relaxed);
+	key_unlink(a, s);
 	__atomic_store_n(&s->h, NULL, __ATOMIC_RELAXED);
 	s->next_free = free_head;
-	free_head = (uint32_t)(s - atomic_load_explicit(&arena, memory_order_relaxed));
+	free_head = (uint32_t)(s - a);
 	pthread_mutex_unlock(&arena_lock);
 }
 
@@ -288,6 +343,7 @@ static struct pd_row *row_get(struct ibv_pd *pd)
 			"registrations pass through\n", (void *)pd, strerror(-err),
 			odpx_last_reason());
 	}
+	r->odp = r->ctx && (r->ctx->mode == ODPX_MODE_EXPLICIT || r->ctx->mode == ODPX_MODE_IMPLICIT);
 	atomic_store_explicit(&r->live, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->pd, pd, memory_order_release);
 	if (i == n)
@@ -300,57 +356,96 @@ out:
 /* ---- serving ---- */
 
 /*
- * odpx's access bits for @access, or -1 when the request must pass through
- * (a bit odpx cannot honour).
+ * odpx's access bits for @access on the context of @r, or -1 when the
+ * request must pass through: a bit odpx cannot honour, or ODP asked of a
+ * context that pins.
  */
-static int odpx_access(unsigned access)
+static int odpx_access(const struct pd_row *r, unsigned access)
 {
 	unsigned rest = access & ~(ACC_ODPX | ACC_DROPPED);
 
 	if (rest)
-		return -1;	/* MW_BIND, ZERO_BASED, FLUSH_*, unknown */
+		return -1;	/* MW_BIND, ZERO_BASED, HUGETLB, FLUSH_*, unknown */
+	if ((access & ACC_ON_DEMAND) && !r->odp)
+		return -1;
 	return (int)(access & ACC_ODPX);
 }
 
 /*
- * A shadow for [addr, addr + len) on @pd, or NULL: then the caller passes
- * the request to libibverbs.  @r: the PD's row, filled.
+ * The rkey of the MR behind @h as the device reports it.  odpx reports 0 for
+ * a registration without remote access; its MR then grants none either.
  */
-static struct ibv_mr *serve(struct ibv_pd *pd, void *addr, size_t len, unsigned access,
-			    struct pd_row **r)
+static uint32_t device_rkey(struct odpx_ctx *ctx, struct odpx_mr *h)
 {
-	int acc = odpx_access(access);
-	struct shadow *s;
-	struct odpx_mr *h;
+	struct ibv_mr *mr;
 
-	*r = pd ? row_get(pd) : NULL;
-	if (acc < 0 || !*r || !(*r)->ctx)
-		return NULL;
-	if (odpx_reg((*r)->ctx, addr, len, (uint32_t)acc, &h) < 0)
-		return NULL;
-	if (!(s = shadow_alloc())) {
-		odpx_dereg((*r)->ctx, h);
-		return NULL;
-	}
+	if (odpx_mr_rkey(h))
+		return odpx_mr_rkey(h);
+	mr = vbe_of(ctx)->mr[entry_idx(ctx, (struct entry *)h)];
+	return mr ? mr->rkey : 0;
+}
+
+static void shadow_fill(struct shadow *s, struct pd_row *r, struct ibv_pd *pd, void *addr,
+			size_t len, unsigned access, struct odpx_mr *h)
+{
 	s->mr = (struct ibv_mr){
 		.context = pd->context, .pd = pd, .addr = addr, .length = len,
 		.handle = SHADOW_HANDLE,	/* ibv_import_mr() refuses it */
-		.lkey = odpx_mr_lkey(h), .rkey = odpx_mr_rkey(h),
+		.lkey = odpx_mr_lkey(h), .rkey = device_rkey(r->ctx, h),
 	};
 	s->mr_type = 0;
 	s->access = (int)access;
-	s->pd_slot = (uint32_t)(*r - pds);
-	atomic_fetch_add_explicit(&(*r)->live, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&n_served, 1, memory_order_relaxed);
-	__atomic_store_n(&s->h, h, __ATOMIC_RELEASE);
+	s->pd_slot = (uint32_t)(r - pds);
+}
+
+/*
+ * A shadow for [addr, addr + len) on @pd, or NULL: then the caller passes
+ * the request to libibverbs, with *@own set when the registration odpx
+ * found has keys a live shadow carries (the caller's MR is then counted as
+ * its own).  @r: the PD's row, filled.
+ */
+static struct ibv_mr *serve(struct ibv_pd *pd, void *addr, size_t len, unsigned access,
+			    struct pd_row **r, bool *own)
+{
+	struct shadow *a, *s = NULL;
+	struct odpx_mr *h;
+	int acc;
+
+	*own = false;
+	*r = pd ? row_get(pd) : NULL;
+	if (!*r || !(*r)->ctx || (acc = odpx_access(*r, access)) < 0)
+		return NULL;
+	if (odpx_reg((*r)->ctx, addr, len, (uint32_t)acc, &h) < 0)
+		return NULL;
+	pthread_mutex_lock(&arena_lock);
+	if ((a = arena_locked())) {
+		*own = key_taken(a, odpx_mr_lkey(h), NULL);
+		s = *own ? NULL : slot_take(a);
+	}
+	if (s) {
+		shadow_fill(s, *r, pd, addr, len, access, h);
+		key_link(a, s);
+		atomic_fetch_add_explicit(&(*r)->live, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&n_served, 1, memory_order_relaxed);
+		__atomic_store_n(&s->h, h, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&arena_lock);
+	if (!s) {
+		odpx_dereg((*r)->ctx, h);
+		return NULL;
+	}
 	return &s->mr;
 }
 
-/* A real MR libibverbs made for the application: counted. */
-static struct ibv_mr *passed(struct pd_row *r, struct ibv_mr *mr)
+/* A real MR libibverbs made for the application: counted (@own: keys of its own, see serve()). */
+static struct ibv_mr *passed(struct pd_row *r, bool own, struct ibv_mr *mr)
 {
 	if (!mr)
 		return NULL;
+	if (own) {
+		atomic_fetch_add_explicit(&n_own, 1, memory_order_relaxed);
+		return mr;
+	}
 	atomic_fetch_add_explicit(&n_passed, 1, memory_order_relaxed);
 	if (r && r->ctx)
 		odpx_stats_passthrough(r->ctx);
@@ -373,6 +468,57 @@ static int release(struct shadow *s)
 	return 0;
 }
 
+/*
+ * ibv_alloc_buf() memory (rdma-core 64+): libibverbs' ibv_reg_mr_ex() checks
+ * the buffer's PD and bounds and registers a dma-buf backed one through its
+ * file.  Its struct ibv_buf is private (driver.h, IBVERBS_PRIVATE_<n>); the
+ * layout below is the one of the private ABIs named in buf_abi[].  Served
+ * only when those checks pass on plain memory: anything else goes to
+ * libibverbs, which answers as natively.
+ */
+struct ibv_buf_abi {
+	void *addr;
+	size_t size;
+	struct ibv_pd *pd;
+	int dmabuf_fd;
+};
+
+static bool buf_servable(struct ibv_pd *pd, const struct mr_init_attr *in)
+{
+	static const char *const buf_abi[] = { "IBVERBS_PRIVATE_64", "IBVERBS_PRIVATE_65" };
+	static _Atomic int known = -1;
+	const struct ibv_buf_abi *b = in->buf;
+	int k = atomic_load_explicit(&known, memory_order_relaxed);
+
+	if (k < 0) {
+		k = 0;
+		for (size_t i = 0; i < sizeof(buf_abi) / sizeof(buf_abi[0]) && !k; i++)
+			k = dlvsym(RTLD_NEXT, "_verbs_init_and_alloc_context", buf_abi[i]) != NULL;
+		atomic_store_explicit(&known, k, memory_order_relaxed);
+	}
+	if (!k || !b || b->pd != pd || b->dmabuf_fd != -1 || (uintptr_t)in->addr < (uintptr_t)b->addr)
+		return false;
+	size_t off = (uintptr_t)in->addr - (uintptr_t)b->addr;
+	return off <= b->size && in->length <= b->size - off;
+}
+
+/* ibv_rereg_mr()'s answer on this device: the same call on a scratch MR of the PD. */
+static int rereg_probe(struct shadow *s, int flags, struct ibv_pd *pd, void *addr, size_t length,
+		       int access)
+{
+	static __attribute__((aligned(4096))) char page[4096];
+	struct ibv_mr *p = R_REG_MR(s->mr.pd, page, sizeof(page), s->access);
+	int ret, err;
+
+	if (!p)
+		return IBV_REREG_MR_ERR_CMD;	/* errno is the device's */
+	ret = R_REREG_MR(p, flags, pd, addr, length, access);
+	err = errno;
+	R_DEREG_MR(p);
+	errno = err;
+	return ret;
+}
+
 /* ---- the interposed symbols (preload.map gives each its version) ---- */
 
 EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
@@ -380,14 +526,16 @@ EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len
 {
 	struct ibv_mr *mr = NULL;
 	struct pd_row *r = NULL;
+	bool own = false;
 
 	if (depth)
 		return R_REG_MR_IOVA2(pd, addr, length, iova, access);
 	depth++;
 	if (iova == (uintptr_t)addr)
-		mr = serve(pd, addr, length, access, &r);
+		mr = serve(pd, addr, length, access, &r, &own);
 	if (!mr)
-		mr = passed(r ? r : (pd ? row_get(pd) : NULL), R_REG_MR_IOVA2(pd, addr, length, iova, access));
+		mr = passed(r ? r : (pd ? row_get(pd) : NULL), own,
+			    R_REG_MR_IOVA2(pd, addr, length, iova, access));
 	depth--;
 	return mr;
 }
@@ -396,13 +544,14 @@ EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, i
 {
 	struct ibv_mr *mr;
 	struct pd_row *r = NULL;
+	bool own;
 
 	if (depth)
 		return R_REG_MR(pd, addr, length, access);
 	depth++;
-	mr = serve(pd, addr, length, (unsigned)access, &r);
+	mr = serve(pd, addr, length, (unsigned)access, &r, &own);
 	if (!mr)
-		mr = passed(r, R_REG_MR(pd, addr, length, access));
+		mr = passed(r, own, R_REG_MR(pd, addr, length, access));
 	depth--;
 	return mr;
 }
@@ -412,14 +561,16 @@ EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t leng
 {
 	struct ibv_mr *mr = NULL;
 	struct pd_row *r = NULL;
+	bool own = false;
 
 	if (depth)
 		return R_REG_MR_IOVA(pd, addr, length, iova, access);
 	depth++;
 	if (iova == (uintptr_t)addr)
-		mr = serve(pd, addr, length, (unsigned)access, &r);
+		mr = serve(pd, addr, length, (unsigned)access, &r, &own);
 	if (!mr)
-		mr = passed(r ? r : (pd ? row_get(pd) : NULL), R_REG_MR_IOVA(pd, addr, length, iova, access));
+		mr = passed(r ? r : (pd ? row_get(pd) : NULL), own,
+			    R_REG_MR_IOVA(pd, addr, length, iova, access));
 	depth--;
 	return mr;
 }
@@ -429,23 +580,35 @@ EXPORT struct ibv_mr *reg_mr_ex(struct ibv_pd *pd, struct mr_init_attr *in) __as
 EXPORT struct ibv_mr *reg_buf_mr(struct ibv_pd *pd, void *buf, void *addr, size_t length,
 				 int access) __asm__("ibv_reg_buf_mr");
 
+/* Serve @in if it is an address (plain, or ibv_alloc_buf() memory that passes libibverbs' checks). */
+static struct ibv_mr *serve_ex(struct ibv_pd *pd, const struct mr_init_attr *in,
+			       struct pd_row **r, bool *own)
+{
+	*r = NULL;
+	*own = false;
+	if (!in || !(in->comp_mask & MASK_ADDR) ||
+	    (in->comp_mask & ~(uint64_t)(MASK_ADDR | MASK_IOVA | MASK_BUF)) ||
+	    ((in->comp_mask & MASK_IOVA) && in->iova != (uintptr_t)in->addr) ||
+	    ((in->comp_mask & MASK_BUF) && !buf_servable(pd, in)))
+		return NULL;
+	return serve(pd, in->addr, in->length, (unsigned)in->access, r, own);
+}
+
 EXPORT struct ibv_mr *reg_mr_ex(struct ibv_pd *pd, struct mr_init_attr *in)
 {
 	reg_mr_ex_fn f = R_REG_MR_EX;
-	struct ibv_mr *mr = NULL;
-	struct pd_row *r = NULL;
+	struct ibv_mr *mr;
+	struct pd_row *r;
+	bool own;
 
 	if (!f)
 		return missing();
 	if (depth)
 		return f(pd, in);
 	depth++;
-	/* an address (plain or ibv_alloc_buf memory), no file, no DMA handle */
-	if (in && (in->comp_mask & MASK_ADDR) && !(in->comp_mask & ~(MASK_ADDR | MASK_IOVA | MASK_BUF)) &&
-	    (!(in->comp_mask & MASK_IOVA) || in->iova == (uintptr_t)in->addr))
-		mr = serve(pd, in->addr, in->length, (unsigned)in->access, &r);
+	mr = serve_ex(pd, in, &r, &own);
 	if (!mr)
-		mr = passed(r ? r : (pd ? row_get(pd) : NULL), f(pd, in));
+		mr = passed(r ? r : (pd ? row_get(pd) : NULL), own, f(pd, in));
 	depth--;
 	return mr;
 }
@@ -453,19 +616,21 @@ EXPORT struct ibv_mr *reg_mr_ex(struct ibv_pd *pd, struct mr_init_attr *in)
 EXPORT struct ibv_mr *reg_buf_mr(struct ibv_pd *pd, void *buf, void *addr, size_t length,
 				 int access)
 {
+	struct mr_init_attr in = { .length = length, .access = access, .addr = addr, .buf = buf,
+				   .comp_mask = MASK_BUF | MASK_ADDR };
 	reg_buf_mr_fn f = R_REG_BUF_MR;
 	struct ibv_mr *mr;
-	struct pd_row *r = NULL;
+	struct pd_row *r;
+	bool own;
 
 	if (!f)
 		return missing();
 	if (depth)
 		return f(pd, buf, addr, length, access);
 	depth++;
-	/* ibv_alloc_buf() memory is mapped into the process: served like any other */
-	mr = serve(pd, addr, length, (unsigned)access, &r);
+	mr = serve_ex(pd, &in, &r, &own);
 	if (!mr)
-		mr = passed(r, f(pd, buf, addr, length, access));
+		mr = passed(r ? r : (pd ? row_get(pd) : NULL), own, f(pd, buf, addr, length, access));
 	depth--;
 	return mr;
 }
@@ -481,7 +646,7 @@ EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size
 	if (depth)
 		return f(pd, offset, length, iova, fd, access);
 	depth++;
-	mr = passed(pd ? row_get(pd) : NULL, f(pd, offset, length, iova, fd, access));
+	mr = passed(pd ? row_get(pd) : NULL, false, f(pd, offset, length, iova, fd, access));
 	depth--;
 	return mr;
 }
@@ -500,23 +665,29 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 }
 
 /*
- * A shadow's rereg: the new registration is taken before the old one is
- * released, so a failure leaves the MR as it was (IBV_REREG_MR_ERR_INPUT for
- * what the drop-in would pass through: a real MR cannot replace a shadow).
+ * A shadow's rereg.  The device answers first: the same call on a scratch
+ * MR of the PD, so that a device without rereg (rxe: EOPNOTSUPP) refuses it
+ * here too and the MR stays as it was.  Where the device takes it, the new
+ * registration is taken before the old one is released, so a failure leaves
+ * the MR as it was (IBV_REREG_MR_ERR_INPUT for what the drop-in would pass
+ * through: a real MR cannot replace a shadow), and a new translation or PD
+ * invalidates the old range in its context first, so that the old keys die
+ * with the last registration that holds them.
  */
 EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 			size_t length, int access)
 {
-	struct shadow *s;
-	int ret = IBV_REREG_MR_ERR_INPUT;
+	struct shadow *s, old;
+	struct odpx_mr *h;
+	struct pd_row *r;
+	int ret, acc;
 
 	if (depth || !(s = shadow_of(mr)))
 		return R_REREG_MR(mr, flags, pd, addr, length, access);
 	depth++;
-	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) {
-		errno = EINVAL;
+	if ((ret = rereg_probe(s, flags, pd, addr, length, access)))
 		goto out;
-	}
+	ret = IBV_REREG_MR_ERR_INPUT;
 	if (!(flags & IBV_REREG_MR_CHANGE_PD))
 		pd = mr->pd;
 	if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
@@ -525,19 +696,40 @@ EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *a
 	}
 	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS))
 		access = s->access;
-	struct pd_row *r;
-	struct ibv_mr *n = serve(pd, addr, length, (unsigned)access, &r);
-	if (!n) {
+	r = row_get(pd);
+	if (!r || !r->ctx || (acc = odpx_access(r, (unsigned)access)) < 0) {
 		errno = EOPNOTSUPP;
 		goto out;
 	}
-	struct shadow *ns = (struct shadow *)n;
-	struct shadow old = *s;
-	/* the new registration moves into the application's struct */
-	*s = *ns;
-	__atomic_store_n(&ns->h, old.h, __ATOMIC_RELAXED);
-	ns->pd_slot = old.pd_slot;
-	ret = release(ns) ? IBV_REREG_MR_ERR_CMD : 0;
+	if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD))
+		odpx_invalidate(pds[s->pd_slot].ctx, mr->addr, mr->length);
+	if ((ret = odpx_reg(r->ctx, addr, length, (uint32_t)acc, &h)) < 0) {
+		errno = -ret;
+		ret = IBV_REREG_MR_ERR_CMD;
+		goto out;
+	}
+	pthread_mutex_lock(&arena_lock);
+	struct shadow *a = atomic_load_explicit(&arena, memory_order_relaxed);
+	bool taken = key_taken(a, odpx_mr_lkey(h), s);
+	if (!taken) {
+		old = *s;
+		key_unlink(a, s);
+		shadow_fill(s, r, pd, addr, length, (unsigned)access, h);
+		key_link(a, s);
+		__atomic_store_n(&s->h, h, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&arena_lock);
+	if (taken) {	/* another live MR has these keys, and this one must keep its own */
+		odpx_dereg(r->ctx, h);
+		errno = EBUSY;
+		ret = IBV_REREG_MR_ERR_CMD;
+		goto out;
+	}
+	atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&n_served, 1, memory_order_relaxed);
+	ret = odpx_dereg(pds[old.pd_slot].ctx, old.h) < 0 ? IBV_REREG_MR_ERR_CMD : 0;
+	atomic_fetch_sub_explicit(&pds[old.pd_slot].live, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&n_released, 1, memory_order_relaxed);
 out:
 	depth--;
 	return ret;
@@ -647,10 +839,12 @@ __attribute__((destructor)) static void preload_fini(void)
 	}
 	fprintf(stderr, "libodpx-preload: pid %d: contexts %u, mode %s (%s), served %" PRIu64
 		", released %" PRIu64 ", hits %" PRIu64 ", misses %" PRIu64 ", direct %" PRIu64
-		", odp_mrs %" PRIu64 ", passthrough %" PRIu64 " (%" PRIu64 " without a context)\n",
+		", odp_mrs %" PRIu64 ", passthrough %" PRIu64 " (%" PRIu64 " without a context)"
+		", own %" PRIu64 "\n",
 		(int)getpid(), ctxs, ctxs ? odpx_mode_str(mode) : "none", why,
 		atomic_load(&n_served), atomic_load(&n_released), sum.hits, sum.misses,
-		sum.direct_regs, sum.odp_mrs, atomic_load(&n_passed), atomic_load(&n_no_ctx));
+		sum.direct_regs, sum.odp_mrs, atomic_load(&n_passed), atomic_load(&n_no_ctx),
+		atomic_load(&n_own));
 	pthread_mutex_unlock(&table_lock);
 	depth--;
 }
