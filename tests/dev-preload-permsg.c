@@ -52,7 +52,7 @@ static void xfer(const struct pre_cfg *c)
 		pre_show("verbs-permsg xfer", out);
 		dev_fail("per-message transfers (%s): exit %d", c->name, rc);
 	}
-	pre_check_served(c, "verbs-permsg xfer", out);
+	pre_check_served(c, "verbs-permsg xfer", out, 0);
 	if (c->mode && pre_counts(out, &k) && k.hits < 39)
 		dev_fail("per-message transfers (%s): %" PRIu64 " hits of 41 registrations, "
 			 "want at least 39 (the buffer is used again)", c->name, k.hits);
@@ -71,7 +71,7 @@ static void stale(const struct pre_cfg *c, const char *kind, int want)
 			 want ? "the control moves stale bytes" : "correct data");
 	}
 	if (!want)
-		pre_check_served(c, "verbs-permsg stale", out);
+		pre_check_served(c, "verbs-permsg stale", out, 0);
 	printf("stale %-9s %-18s %s\n", kind, c->name, want ? "stale, as the control must" : "ok");
 }
 
@@ -84,7 +84,7 @@ static void remote(const struct pre_cfg *c, int want)
 		dev_fail("remote policy (%s): exit %d, want %d (%s)", c->name, rc, want,
 			 want ? "accepted after dereg" : "rejected after dereg, memory untouched");
 	}
-	pre_check_served(c, "verbs-permsg remote", out);
+	pre_check_served(c, "verbs-permsg remote", out, 0);
 	printf("remote %-18s %s\n", c->name, want ? "accepted after dereg (cache)" :
 	       "rejected after dereg, memory untouched");
 }
