@@ -102,8 +102,8 @@ static int lookup_locked(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint
  * mprotect() raises no userfaultfd event, so each hit asks the kernel (one
  * PROCMAP_QUERY per VMA) whether the request's pages still allow it:
  * readable, and writable for a write request or on io_uring, whose pins are
- * always writable.  1 allowed, 0 not, or -errno.  ODPX_OPEN_NO_PROT_CHECK
- * skips it; so does a kernel without PROCMAP_QUERY (before 6.11), where a
+ * always writable.  1 allowed, 0 not, or -errno.  Asked for with
+ * ODPX_OPEN_PROT_CHECK or ODPX_CHECK_PROT=1; a kernel without PROCMAP_QUERY (before 6.11), where a
  * parse of /proc/self/maps would cost more than a pin.
  */
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc)

@@ -419,8 +419,9 @@ static void ctx_setup(struct odpx_ctx *ctx, const struct backend_ops *ops,
 		ctx->hmod--;
 	ctx->hmul = UINT64_MAX / ctx->hmod + 1;
 	ctx->cache_enabled = a->mode == ODPX_MODE_PIN;
+	/* off unless asked: a hit makes no system call (odpx_reg(3)) */
 	ctx->check_prot = ctx->cache_enabled && !(a->flags & ODPX_OPEN_NO_PROT_CHECK) &&
-			  odpx_env("ODPX_CHECK_PROT", 1);
+			  odpx_env("ODPX_CHECK_PROT", !!(a->flags & ODPX_OPEN_PROT_CHECK));
 	ctx->hits_inline = ctx->cache_enabled && !ctx->check_prot &&
 			   (!ops->reg || ops->reg_is_cache);
 	/* io_uring pins are always writable: access does not split its index */

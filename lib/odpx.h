@@ -97,8 +97,9 @@ enum odpx_open_flags {
 	ODPX_OPEN_UNSAFE_NO_MONITOR = 1 << 0,	/* tests: cache with no invalidation */
 	ODPX_OPEN_GLOBAL_RKEY = 1 << 1,		/* ODP: remote access beyond the request */
 	ODPX_OPEN_REMOTE_UNCACHED = 1 << 2,	/* pin: remote access ends at odpx_dereg() */
-	ODPX_OPEN_NO_PROT_CHECK = 1 << 3,	/* pin: a hit makes no system call */
-	ODPX_OPEN_RESERVED = 1 << 4,
+	ODPX_OPEN_NO_PROT_CHECK = 1 << 3,	/* pin: never check protection on a hit */
+	ODPX_OPEN_PROT_CHECK = 1 << 4,		/* pin: a hit asks the pages' protection */
+	ODPX_OPEN_RESERVED = 1 << 5,
 };
 
 /* The thrash detector's states and thresholds (ODPX_THRASH): odpstat(1). */

@@ -29,6 +29,10 @@
  * access carries the rkey of the MR behind it, as the device reports it.
  *
  * Remote access: odpx grants it over exactly the request's pages.
+ * Contexts are opened ODPX_OPEN_PROT_CHECK: a program expects a registration
+ * of pages mprotect() made read-only to fail, and cannot call
+ * odpx_invalidate() (ODPX_CHECK_PROT=0 turns the check off).
+ *
  * ODPX_PRELOAD_REMOTE=strict (default) opens contexts with
  * ODPX_OPEN_REMOTE_UNCACHED, so the MR behind a remote-access shadow is
  * deregistered by its ibv_dereg_mr(); =cache lets pin mode keep it cached
@@ -209,6 +213,8 @@ __attribute__((constructor)) static void preload_init(void)
 	else if (strcmp(v, "cache"))
 		fprintf(stderr, "libodpx-preload: ODPX_PRELOAD_REMOTE=%s is neither strict nor "
 			"cache; using strict\n", v), open_flags |= ODPX_OPEN_REMOTE_UNCACHED;
+	/* native semantics: a registration of pages mprotect() made read-only fails */
+	open_flags |= ODPX_OPEN_PROT_CHECK;
 	v = getenv("ODPX_PRELOAD_UNSAFE_NO_MONITOR");	/* tests only: stale registrations */
 	if (v && *v && strcmp(v, "0"))
 		open_flags |= ODPX_OPEN_UNSAFE_NO_MONITOR;

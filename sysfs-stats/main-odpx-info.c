@@ -47,7 +47,7 @@ static const struct var {
 	{ "ODPX_MONITOR_SPIN_US", "0" },
 	{ "ODPX_ENGINE_LINGER_US", "100" },
 	{ "ODPX_IDLE_MS", "300000" },
-	{ "ODPX_CHECK_PROT", "1" },
+	{ "ODPX_CHECK_PROT", "0 (the drop-in: 1)" },
 	{ "ODPX_THRASH", "built in (odpstat(1))" },
 	{ "ODPX_SYSFS_ROOT", "/sys" },
 	{ "ODPX_DEBUGFS_ROOT", "/sys/kernel/debug" },

@@ -9,12 +9,14 @@
  *   - a write request beside it that would merge with a cached entry over
  *     pages made read-only: served (the request alone), the right bytes;
  *   - made writable again: the same request returns 0, the right bytes;
- *   - a hit, cached with LOCAL_WRITE, made PROT_READ, asked for again with
- *     no odpx_invalidate(): -EFAULT from odpx_reg() (the hit asks the
- *     kernel), -EAGAIN from ODPX_REG_TRY; writable again: 0, the right
- *     bytes; a hit made PROT_NONE, asked to read: -EFAULT;
- *   - opened ODPX_OPEN_NO_PROT_CHECK: that hit returns 0 (odpx_reg(3) says so),
- *     and -EFAULT once odpx_invalidate()d.
+ *   - opened ODPX_OPEN_PROT_CHECK (or with ODPX_CHECK_PROT=1): a hit, cached
+ *     with LOCAL_WRITE, made PROT_READ, asked for again with no
+ *     odpx_invalidate(): -EFAULT from odpx_reg() (the hit asks the kernel),
+ *     -EAGAIN from ODPX_REG_TRY; writable again: 0, the right bytes; a hit
+ *     made PROT_NONE, asked to read: -EFAULT;
+ *   - opened with the defaults (and ODPX_OPEN_PROT_CHECK with
+ *     ODPX_CHECK_PROT=0): that hit returns 0 (odpx_reg(3) says so), and
+ *     -EFAULT once odpx_invalidate()d.
  */
 #include "test.h"
 
@@ -41,7 +43,7 @@ static int one_mode(void *arg)
 	const char *mode = getenv("ODPX_UFFD_MODE");
 	struct odpx_ctx *ctx = open_pin(0);
 	char *p = map_anon(NULL, 3 * L);
-	char *q = map_anon(NULL, 3 * L);	/* mapped now: no invalidation below reaches it */
+	char *q = map_anon(NULL, 6 * L);	/* mapped now: no invalidation below reaches it */
 	struct odpx_mr *mr;
 	int r;
 
@@ -82,7 +84,7 @@ static int one_mode(void *arg)
 	 * hit first (the hit count says so), then its protection is reduced.
 	 */
 	memset(q, 2, 2 * L);
-	ctx = open_pin(0);
+	ctx = open_pin(ODPX_OPEN_PROT_CHECK);
 	CHECK(cached(ctx, q, ODPX_ACCESS_LOCAL_WRITE), "%s: [q, q + L) not a hit", mode);
 	CHECK(mprotect(q, L, PROT_READ) == 0, "mprotect");
 	r = odpx_reg_ex(ctx, q, L, ODPX_ACCESS_LOCAL_WRITE, ODPX_REG_TRY, &mr);
@@ -99,18 +101,38 @@ static int one_mode(void *arg)
 	CHECK(r == -EFAULT, "%s: cached, made PROT_NONE, asked to read: %d, want -EFAULT", mode, r);
 	CHECK_RC(odpx_close(ctx), 0);
 
-	/* the documented trade of ODPX_OPEN_NO_PROT_CHECK */
+	/* the environment asks for the check as the flag does */
 	q += 2 * L;
-	memset(q, 3, L);
-	ctx = open_pin(ODPX_OPEN_NO_PROT_CHECK);
-	CHECK(cached(ctx, q, ODPX_ACCESS_LOCAL_WRITE), "%s: [q, q + L) not a hit", mode);
-	CHECK(mprotect(q, L, PROT_READ) == 0, "mprotect");
-	CHECK_RC(odpx_reg(ctx, q, L, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
-	CHECK_RC(odpx_dereg(ctx, mr), 0);
-	CHECK_RC(odpx_invalidate(ctx, q, L), 1);
-	CHECK_RC(odpx_reg(ctx, q, L, ODPX_ACCESS_LOCAL_WRITE, &mr), -EFAULT);
+	memset(q, 3, 2 * L);	/* [q + L, q + 2L) below */
+	CHECK(setenv("ODPX_CHECK_PROT", "1", 1) == 0, "setenv");
+	ctx = open_pin(0);
+	CHECK(unsetenv("ODPX_CHECK_PROT") == 0, "unsetenv");
+	CHECK(cached(ctx, q + L, ODPX_ACCESS_LOCAL_WRITE), "%s: [q + L, q + 2L) not a hit", mode);
+	CHECK(mprotect(q + L, L, PROT_READ) == 0, "mprotect");
+	r = odpx_reg(ctx, q + L, L, ODPX_ACCESS_LOCAL_WRITE, &mr);
+	CHECK(r == -EFAULT, "%s: ODPX_CHECK_PROT=1, cached, made read-only: %d, want -EFAULT",
+	      mode, r);
 	CHECK_RC(odpx_close(ctx), 0);
-	munmap(q - 2 * L, 3 * L);
+
+	/* the library's default, and the flag turned off by the environment: the
+	 * documented contract, served until odpx_invalidate() */
+	for (int i = 0; i < 2; i++) {
+		char *m = q + (2 + i) * L;	/* never invalidated: not quarantined */
+
+		memset(m, 4, L);
+		if (i)
+			CHECK(setenv("ODPX_CHECK_PROT", "0", 1) == 0, "setenv");
+		ctx = open_pin(i ? ODPX_OPEN_PROT_CHECK : 0);
+		CHECK(unsetenv("ODPX_CHECK_PROT") == 0, "unsetenv");
+		CHECK(cached(ctx, m, ODPX_ACCESS_LOCAL_WRITE), "%s: [m, m + L) not a hit", mode);
+		CHECK(mprotect(m, L, PROT_READ) == 0, "mprotect");
+		CHECK_RC(odpx_reg(ctx, m, L, ODPX_ACCESS_LOCAL_WRITE, &mr), 0);
+		CHECK_RC(odpx_dereg(ctx, mr), 0);
+		CHECK_RC(odpx_invalidate(ctx, m, L), 1);
+		CHECK_RC(odpx_reg(ctx, m, L, ODPX_ACCESS_LOCAL_WRITE, &mr), -EFAULT);
+		CHECK_RC(odpx_close(ctx), 0);
+	}
+	munmap(q - 2 * L, 6 * L);
 	printf("%s: read-only memory: -EFAULT on a miss, on a hit and after odpx_invalidate;"
 	       " merges stay beside it\n", mode);
 	return 0;
