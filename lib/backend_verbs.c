@@ -665,6 +665,12 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 			((caps.rc & MODE_ODP_ATOMIC) ? ODPX_ACCESS_REMOTE_ATOMIC : 0);
 	if ((r = mode_decide(&caps, &rq, &ch)) < 0)
 		return odpx_fail(r, "%s", ch.reason);
+	/* auto picks ODP only where the device's ODP moves the right bytes */
+	if (rq.forced == ODPX_MODE_AUTO && ch.mode != ODPX_MODE_PIN) {
+		verbs_odp_selftest(pd, &caps);
+		if ((r = mode_decide(&caps, &rq, &ch)) < 0)
+			return odpx_fail(r, "%s", ch.reason);
+	}
 	if (ch.mode == ODPX_MODE_IMPLICIT &&
 	    (r = verbs_implicit(pd, &a, global_access, &caps, &rq, &ch, &impl, &impl_global)) < 0)
 		return r;

@@ -42,6 +42,13 @@ static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }
 uint32_t chunk_get(struct odpx_ctx *ctx, uintptr_t a, uint32_t acc, bool try, int *err, int *how);
 void ent_put(struct odpx_ctx *ctx, uint32_t idx);
 
+/*
+ * verbs_selftest.c: whether @pd's device moves the right bytes through an ODP
+ * MR at an offset inside a page, into @c->odp_bad and @c->odp_check; once per
+ * device and process.
+ */
+void verbs_odp_selftest(struct ibv_pd *pd, struct mode_caps *c);
+
 /* advise_verbs.c */
 int odp_advise(struct odpx_ctx *ctx, const struct pf_range *r, size_t n, bool flush);
 

@@ -97,7 +97,10 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		no_impl[0] = '\0';
 
 	if (m == ODPX_MODE_AUTO) {
-		if (!no_impl[0]) {
+		if (c->odp_bad && (!no_impl[0] || !no_expl[0])) {
+			snprintf(out->reason, sizeof(out->reason), "pin: ODP self-test failed: %s",
+				 c->odp_check);
+		} else if (!no_impl[0]) {
 			out->mode = ODPX_MODE_IMPLICIT;
 			snprintf(out->reason, sizeof(out->reason), "implicit ODP: "
 				 "IBV_ODP_SUPPORT_IMPLICIT and %s ODP caps present", tr);
@@ -109,6 +112,9 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 			snprintf(out->reason, sizeof(out->reason),
 				 "pin: %s; pin-down cache invalidated by userfaultfd", no_expl);
 		}
+		if (out->mode != ODPX_MODE_PIN && c->odp_check[0])
+			snprintf(out->reason + strlen(out->reason),
+				 sizeof(out->reason) - strlen(out->reason), "; %s", c->odp_check);
 		return 0;
 	}
 	no = m == ODPX_MODE_IMPLICIT ? no_impl : odp ? no_expl : "";

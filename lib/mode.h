@@ -34,6 +34,8 @@ struct mode_caps {
 	uint64_t general;		/* odp_caps.general_caps */
 	uint32_t rc, uc, ud, xrc;	/* per-transport ODP caps */
 	uint64_t max_mr, max_mr_size, max_pd;	/* for odpx_query(); 0: unknown */
+	bool odp_bad;			/* the ODP self-test moved wrong bytes: @odp_check says how */
+	char odp_check[96];		/* the self-test's finding, or why it did not run; "" if passed */
 };
 
 struct mode_request {
@@ -52,7 +54,8 @@ struct mode_choice {
  * mode_decide - pure: the mode for these caps and this request, and why.
  * Auto: implicit (general IMPLICIT + every declared transport's caps, and
  * the implicit MR did not fail), else explicit (ODP_SUPPORT + the caps),
- * else pin.  A forced mode is taken when possible.
+ * else pin; never an ODP mode when the ODP self-test found wrong bytes
+ * (@c->odp_bad).  A forced mode is taken when possible.
  * Return: 0, or -EOPNOTSUPP for a forced mode the caps cannot do (the reason
  * says why), -EINVAL for a mode or transports out of range.
  */

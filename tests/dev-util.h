@@ -510,4 +510,33 @@ static inline void dev_pair_write_verified(struct dev *d, struct dev_pair *p, ui
 	printf("%s: verified\n", what);
 }
 
+/*
+ * Does the device's ODP put an RDMA WRITE at an offset inside a page where it
+ * belongs?  64 bytes to page+2148 of an ODP MR, over @d's QP connected to
+ * itself (dev_connect_self() first): 1 they landed there, 0 at page+0 (rxe's
+ * defect, tests/dev-rxe-odp-offset.c); anything else fails.
+ */
+static inline int dev_odp_offset_right(struct dev *d)
+{
+	struct dev_pair p;
+
+	dev_pair_setup(d, &p, 2 * d->page_bytes, DEV_MR_ACCESS | IBV_ACCESS_ON_DEMAND);
+	for (int i = 0; i < 64; i++)
+		p.src[i] = (unsigned char)(0xa0 + i);
+	if (dev_rdma(d, IBV_WR_RDMA_WRITE, p.src_mr, p.src, 64, p.dst + 2148, p.dst_mr->rkey))
+		dev_fail("RDMA WRITE to page+2148 of an ODP MR did not complete");
+	memset(p.want, 0, p.len);
+	memcpy(p.want + 2148, p.src, 64);
+	int right = !memcmp(p.dst, p.want, p.len);
+	memset(p.want, 0, p.len);
+	memcpy(p.want, p.src, 64);
+	if (!right && memcmp(p.dst, p.want, p.len))
+		dev_fail("64 bytes written to page+2148 of an ODP MR landed neither there nor at "
+			 "page+0");
+	ibv_dereg_mr(p.dst_mr);
+	ibv_dereg_mr(p.src_mr);
+	printf("the device's ODP puts a write at page+2148 %s\n", right ? "there" : "at page+0");
+	return right;
+}
+
 #endif /* ODPX_DEV_UTIL_H */

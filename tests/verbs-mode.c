@@ -18,6 +18,7 @@
 #define XRC ODPX_TRANSPORT_XRC
 
 static const struct row {
+	bool odp_bad;
 	bool queried;
 	uint64_t general;
 	uint32_t rc, uc, ud, xrc;
@@ -29,32 +30,39 @@ static const struct row {
 	const char *phrase;
 } rows[] = {
 	/* auto */
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "IBV_ODP_SUPPORT_IMPLICIT and RC ODP caps present" },
-	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "no implicit ODP" },
-	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "RC+UD ODP caps present" },
-	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC | XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "XRC SEND not in xrc_odp_caps" },
-	{ true, ODP, RXE_RC, 0, RXE_UD, 0, UC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "UC SEND not in uc_odp_caps" },
-	{ true, IMPL, MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_READ, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "RC WRITE not in rc_odp_caps" },
-	{ true, IMPL, RC_ALL, 0, MODE_ODP_SEND, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "UD RECV not in ud_odp_caps" },
-	{ true, IMPL, RC_ALL, 0, 0, RXE_RC, XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "XRC ODP caps present" },
-	{ true, 0, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "no ODP (IBV_ODP_SUPPORT not in general_caps)" },
-	{ true, MODE_ODP_SUPPORT_IMPLICIT, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "IBV_ODP_SUPPORT not in general_caps" },
-	{ false, 0, 0, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "ibv_query_device_ex failed" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, EINVAL, 0, ODPX_MODE_EXPLICIT, "the implicit ODP MR failed: Invalid argument" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "IBV_ODP_SUPPORT_IMPLICIT and RC ODP caps present" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "no implicit ODP" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "RC+UD ODP caps present" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC | XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "XRC SEND not in xrc_odp_caps" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, UC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "UC SEND not in uc_odp_caps" },
+	{ false, true, IMPL, MODE_ODP_SEND | MODE_ODP_RECV | MODE_ODP_READ, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "RC WRITE not in rc_odp_caps" },
+	{ false, true, IMPL, RC_ALL, 0, MODE_ODP_SEND, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "UD RECV not in ud_odp_caps" },
+	{ false, true, IMPL, RC_ALL, 0, 0, RXE_RC, XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "XRC ODP caps present" },
+	{ false, true, 0, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "no ODP (IBV_ODP_SUPPORT not in general_caps)" },
+	{ false, true, MODE_ODP_SUPPORT_IMPLICIT, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "IBV_ODP_SUPPORT not in general_caps" },
+	{ false, false, 0, 0, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "ibv_query_device_ex failed" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, EINVAL, 0, ODPX_MODE_EXPLICIT, "the implicit ODP MR failed: Invalid argument" },
 	/* forced */
-	{ true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_IMPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "implicit forced (attributes) but no implicit ODP" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_IMPLICIT, 0, 0, ODPX_MODE_IMPLICIT, "implicit forced" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_IMPLICIT, ENOMEM, -EOPNOTSUPP, ODPX_MODE_PIN, "the implicit ODP MR failed" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_EXPLICIT, 0, 0, ODPX_MODE_EXPLICIT, "explicit forced" },
-	{ true, 0, 0, 0, 0, 0, RC, ODPX_MODE_EXPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "explicit forced (attributes) but no ODP" },
-	{ true, ODP, RXE_RC, 0, 0, 0, RC | UD, ODPX_MODE_EXPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "UD SEND not in ud_odp_caps" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
-	{ false, 0, 0, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_DIRECT, 0, 0, ODPX_MODE_DIRECT, "direct forced" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_IMPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "implicit forced (attributes) but no implicit ODP" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_IMPLICIT, 0, 0, ODPX_MODE_IMPLICIT, "implicit forced" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_IMPLICIT, ENOMEM, -EOPNOTSUPP, ODPX_MODE_PIN, "the implicit ODP MR failed" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_EXPLICIT, 0, 0, ODPX_MODE_EXPLICIT, "explicit forced" },
+	{ false, true, 0, 0, 0, 0, 0, RC, ODPX_MODE_EXPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "explicit forced (attributes) but no ODP" },
+	{ false, true, ODP, RXE_RC, 0, 0, 0, RC | UD, ODPX_MODE_EXPLICIT, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "UD SEND not in ud_odp_caps" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
+	{ false, false, 0, 0, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_DIRECT, 0, 0, ODPX_MODE_DIRECT, "direct forced" },
 	/* bad requests */
-	{ true, IMPL, RC_ALL, 0, 0, 0, 0, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "transports" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, ODPX_TRANSPORT_RESERVED, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "unknown bits" },
-	{ true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_RESERVED, 0, -EINVAL, ODPX_MODE_PIN, "out of range" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, 0, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "transports" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, ODPX_TRANSPORT_RESERVED, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "unknown bits" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_RESERVED, 0, -EINVAL, ODPX_MODE_PIN, "out of range" },
+	/* the ODP self-test found wrong bytes: auto pins, a forced mode is still taken */
+	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "pin: ODP self-test failed: landed at offset 0" },
+	{ true, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "ODP self-test failed" },
+	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_EXPLICIT, 0, 0, ODPX_MODE_EXPLICIT, "explicit forced" },
+	{ true, true, 0, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "no ODP (IBV_ODP_SUPPORT" },
+	/* it could not run: the caps' choice stands, and the reason says so */
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "; ODP self-test not run: x" },
 };
 
 int main(void)
@@ -65,11 +73,16 @@ int main(void)
 		const struct row *w = &rows[i];
 		struct mode_caps c = { .queried = w->queried, .query_err = w->queried ? 0 : EOPNOTSUPP,
 				       .general = w->general, .rc = w->rc, .uc = w->uc,
-				       .ud = w->ud, .xrc = w->xrc };
+				       .ud = w->ud, .xrc = w->xrc, .odp_bad = w->odp_bad };
 		struct mode_request rq = { .forced = w->forced, .forced_by = "attributes",
 					   .transports = w->transports,
 					   .implicit_err = w->implicit_err };
 		struct mode_choice ch;
+
+		if (w->odp_bad)
+			snprintf(c.odp_check, sizeof(c.odp_check), "landed at offset 0");
+		else if (strstr(w->phrase, "not run"))
+			snprintf(c.odp_check, sizeof(c.odp_check), "ODP self-test not run: x");
 		int r = mode_decide(&c, &rq, &ch);
 
 		printf("row %2zu: %-8s rc %3d  %s\n", i, odpx_mode_str(ch.mode), r, ch.reason);
