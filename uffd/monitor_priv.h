@@ -79,6 +79,7 @@ void vma_atfork_child(void);
 
 /* watch.c, under mon.lock */
 void watch_cut(uintptr_t start, uintptr_t end);
+void watch_release(uintptr_t start, uintptr_t end);
 unsigned monitor_budget_default(void);
 
 #endif

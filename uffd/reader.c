@@ -258,6 +258,7 @@ unsigned monitor_invalidate(uintptr_t s, uintptr_t e)
 	pthread_mutex_lock(&mon.lock);
 	seq_all();
 	n = apply(s, e, MONITOR_API);
+	watch_release(s, e);
 	seq_all();
 	kick_all();
 	pthread_mutex_unlock(&mon.lock);

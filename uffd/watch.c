@@ -120,6 +120,32 @@ static void watch_unregister(unsigned i)
 }
 
 /*
+ * odpx_invalidate() of [s, e): its entries are dead, so the pages need no
+ * watch.  Unregistered, they are the application's alone again: what a
+ * userfaultfd registration refuses (mremap(MREMAP_DONTUNMAP): EINVAL) works
+ * on them.  A miss racing it finds its range unwatched at its re-check and
+ * retries (mon.lock).
+ */
+void watch_release(uintptr_t s, uintptr_t e)
+{
+	unsigned i = watch_lower(s);
+
+	while (i < mon.nw && mon.w[i].start < e) {
+		uintptr_t a = mon.w[i].start > s ? mon.w[i].start : s;
+		uintptr_t b = mon.w[i].end < e ? mon.w[i].end : e;
+		struct uffdio_range r = { a, b - a };
+
+		if (live_in(a, b)) {	/* held by an entry another context keeps */
+			i++;
+			continue;
+		}
+		ioctl(mon.uffd, UFFDIO_UNREGISTER, &r);	/* gone already is fine */
+		watch_cut(a, b);
+		i = watch_lower(b);
+	}
+}
+
+/*
  * Budget spent: give back one idle watched range (mon.lock).  The exact
  * counts are tried first; then each record whose count may be over (approx)
  * is counted, once, until one is idle.
