@@ -9,13 +9,17 @@
  * so nothing here allocates.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "monitor_priv.h"
 
@@ -237,11 +241,11 @@ static bool first_gap(uintptr_t s, uintptr_t e, uintptr_t *gs, uintptr_t *ge)
  * sanitizer's build: ASan's and TSan's runtimes munmap memory of their own on
  * the reader thread, which may share a VMA with the application's.
  */
-static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
+static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge, bool tight)
 {
 	unsigned i = watch_lower(*gs);	/* the first record after the gap [*gs, *ge) */
 
-	if (mon.mode == UFFD_MODE_MISSING || !mon.widen_max)
+	if (mon.mode == UFFD_MODE_MISSING || !mon.widen_max || tight)
 		return;	/* missing: every first touch of a bridge would fault to the reader */
 	if (SANITIZED)
 		return;
@@ -263,17 +267,79 @@ static void widen(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
  */
 #define WATCH_WHOLE_MAX (1UL << 30)
 
-static void whole(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge)
+static void whole(const struct vma_info *v, uintptr_t *gs, uintptr_t *ge, bool tight)
 {
 	uintptr_t s2, e2;
 
-	if (mon.mode == UFFD_MODE_MISSING || SANITIZED || !mon.widen_max ||
+	if (mon.mode == UFFD_MODE_MISSING || SANITIZED || !mon.widen_max || tight ||
 	    v->end - v->start > WATCH_WHOLE_MAX)
 		return;
 	if (first_gap(v->start, v->end, &s2, &e2) && s2 == v->start && e2 == v->end) {
 		*gs = v->start;
 		*ge = v->end;
 	}
+}
+
+/* vm.max_map_count (65530, the kernel's default, where it cannot be read) */
+static unsigned map_count_max(void)
+{
+	unsigned long max_map = 65530;
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &max_map) != 1 || !max_map || max_map > UINT32_MAX)
+			max_map = 65530;
+		fclose(f);
+	}
+	return (unsigned)max_map;
+}
+
+/* The lines of /proc/self/maps: the process's VMAs, or 0 where it cannot be read. */
+static unsigned count_vmas(void)
+{
+	char buf[8192];
+	unsigned n = 0;
+	ssize_t r;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			n += buf[i] == '\n';
+	close(fd);
+	return n;
+}
+
+/*
+ * The process's VMAs within 1% of vm.max_map_count.  A widened or whole-VMA
+ * watch splits nothing, but keeps what the application later maps or grows
+ * beside the watched VMA from merging with it: one VMA more than without
+ * odpx, which at the limit fails the application's mmap() or mprotect()
+ * with ENOMEM.  There a watch covers the pages asked for only: its splits
+ * fail odpx's own registration (served direct, direct_budget), never the
+ * application's calls.  Counted at most every 10 ms per thousand VMAs, so
+ * that the count costs a miss little even in a process of many VMAs.
+ */
+static bool map_count_tight(void)
+{
+	static _Atomic unsigned max_map, vmas;
+	static _Atomic uint64_t next_ns;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	if (!atomic_load_explicit(&max_map, memory_order_relaxed))
+		atomic_store_explicit(&max_map, map_count_max(), memory_order_relaxed);
+	if (now >= atomic_load_explicit(&next_ns, memory_order_relaxed)) {
+		unsigned n = count_vmas();
+
+		atomic_store_explicit(&vmas, n, memory_order_relaxed);
+		atomic_store_explicit(&next_ns, now + 10000000ULL * (n / 1000 + 1),
+				      memory_order_relaxed);
+	}
+	return (uint64_t)atomic_load_explicit(&vmas, memory_order_relaxed) * 100 >=
+	       (uint64_t)atomic_load_explicit(&max_map, memory_order_relaxed) * 99;
 }
 
 /* Watch the pages asked for, and the gaps widen() bridges, or the whole VMA (whole()). */
@@ -305,6 +371,8 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			return -EXDEV;
 		if (ge > v.end)
 			ge = v.end;
+		bool tight = mon.mode != UFFD_MODE_MISSING && !SANITIZED && mon.widen_max &&
+			     map_count_tight();
 
 		pthread_mutex_lock(&mon.lock);
 		/* another miss may have watched part of it: the undo below must hit no record */
@@ -313,8 +381,8 @@ int monitor_watch(uintptr_t start, uintptr_t end)
 			pthread_mutex_unlock(&mon.lock);
 			continue;
 		}
-		widen(&v, &gs, &ge);
-		whole(&v, &gs, &ge);
+		widen(&v, &gs, &ge, tight);
+		whole(&v, &gs, &ge, tight);
 		if (mon.nw >= mon.budget && !watch_touches(gs, ge) && !watch_reclaim_idle()) {
 			pthread_mutex_unlock(&mon.lock);
 			return -ENOSPC;
@@ -435,15 +503,9 @@ int monitor_prefault(uintptr_t s, uintptr_t e)
 /* A watched range splits at most two VMAs off its own: stay far below max_map_count. */
 unsigned monitor_budget_default(void)
 {
-	unsigned long max_map = 65530;
-	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+	unsigned max_map = map_count_max();
 
-	if (f) {
-		if (fscanf(f, "%lu", &max_map) != 1)
-			max_map = 65530;
-		fclose(f);
-	}
-	return max_map / 8 < 16384 ? (unsigned)(max_map / 8) : 16384;
+	return max_map / 8 < 16384 ? max_map / 8 : 16384;
 }
 
 int monitor_check_refs(bool exact, char *msg, size_t len)
