@@ -16,6 +16,7 @@
 #include "dev-util.h"
 
 #define PRE_RUN_TIMEOUT_MS 60000	/* one program run, TCG included */
+#define PRE_CONF_TIMEOUT_MS 30000	/* one conformance run: seconds natively under TCG */
 
 /* How a program is run: natively, or under the drop-in in a mode. */
 struct pre_cfg {
@@ -378,6 +379,321 @@ static inline void pre_run_programs(const struct pre_cfg *c)
 			       "), passthrough %" PRIu64 "\n", k.served, k.hits, k.misses, k.passthrough);
 		fflush(stdout);
 	}
+}
+
+/*
+ * Conformance (tests/dev-preload-conformance*.c): unmodified programs run
+ * natively, then under the drop-in in pin and in explicit mode, each
+ * compared with its native run: both sides' exit statuses, the client's
+ * result line and, where the program checks its data or prints it, that
+ * check and those bytes.  Argument words as in pre_progs ("%D", "%G", "%P").
+ */
+enum pre_conn {
+	PRE_TCP,	/* the server listens on TCP: the client starts once it does */
+	PRE_CM,		/* rdma_cm: a client that found no server is run again */
+	PRE_MCAST,	/* the client sends to a group: run again until the receiver exits */
+};
+
+enum pre_check {
+	PRE_CHECK_OK,		/* the program's own checks: exit statuses and result line */
+	PRE_CHECK_PERFTEST,	/* and the client's result row: "#bytes" then size, -n iterations */
+	PRE_CHECK_PING,		/* and the client's "ping data:" lines, as many as -C, the native run's */
+};
+
+struct pre_conf_prog {
+	const char *name;
+	const char *server[20], *client[20];
+	const char *ok;			/* the client's result line */
+	enum pre_conn conn;
+	enum pre_check check;
+	int odp;			/* the program asks for ODP: pin mode passes its MRs through */
+	int offset_traffic;		/* payload at an offset inside a page: see pre_conformance() */
+	const char *native_fails;	/* the device lacks what the program needs: its message */
+};
+
+/* One run of a program: exit statuses (-1: killed at the deadline) and its outputs. */
+struct pre_conf_run {
+	int src, crc;
+	int ok;			/* exit statuses 0, result line, data checks */
+	char why[256];		/* why not ok, or why the drop-in's exit line is wrong */
+};
+
+/* The value after option @opt in @argv, or @dflt. */
+static inline long pre_opt(const char *const argv[20], const char *opt, long dflt)
+{
+	for (int i = 0; i < 19 && argv[i] && argv[i + 1]; i++)
+		if (!strcmp(argv[i], opt))
+			return strtol(argv[i + 1], NULL, 0);
+	return dflt;
+}
+
+/* perftest's result row: the line after the "#bytes" header, with @iters iterations. */
+static inline int pre_perftest_row(const char *out, long iters)
+{
+	const char *h = strstr(out, "#bytes");
+	unsigned long bytes, n;
+
+	while (h) {
+		const char *row = strchr(h, '\n');
+		if (row && sscanf(row + 1, " %lu %lu", &bytes, &n) == 2 && (long)n == iters &&
+		    bytes > 0)
+			return 1;
+		h = strstr(h + 1, "#bytes");
+	}
+	return 0;
+}
+
+/*
+ * Wait for client @cli until @deadline_ms as pre_wait(); once server @srv has
+ * exited, the client has 5 s more: a client whose server died would otherwise
+ * wait for it until the deadline.
+ */
+static inline int pre_wait_client(pid_t cli, pid_t srv, int64_t deadline_ms)
+{
+	while (pre_alive(cli) && dev_now_ms() < deadline_ms) {
+		if (!pre_alive(srv) && deadline_ms > dev_now_ms() + 5000)
+			deadline_ms = dev_now_ms() + 5000;
+		dev_pause_ms(20);
+	}
+	return pre_wait(cli, deadline_ms);
+}
+
+/*
+ * Run @p's server and client under @c, the @slot-th run of the test (its TCP
+ * port), into @r, their outputs in @sout and @cout; the ping lines of the
+ * native run (@ref, NULL for the native run itself) for PRE_CHECK_PING.
+ */
+static inline void pre_conf_pair(const struct pre_cfg *c, const struct pre_conf_prog *p,
+				 int slot, const struct dev *d, char *sout, char *cout, size_t cap,
+				 const char *ref, struct pre_conf_run *r)
+{
+	char slog[64], clog[64];
+	int port = 19000 + slot * 3 + (getpid() % 3);
+	char sst[16][64], cst[16][64], *sargv[17], *cargv[17];
+	int64_t deadline = dev_now_ms() + PRE_CONF_TIMEOUT_MS;
+
+	memset(r, 0, sizeof(*r));
+	r->crc = -2;
+	snprintf(slog, sizeof(slog), "/tmp/pre-conf-server.%d", (int)getpid());
+	snprintf(clog, sizeof(clog), "/tmp/pre-conf-client.%d", (int)getpid());
+	pre_expand(p->server, sargv, d->name, d->gid_index, port, sst);
+	pre_expand(p->client, cargv, d->name, d->gid_index, port, cst);
+	pid_t srv = pre_spawn(c, sargv, slog);
+	if (p->conn == PRE_TCP) {
+		while (!pre_listening(port) && pre_alive(srv) && dev_now_ms() < deadline)
+			dev_pause_ms(20);
+		r->crc = pre_wait_client(pre_spawn(c, cargv, clog), srv, deadline);
+	} else {
+		/*
+		 * rdma_cm shows no listener to wait for: a client that found none
+		 * fails and is run again.  A multicast receiver shows nothing
+		 * before it has its messages: sends before its join are lost, so
+		 * the sender is run again while the receiver waits.
+		 */
+		do {
+			r->crc = pre_wait_client(pre_spawn(c, cargv, clog), srv, deadline);
+			if ((r->crc == 0 && p->conn == PRE_CM) || !pre_alive(srv))
+				break;
+			/* a sender (seconds of its own) is not started to be killed mid-run */
+			if (p->conn == PRE_MCAST && dev_now_ms() > deadline - PRE_CONF_TIMEOUT_MS / 3)
+				break;
+			dev_pause_ms(200);
+		} while (dev_now_ms() < deadline);
+	}
+	/* a client that failed leaves its server waiting: 5 s more, then it is killed */
+	if (r->crc != 0 && deadline > dev_now_ms() + 5000)
+		deadline = dev_now_ms() + 5000;
+	r->src = pre_wait(srv, deadline);
+	pre_slurp(slog, sout, cap);
+	pre_slurp(clog, cout, cap);
+	unlink(slog);
+	unlink(clog);
+
+	if (r->src || r->crc) {
+		snprintf(r->why, sizeof(r->why), "server exit %d, client exit %d (-1: killed, "
+			 "128+N: signal N)", r->src, r->crc);
+		return;
+	}
+	if (!strstr(cout, p->ok)) {
+		snprintf(r->why, sizeof(r->why), "the client's output lacks \"%s\"", p->ok);
+		return;
+	}
+	if (p->check == PRE_CHECK_PERFTEST && !pre_perftest_row(cout, pre_opt(p->client, "-n", 1000))) {
+		snprintf(r->why, sizeof(r->why), "the client printed no result row of %ld iterations",
+			 pre_opt(p->client, "-n", 1000));
+		return;
+	}
+	if (p->check == PRE_CHECK_PING) {
+		static char lines[1 << 14];
+		long want = pre_opt(p->client, "-C", 0), n = 0;
+
+		pre_lines(cout, "ping data: ", lines, sizeof(lines));
+		for (const char *l = lines; (l = strchr(l, '\n')); l++)
+			n++;
+		if (n != want) {
+			snprintf(r->why, sizeof(r->why), "the client printed %ld ping data lines, not %ld",
+				 n, want);
+			return;
+		}
+		if (ref && strcmp(lines, ref)) {
+			snprintf(r->why, sizeof(r->why), "the client's ping data differ from the native run's");
+			return;
+		}
+	}
+	r->ok = 1;
+}
+
+/*
+ * The drop-in's exit line in @out, under @c: in @c's mode with registrations
+ * served and none passed through; a program that asks for ODP (@odp) gets the
+ * device's ODP MR in pin mode: passed through.  0 if so, else why in @why.
+ */
+static inline int pre_conf_served(const struct pre_cfg *c, const char *who, const char *out,
+				  int odp, char *why, size_t cap)
+{
+	struct pre_counts k;
+
+	if (!pre_counts(out, &k)) {
+		snprintf(why, cap, "%s: no exit line from the drop-in", who);
+		return -1;
+	}
+	if (strcmp(k.mode, c->mode)) {
+		snprintf(why, cap, "%s: mode %s, not %s", who, k.mode, c->mode);
+		return -1;
+	}
+	if (odp && !strcmp(c->mode, "pin")) {
+		if (!k.passthrough) {
+			snprintf(why, cap, "%s: asked for ODP in pin mode, passthrough 0 (served %"
+				 PRIu64 ")", who, k.served);
+			return -1;
+		}
+		return 0;
+	}
+	if (!k.served || k.passthrough) {
+		snprintf(why, cap, "%s: served %" PRIu64 ", passthrough %" PRIu64
+			 " (want served > 0, passthrough 0)", who, k.served, k.passthrough);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Run each of @progs natively, then under the drop-in in pin mode, then in
+ * explicit mode, and fail unless every drop-in run ended as the native one:
+ * works where it works natively (with the exit lines of pre_conf_served()),
+ * fails with the same exit statuses and message where the device lacks what
+ * it needs (native_fails).  A native run that ends otherwise than the table
+ * says fails the test: the invocation is wrong.
+ *
+ * The one difference allowed is the device's: rxe's ODP copy ignores the
+ * offset inside a page (tests/dev-rxe-odp-offset.c), so under forced explicit
+ * ODP a program whose payload lies at an offset inside a page (UD receives
+ * behind a 40-byte GRH, rdma_cm UDP and multicast, rping's unaligned
+ * descriptor structs) may get wrong bytes.  Such a program (offset_traffic)
+ * that works natively and in pin mode and fails only in explicit mode, on a
+ * device where dev_odp_offset_right() finds the defect, is an XFAIL.
+ */
+static inline void pre_conformance(const struct pre_conf_prog *progs, size_t n)
+{
+	static const struct pre_cfg native = { "native", NULL, NULL, 0 },
+		pin = { "pin", "pin", NULL, 0 }, explicit = { "explicit", "explicit", NULL, 0 };
+	const struct pre_cfg *const cfgs[] = { &native, &pin, &explicit };
+	static char sout[1 << 16], cout[1 << 16], ref[16][1 << 12];
+	char matrix[16][3][16];
+	struct pre_conf_run nat[16];
+	int nfail = 0;
+	struct dev d;
+	int64_t t0 = dev_now_ms();
+
+	if (n > 16)
+		dev_fail("pre_conformance: %zu programs, 16 at most", n);
+	dev_open(&d);
+	dev_connect_self(&d);
+	int odp_right = dev_odp_offset_right(&d);
+
+	for (size_t m = 0; m < 3; m++) {
+		const struct pre_cfg *c = cfgs[m];
+
+		for (size_t i = 0; i < n; i++) {
+			const struct pre_conf_prog *p = &progs[i];
+			struct pre_conf_run r;
+			int64_t t1 = dev_now_ms();
+			const char *res;
+			char why[512] = "";
+
+			pre_conf_pair(c, p, (int)(m * n + i), &d, sout, cout, sizeof(sout),
+				      c->mode ? ref[i] : NULL, &r);
+			if (!c->mode)
+				nat[i] = r;
+			if (!c->mode && p->check == PRE_CHECK_PING)
+				pre_lines(cout, "ping data: ", ref[i], sizeof(ref[i]));
+			int fails_right = !r.ok && p->native_fails &&
+					  (strstr(cout, p->native_fails) || strstr(sout, p->native_fails));
+			if (p->native_fails) {
+				/* natively it fails with its message; under the drop-in the same way */
+				res = "fails";
+				if (!fails_right) {
+					res = "FAIL";
+					snprintf(why, sizeof(why), "%s, where the device lacks what it "
+						 "needs: want a failure with \"%s\"",
+						 r.ok ? "works" : r.why, p->native_fails);
+				} else if (c->mode && (r.src != nat[i].src || r.crc != nat[i].crc)) {
+					res = "FAIL";
+					snprintf(why, sizeof(why), "server exit %d, client exit %d; "
+						 "natively %d, %d", r.src, r.crc, nat[i].src,
+						 nat[i].crc);
+				}
+			} else if (!c->mode) {
+				res = r.ok ? "works" : "FAIL";
+				if (!r.ok)
+					snprintf(why, sizeof(why), "natively: %s (the invocation is wrong)",
+						 r.why);
+			} else if (!r.ok) {
+				int xfail = c == &explicit && p->offset_traffic && !odp_right &&
+					    !strcmp(matrix[i][0], "works") &&
+					    !strcmp(matrix[i][1], "works");
+				res = xfail ? "XFAIL" : "FAIL";
+				snprintf(why, sizeof(why), "%s", r.why);
+			} else {
+				res = "works";
+				if (pre_conf_served(c, "server", sout, p->odp, why, sizeof(why)) ||
+				    pre_conf_served(c, "client", cout, p->odp, why, sizeof(why)))
+					res = "FAIL";
+			}
+			snprintf(matrix[i][m], sizeof(matrix[i][m]), "%s", res);
+			if (!strcmp(res, "XFAIL"))
+				printf("XFAIL: %s (explicit, forced): %s; its payload lies at an offset "
+				       "inside a page and this device's ODP copy ignores that offset "
+				       "(dev-rxe-odp-offset): bytes land at the page's start, wrong "
+				       "data or a corrupted heap; it works natively and in pin mode\n",
+				       p->name, why);
+			if (!strcmp(res, "FAIL")) {
+				nfail++;
+				pre_show("server", sout);
+				pre_show("client", cout);
+				printf("FAIL: %s (%s): %s\n", p->name, c->name, why);
+			}
+			struct pre_counts ks = { 0 }, kc = { 0 };
+			pre_counts(sout, &ks);
+			pre_counts(cout, &kc);
+			printf("%-26s %-8s %-5s %5.1f s", p->name, c->name, res,
+			       (dev_now_ms() - t1) / 1e3);
+			if (c->mode)
+				printf("  served %" PRIu64 "/%" PRIu64 ", passthrough %" PRIu64 "/%"
+				       PRIu64 " (server/client)", ks.served, kc.served, ks.passthrough,
+				       kc.passthrough);
+			putchar('\n');
+			fflush(stdout);
+		}
+	}
+	printf("\n%-26s %-8s %-8s %-8s\n", "program", "native", "pin", "explicit");
+	for (size_t i = 0; i < n; i++)
+		printf("%-26s %-8s %-8s %-8s\n", progs[i].name, matrix[i][0], matrix[i][1],
+		       matrix[i][2]);
+	printf("%zu programs x 3 in %.1f s\n", n, (dev_now_ms() - t0) / 1e3);
+	if (nfail)
+		dev_fail("%d program runs ended otherwise than natively or than the table says",
+			 nfail);
 }
 
 #endif
