@@ -20,9 +20,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$out/rootfs
 
 # The guest's packages.  No compiler: test programs are built on the host and run unchanged.
+# python3-pyverbs brings rdma-core's own test suite (/usr/share/doc/rdma-core/tests).
 pkgs="linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils libibverbs-dev perftest
       iproute2 kmod liburing-dev busybox-static procps rdmacm-utils libfabric-bin openmpi-bin
-      openssh-server"
+      openssh-server python3-pyverbs"
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -61,7 +62,7 @@ APT::Install-Recommends "false";
 APT::Install-Suggests "false";
 Acquire::Languages "none";
 EOF
-# no docs, man pages or translations in the image; no fsync per file (the tree is thrown away
+# no docs (but rdma-core's test suite), man pages or translations in the image; no fsync per file (the tree is thrown away
 # if the build fails, and the image is written in one go by mke2fs)
 cat > "$root/etc/dpkg/dpkg.cfg.d/90odpx" <<EOF
 force-unsafe-io
@@ -70,6 +71,9 @@ path-exclude /usr/share/man/*
 path-exclude /usr/share/info/*
 path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
+path-include /usr/share/doc/rdma-core
+path-include /usr/share/doc/rdma-core/tests
+path-include /usr/share/doc/rdma-core/tests/*
 EOF
 # The kernel's postinst would have dracut build an initrd (twice) that the guest never boots:
 # divert dracut to a no-op before it is installed.
