@@ -4,9 +4,11 @@
  * server and client in the guest over rxe0, natively and under
  * libodpx-preload.so in pin and in explicit mode; each drop-in run must end
  * as the native one (pre_conformance() in dev-preload.h has the rules and
- * the one labelled device defect).  -c makes each pingpong check the
- * buffers it receives.  dev-preload-conformance-perftest and -cm run
- * perftest's and librdmacm's programs the same way.
+ * the one labelled device defect).  -c turns on each pingpong's own check
+ * of what it received, a light one (the first byte of each page), the most
+ * these programs offer; dev-preload-fidelity checks every byte.
+ * dev-preload-conformance-perftest and -cm run perftest's and librdmacm's
+ * programs the same way.
  */
 #include "dev-preload.h"
 
