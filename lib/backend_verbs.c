@@ -697,8 +697,10 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 		r = odpx_fail(r, "odpx_open_verbs: %s%s", strerror(-r), why);
 		goto out_impl;
 	}
-	ctx_reason_set(ctx, "%.130s%s", ch.reason, odp && (a.flags & ODPX_OPEN_GLOBAL_RKEY) ?
-		       "; GLOBAL_RKEY: remote access may exceed the request" : "");
+	const char *note = odp && (a.flags & ODPX_OPEN_GLOBAL_RKEY) ?
+			   "; GLOBAL_RKEY: remote access may exceed the request" : "";
+	ctx_reason_set(ctx, "%.*s%s", (int)(sizeof(ctx->reason) - 1 - strlen(note)), ch.reason,
+		       note);
 	vbe_of(ctx)->caps = caps;
 	if ((r = prereg_open(ctx, &a)) < 0) {
 		odpx_close(ctx);

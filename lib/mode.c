@@ -98,8 +98,9 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 
 	if (m == ODPX_MODE_AUTO) {
 		if (c->odp_bad && (!no_impl[0] || !no_expl[0])) {
-			snprintf(out->reason, sizeof(out->reason), "pin: ODP self-test failed: %s",
-				 c->odp_check);
+			snprintf(out->reason, sizeof(out->reason), "pin: the ODP self-test moved "
+				 "wrong bytes (%s); %s ODP caps present, not used", c->odp_check,
+				 no_impl[0] ? "explicit" : "implicit");
 		} else if (!no_impl[0]) {
 			out->mode = ODPX_MODE_IMPLICIT;
 			snprintf(out->reason, sizeof(out->reason), "implicit ODP: "

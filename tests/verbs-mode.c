@@ -57,12 +57,17 @@ static const struct row {
 	{ false, true, IMPL, RC_ALL, 0, 0, 0, ODPX_TRANSPORT_RESERVED, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "unknown bits" },
 	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_RESERVED, 0, -EINVAL, ODPX_MODE_PIN, "out of range" },
 	/* the ODP self-test found wrong bytes: auto pins, a forced mode is still taken */
-	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "pin: ODP self-test failed: landed at offset 0" },
-	{ true, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "ODP self-test failed" },
+	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "pin: the ODP self-test moved wrong bytes (landed at offset 0); explicit ODP caps present, not used" },
+	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "pin: the ODP self-test moved wrong bytes" },
+	{ true, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "(landed at offset 0); implicit ODP caps present, not used" },
+	{ true, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, EINVAL, 0, ODPX_MODE_PIN, "(landed at offset 0); explicit ODP caps present, not used" },
+	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC | XRC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "pin: XRC SEND not in xrc_odp_caps" },
 	{ true, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_EXPLICIT, 0, 0, ODPX_MODE_EXPLICIT, "explicit forced" },
 	{ true, true, 0, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_PIN, "no ODP (IBV_ODP_SUPPORT" },
 	/* it could not run: the caps' choice stands, and the reason says so */
 	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "; ODP self-test not run: x" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC | UD, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_EXPLICIT, "RC+UD ODP caps present; ODP self-test not run: no completion in 3 s" },
+	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_AUTO, 0, 0, ODPX_MODE_IMPLICIT, "RC ODP caps present; ODP self-test not run: no active port" },
 };
 
 int main(void)
@@ -81,8 +86,9 @@ int main(void)
 
 		if (w->odp_bad)
 			snprintf(c.odp_check, sizeof(c.odp_check), "landed at offset 0");
-		else if (strstr(w->phrase, "not run"))
-			snprintf(c.odp_check, sizeof(c.odp_check), "ODP self-test not run: x");
+		else if (strstr(w->phrase, "ODP self-test not run"))
+			snprintf(c.odp_check, sizeof(c.odp_check), "%s",
+				 strstr(w->phrase, "ODP self-test not run"));
 		int r = mode_decide(&c, &rq, &ch);
 
 		printf("row %2zu: %-8s rc %3d  %s\n", i, odpx_mode_str(ch.mode), r, ch.reason);
