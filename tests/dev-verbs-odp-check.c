@@ -7,7 +7,8 @@
  *     landed at page+0; explicit where they landed right;
  *   - a second context on another PD gets the same answer (kept per device);
  *   - ODPX_MODE=explicit and the mode attribute still give explicit ODP;
- *   - auto with UD declared as well: the same decision.
+ *   - auto with UD declared as well: the same decision;
+ *   - a reason saying the self-test did not run fails: rxe can run it.
  * The self-test's cost is printed (the first open against a forced one).
  */
 #include "dev-verbs-util.h"
@@ -34,7 +35,7 @@ static void want(struct odpx_ctx *ctx, enum odpx_mode m_want, const char *phrase
 
 	odpx_mode_get(ctx, &m, &why);
 	printf("%s: %s (%s)\n", what, odpx_mode_str(m), why);
-	if (m != m_want || !strstr(why, phrase))
+	if (m != m_want || !strstr(why, phrase) || strstr(why, "not run"))
 		dev_fail("%s: %s (%s), want %s and \"%s\"", what, odpx_mode_str(m), why,
 			 odpx_mode_str(m_want), phrase);
 }
@@ -42,7 +43,7 @@ static void want(struct odpx_ctx *ctx, enum odpx_mode m_want, const char *phrase
 int main(void)
 {
 	struct odpx_ctx *ctx;
-	int64_t first_ms, again_ms, forced_ms;
+	int64_t first_ms, cached_ms, forced_ms, env_ms;
 	struct dev d;
 
 	dev_open(&d);
@@ -52,7 +53,8 @@ int main(void)
 	int right = dev_odp_offset_right(&d);
 	enum odpx_mode m = right ? ODPX_MODE_EXPLICIT : ODPX_MODE_PIN;
 	const char *phrase = right ? "ODP caps present" :
-		"pin: ODP self-test failed: a 64-byte write at page offset 2148 landed at offset 0";
+		"pin: the ODP self-test moved wrong bytes (a 64-byte write at page offset 2148 "
+		"landed at offset 0)";
 
 	ctx = open_timed(&d, ODPX_MODE_AUTO, 0, &first_ms);
 	want(ctx, m, phrase, "auto");
@@ -62,7 +64,7 @@ int main(void)
 	if (!pd2)
 		dev_fail("ibv_alloc_pd: %s", strerror(errno));
 	d.pd = pd2;
-	ctx = open_timed(&d, ODPX_MODE_AUTO, ODPX_TRANSPORT_RC | ODPX_TRANSPORT_UD, &again_ms);
+	ctx = open_timed(&d, ODPX_MODE_AUTO, ODPX_TRANSPORT_RC | ODPX_TRANSPORT_UD, &cached_ms);
 	want(ctx, m, right ? "RC+UD ODP caps present" : phrase, "auto, another PD, RC+UD");
 	odpx_close(ctx);
 	d.pd = pd1;
@@ -72,12 +74,13 @@ int main(void)
 	want(ctx, ODPX_MODE_EXPLICIT, "explicit forced (attributes)", "explicit forced");
 	odpx_close(ctx);
 	setenv("ODPX_MODE", "explicit", 1);
-	ctx = open_timed(&d, ODPX_MODE_AUTO, 0, &again_ms);
+	ctx = open_timed(&d, ODPX_MODE_AUTO, 0, &env_ms);
 	want(ctx, ODPX_MODE_EXPLICIT, "explicit forced (ODPX_MODE)", "ODPX_MODE=explicit");
 	odpx_close(ctx);
 	unsetenv("ODPX_MODE");
-	printf("open: %" PRId64 " ms with the self-test, %" PRId64 " ms forced explicit\n",
-	       first_ms, forced_ms);
+	printf("open: %" PRId64 " ms with the self-test, %" PRId64 " ms auto again (kept), %" PRId64
+	       " ms forced explicit, %" PRId64 " ms ODPX_MODE=explicit\n", first_ms, cached_ms,
+	       forced_ms, env_ms);
 	dev_close(&d);
 	printf("ok\n");
 	return 0;
