@@ -11,6 +11,9 @@
  *   - the application's own userfaultfd cannot register a range odpx
  *     watches (EBUSY, one userfaultfd per VMA); after odpx_invalidate() of
  *     the range it can: the invalidation gives the pages back unwatched.
+ *   - mremap(MREMAP_DONTUNMAP) of a range given back so moves its bytes with
+ *     no event at all; the entry odpx_invalidate() killed is not served
+ *     again: both addresses register over the pages mapped there now.
  */
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
@@ -90,10 +93,27 @@ static int one_mode(void *arg)
 	CHECK(ioctl(ufd, UFFDIO_UNREGISTER, &un) == 0, "UFFDIO_UNREGISTER: %s", strerror(errno));
 	close(ufd);
 	CHECK(reaches(ctx, p, 3), "%s: odpx after the application's watch came and went", mode);
+
+
+	/* fresh memory: within ODPX_REMOVE_QUARANTINE_MS of an invalidation a range is served direct */
+	q = map_anon(NULL, L);
+	cache_it(ctx, q, 6);
+	CHECK_RC(odpx_invalidate(ctx, q, L), 1);
+	r = mremap(q, L, L, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
+	CHECK(r != MAP_FAILED, "%s: mremap(DONTUNMAP) after odpx_invalidate(): %s", mode,
+	      strerror(errno));
+	CHECK(r[0] == 6 && r[L - 1] == 6 && q[0] == 0,
+	      "%s: the bytes did not move after odpx_invalidate()", mode);
+	CHECK(reaches(ctx, q, 4), "%s: the old address's registration after a move with "
+	      "no event misses its pages", mode);
+	CHECK(reaches(ctx, r, 5), "%s: the new address's registration after a move with "
+	      "no event misses its pages", mode);
+	munmap(r, L);
+	munmap(q, L);
 	CHECK_RC(odpx_close(ctx), 0);
 	munmap(p, L);
 	printf("%s: mremap(DONTUNMAP) moves cached memory coherently; odpx_invalidate() gives "
-	       "the range back to the application's userfaultfd\n", mode);
+	       "the range back to the application's userfaultfd and mremap()\n", mode);
 	return 0;
 }
 
