@@ -255,7 +255,7 @@ static void print_targets(void)
 	int met = 0, missed = 0, na = 0;
 
 	printf("\n== targets (informative, never asserted) ==\n");
-	printf("  %-6s %-28s %-8s %-44s %12s %9s  %s\n", "work", "case", "backend", "value",
+	printf("  %-11s %-28s %-8s %-44s %12s %9s  %s\n", "work", "case", "backend", "value",
 	       "measured", "target", "met");
 	for (int i = 0; i < nlines; i++) {
 		const struct line *l = &lines[i];
@@ -267,7 +267,7 @@ static void print_targets(void)
 			key = get(l, "bytes_per_entry") ? "bytes_per_entry" : "median_ns";
 		if (!what)
 			what = !strcmp(key, "median_ns") ? "median ns" : "bytes per entry";
-		printf("  %-6s %-28s %-8s %-44s %12.3f %9s  %s\n", get(l, "workload"),
+		printf("  %-11s %-28s %-8s %-44s %12.3f %9s  %s\n", get(l, "workload"),
 		       get(l, "case"), get(l, "backend"), what, num(l, key), t, m);
 		*(!strcmp(m, "yes") ? &met : !strcmp(m, "n/a") ? &na : &missed) += 1;
 	}
