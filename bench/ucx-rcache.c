@@ -23,12 +23,10 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
-#include <ucm/api/ucm.h>
 #include <ucp/api/ucp_version.h>
-#include <ucs/memory/rcache.h>
-#include <ucs/type/status.h>
 
 #include "bench.h"
+#include "ucx-rcache.h"
 
 #define ORDER (1U << 20)
 #define W1_BYTES (64 * KiB)
@@ -66,33 +64,7 @@ static const ucs_rcache_ops_t ops = { mem_reg, mem_dereg, dump_region };
 
 static ucs_rcache_t *rcache_new(unsigned long max_regions)
 {
-	ucs_rcache_params_t p = {
-		.region_struct_size = sizeof(struct region),
-		.alignment = (size_t)bench_env.page,
-		.max_alignment = (size_t)bench_env.page,
-		.ucm_events = UCM_EVENT_VM_UNMAPPED,
-		.ucm_event_priority = 1000,
-		.ops = &ops,
-		.max_regions = max_regions,
-		.max_size = SIZE_MAX,
-		.max_unreleased = SIZE_MAX,
-	};
-	ucs_rcache_t *rc;
-	ucs_status_t st = ucs_rcache_create(&p, "odpx-bench", NULL, &rc);
-
-	if (st != UCS_OK)
-		DIE("ucs_rcache_create: %s", ucs_status_string(st));
-	return rc;
-}
-
-static inline void get_put(ucs_rcache_t *rc, void *a, size_t len)
-{
-	ucs_rcache_region_t *r;
-	ucs_status_t st = ucs_rcache_get(rc, a, len, PROT_READ | PROT_WRITE, NULL, &r);
-
-	if (__builtin_expect(st != UCS_OK, 0))
-		DIE("ucs_rcache_get %p+%zu: %s", a, len, ucs_status_string(st));
-	ucs_rcache_region_put(rc, r);
+	return ucx_rcache_new(&ops, sizeof(struct region), max_regions, "odpx-bench");
 }
 
 struct set {

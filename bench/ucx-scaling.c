@@ -14,12 +14,10 @@
  * pkg-config finds ucx (Debian: libucx-dev).
  */
 #include <limits.h>
-#include <ucm/api/ucm.h>
 #include <ucp/api/ucp_version.h>
-#include <ucs/memory/rcache.h>
-#include <ucs/type/status.h>
 
 #include "scaling.h"
+#include "ucx-rcache.h"
 
 #define MAX_COUNTS 8
 #define OWN_STRIDE (2 * SCALE_OWN_BYTES)
@@ -46,33 +44,7 @@ static const ucs_rcache_ops_t ops = { mem_reg, mem_dereg, dump_region };
 
 static ucs_rcache_t *rcache_new(void)
 {
-	ucs_rcache_params_t p = {
-		.region_struct_size = sizeof(ucs_rcache_region_t),
-		.alignment = (size_t)bench_env.page,
-		.max_alignment = (size_t)bench_env.page,
-		.ucm_events = UCM_EVENT_VM_UNMAPPED,
-		.ucm_event_priority = 1000,
-		.ops = &ops,
-		.max_regions = ULONG_MAX,
-		.max_size = SIZE_MAX,
-		.max_unreleased = SIZE_MAX,
-	};
-	ucs_rcache_t *rc;
-	ucs_status_t st = ucs_rcache_create(&p, "odpx-scaling", NULL, &rc);
-
-	if (st != UCS_OK)
-		DIE("ucs_rcache_create: %s", ucs_status_string(st));
-	return rc;
-}
-
-static inline void get_put(ucs_rcache_t *rc, void *a, size_t len)
-{
-	ucs_rcache_region_t *r;
-	ucs_status_t st = ucs_rcache_get(rc, a, len, PROT_READ | PROT_WRITE, NULL, &r);
-
-	if (__builtin_expect(st != UCS_OK, 0))
-		DIE("ucs_rcache_get %p+%zu: %s", a, len, ucs_status_string(st));
-	ucs_rcache_region_put(rc, r);
+	return ucx_rcache_new(&ops, sizeof(ucs_rcache_region_t), ULONG_MAX, "odpx-scaling");
 }
 
 struct pool_arg {
