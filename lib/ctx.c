@@ -133,6 +133,7 @@ static void atfork_child(void)
 			c->be->child_fds(c);
 	}
 	stats_atfork_child();
+	shard_atfork_child();
 	pthread_mutex_unlock(&ctx_list_lock);	/* taken by this thread in prepare */
 }
 

@@ -308,17 +308,16 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 }
 
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */
-extern _Atomic uint32_t odpx_next_shard;
 extern __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));	/* index+1 */
+uint32_t shard_claim(void);	/* stats.c: this thread's index+1, STAT_SHARDS+1 for the overflow */
+void shard_atfork_child(void);
 
 static inline struct stat_shard *shard(struct odpx_ctx *ctx, bool *owned)
 {
 	uint32_t s = odpx_my_shard;
 
-	if (unlikely(!s)) {
-		s = atomic_fetch_add_explicit(&odpx_next_shard, 1, memory_order_relaxed) + 1;
-		odpx_my_shard = s;
-	}
+	if (unlikely(!s))
+		s = shard_claim();
 	*owned = s <= STAT_SHARDS;
 	return &ctx->shards[*owned ? s - 1 : STAT_SHARDS];
 }

@@ -45,6 +45,14 @@ void odpx_priv_put_dead(struct odpx_ctx *ctx, uint32_t slot)
 	put_dead(ctx, &ctx->ent[slot]);
 }
 
+int odpx_priv_shard(unsigned *nshards)
+{
+	uint32_t s = odpx_my_shard;
+
+	*nshards = STAT_SHARDS;
+	return !s ? -2 : s > STAT_SHARDS ? -1 : (int)s - 1;
+}
+
 uint32_t odpx_priv_clock_add(struct odpx_ctx *ctx, uint32_t add, uint64_t keys)
 {
 	uint32_t was = atomic_fetch_add(&ctx->clock, add);

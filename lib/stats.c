@@ -1,17 +1,84 @@
 // SPDX-License-Identifier: MIT
 /*
- * stats.c - counters.  Each of the first STAT_SHARDS threads owns a shard,
- * bumped with a relaxed load and store; later threads share the last one
- * with atomic adds.  Readers sum the shards, the unused bytes included.
+ * stats.c - counters.  A thread that counts borrows a shard, bumped with a
+ * relaxed load and store; while STAT_SHARDS threads hold one, the others
+ * share the last with atomic adds.  Readers sum the shards, the unused
+ * bytes included.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "internal.h"
 
-_Atomic uint32_t odpx_next_shard;
 __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));
+
+/*
+ * A shard is lent to a thread until it exits: the key's destructor hands it
+ * back, counts and all, to the next thread that needs one (the release of
+ * the map orders the last owner's stores before the next owner's loads).
+ * So a process whose threads come and go keeps its hits free of shared
+ * writes as long as no more than STAT_SHARDS of them count at once.
+ */
+_Static_assert(STAT_SHARDS <= 64, "one bit of shard_lent a shard");
+#define SHARDS_ALL (STAT_SHARDS == 64 ? ~0ULL : (1ULL << STAT_SHARDS) - 1)
+static _Atomic uint64_t shard_lent;
+static pthread_key_t shard_key;
+static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
+static bool shard_keyed;	/* without the key a shard is never given back */
+
+static void shard_return(void *v)
+{
+	uint32_t s = (uint32_t)(uintptr_t)v;
+
+	odpx_my_shard = STAT_SHARDS + 1;	/* a later destructor's counts: the overflow */
+	atomic_fetch_and_explicit(&shard_lent, ~(1ULL << (s - 1)), memory_order_release);
+}
+
+static void shard_key_make(void)
+{
+	shard_keyed = pthread_key_create(&shard_key, shard_return) == 0;
+}
+
+/* Unloaded with threads alive (dlclose): they must not call shard_return() at exit. */
+static __attribute__((destructor)) void shard_key_drop(void)
+{
+	if (shard_keyed)
+		pthread_key_delete(shard_key);
+}
+
+uint32_t shard_claim(void)
+{
+	uint64_t lent = atomic_load_explicit(&shard_lent, memory_order_relaxed);
+	uint32_t s = STAT_SHARDS + 1;
+
+	pthread_once(&shard_once, shard_key_make);
+	while (~lent & SHARDS_ALL) {
+		uint32_t i = (uint32_t)__builtin_ctzll(~lent);
+
+		if (!atomic_compare_exchange_weak_explicit(&shard_lent, &lent, lent | 1ULL << i,
+							   memory_order_acquire,
+							   memory_order_relaxed))
+			continue;
+		if (shard_keyed && pthread_setspecific(shard_key, (void *)(uintptr_t)(i + 1)))
+			shard_return((void *)(uintptr_t)(i + 1));	/* no room: overflow */
+		else
+			s = i + 1;
+		break;
+	}
+	odpx_my_shard = s;
+	return s;
+}
+
+/* In a fork child only the forking thread lives: every other shard is free. */
+void shard_atfork_child(void)
+{
+	uint32_t s = odpx_my_shard;
+
+	atomic_store_explicit(&shard_lent, s && s <= STAT_SHARDS ? 1ULL << (s - 1) : 0,
+			      memory_order_relaxed);
+}
 
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken)
 {
