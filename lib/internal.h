@@ -311,6 +311,7 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 extern __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));	/* index+1 */
 uint32_t shard_claim(void);	/* stats.c: this thread's index+1, STAT_SHARDS+1 for the overflow */
 void shard_atfork_child(void);
+unsigned shards_lent(void);	/* how many threads hold a shard now */
 
 static inline struct stat_shard *shard(struct odpx_ctx *ctx, bool *owned)
 {

@@ -82,8 +82,8 @@ void odpx_priv_put_dead(struct odpx_ctx *ctx, uint32_t slot);
 uint32_t odpx_priv_clock_add(struct odpx_ctx *ctx, uint32_t add, uint64_t keys);
 /* The invalidation lock held: open (@odd) or close a write section of the index's seq */
 void odpx_priv_seq_write(struct odpx_ctx *ctx, bool odd);
-/* The calling thread's counter shard: its index, -1 the shared overflow, -2 none yet; and how many */
-int odpx_priv_shard(unsigned *nshards);
+/* The calling thread's counter shard: its index, -1 the shared overflow, -2 none yet; how many, and lent */
+int odpx_priv_shard(unsigned *nshards, unsigned *lent);
 /* ctx->lock: 0 free (a trylock took it and gave it back); held: its holder's tid, or -1 */
 int odpx_priv_lock_owner(struct odpx_ctx *ctx);
 /*

@@ -45,11 +45,12 @@ void odpx_priv_put_dead(struct odpx_ctx *ctx, uint32_t slot)
 	put_dead(ctx, &ctx->ent[slot]);
 }
 
-int odpx_priv_shard(unsigned *nshards)
+int odpx_priv_shard(unsigned *nshards, unsigned *lent)
 {
 	uint32_t s = odpx_my_shard;
 
 	*nshards = STAT_SHARDS;
+	*lent = shards_lent();
 	return !s ? -2 : s > STAT_SHARDS ? -1 : (int)s - 1;
 }
 

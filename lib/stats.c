@@ -71,6 +71,11 @@ uint32_t shard_claim(void)
 	return s;
 }
 
+unsigned shards_lent(void)
+{
+	return (unsigned)__builtin_popcountll(atomic_load_explicit(&shard_lent, memory_order_relaxed));
+}
+
 /* In a fork child only the forking thread lives: every other shard is free. */
 void shard_atfork_child(void)
 {
