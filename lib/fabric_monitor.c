@@ -93,10 +93,10 @@ static struct {
 	unsigned npending;
 	bool overflow;			/* pending spilled: notify everything */
 	bool no_notify;			/* the control (ODPX_FABRIC_UNSAFE_NO_NOTIFY) */
-	/* life: under life */
-	bool imported, running;
+	int evfd;			/* the notifier's doorbell (invalidation lock) */
+	/* life: written under life */
+	_Atomic bool imported, running;
 	_Atomic bool child;		/* a fork child's copy */
-	int evfd;
 	pthread_t notifier;
 	_Atomic bool stopping, in_call;
 	/* counters (relaxed atomics; odpx_fabric_monitor_stats()) */
