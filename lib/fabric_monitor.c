@@ -100,7 +100,7 @@ static struct {
 	pthread_t notifier;
 	_Atomic bool stopping, in_call;
 	/* counters (relaxed atomics; odpx_fabric_monitor_stats()) */
-	_Atomic uint64_t live_bytes, subscribes, unsubscribes, refused, invalidated,
+	_Atomic uint64_t live_subs, live_bytes, subscribes, unsubscribes, refused, invalidated,
 		notifies, invalid_answers;
 } F = { .tab = F.tabs[0], .evfd = -1 };
 
@@ -210,6 +210,7 @@ static void cut(struct slot *s)
 		monitor_watch_ref(ps, pe, -1);
 	s->cut = 1;
 	F.nlive--;
+	atomic_fetch_sub_explicit(&F.live_subs, LD(s->subs), RLX);
 	atomic_fetch_sub_explicit(&F.live_bytes, (uint64_t)LD(s->len) * LD(s->subs), RLX);
 }
 
@@ -247,6 +248,7 @@ static int fm_subscribe(struct fid_mem_monitor *m, const void *addr, size_t len)
 			}
 			atomic_store_explicit(&s->subs, LD(s->subs) + 1, REL);
 			monitor_watch_ref(ps, pe, +1);
+			atomic_fetch_add_explicit(&F.live_subs, 1, RLX);
 			atomic_fetch_add_explicit(&F.live_bytes, len, RLX);
 			if (F.nlive == 1 || ps < F.lo)
 				F.lo = ps;
@@ -276,6 +278,7 @@ static void fm_unsubscribe(struct fid_mem_monitor *m, const void *addr, size_t l
 		if (!s->cut) {
 			page_range(a, len, &ps, &pe);
 			monitor_watch_ref(ps, pe, -1);
+			atomic_fetch_sub_explicit(&F.live_subs, 1, RLX);
 			atomic_fetch_sub_explicit(&F.live_bytes, len, RLX);
 			if (k == 1)
 				F.nlive--;
@@ -518,6 +521,7 @@ static void stop_locked(void)
 	F.used = F.tombs = F.nlive = F.npending = 0;
 	F.overflow = false;
 	atomic_store(&F.live_bytes, 0);
+	atomic_store(&F.live_subs, 0);
 	monitor_unlock();
 	monitor_detach(&F.sub);
 }
@@ -643,12 +647,7 @@ ODPX_EXPORT int odpx_fabric_monitor_stats(struct odpx_fabric_stats *st)
 	st->imported = F.imported;
 	st->running = F.running && !atomic_load(&F.child);
 	pthread_mutex_unlock(&life);
-	monitor_lock();
-	st->subscriptions = 0;
-	for (struct slot *t = LD(F.tab), *s = t; s < t + SLOTS; s++)
-		if (!s->cut && LD(s->addr) != TOMB && LD(s->subs))
-			st->subscriptions += LD(s->subs);
-	monitor_unlock();
+	st->subscriptions = LD(F.live_subs);
 	st->bytes = LD(F.live_bytes);
 	st->subscribes = LD(F.subscribes);
 	st->unsubscribes = LD(F.unsubscribes);
@@ -659,7 +658,19 @@ ODPX_EXPORT int odpx_fabric_monitor_stats(struct odpx_fabric_stats *st)
 	return 0;
 }
 
+void fabric_monitor_gauges(uint64_t *subs, uint64_t *bytes, uint64_t *notifies)
+{
+	*subs = LD(F.live_subs);
+	*bytes = LD(F.live_bytes);
+	*notifies = LD(F.notifies);
+}
+
 #else	/* no rdma/fi_ext.h with the extension: the entry points say so */
+
+void fabric_monitor_gauges(uint64_t *subs, uint64_t *bytes, uint64_t *notifies)
+{
+	*subs = *bytes = *notifies = 0;
+}
 
 ODPX_EXPORT int odpx_fabric_monitor_import(struct fid *mr_cache, uint64_t flags)
 {

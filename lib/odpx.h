@@ -344,6 +344,9 @@ struct odpx_stats {
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
 	uint64_t repin_fresh;		/* like evict_remiss, but the memory went since: new */
 	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so passed on */
+	/* libfabric's cache under odpx's monitor (odpx_fabric_monitor_import(3)): the process's */
+	uint64_t fabric_subscriptions, fabric_bytes;	/* gauges: live subscriptions */
+	uint64_t fabric_notifies;	/* notify() calls made to libfabric */
 };
 
 /**

@@ -18,6 +18,12 @@
  * next malloc() of the size tends to get the same address back: the count
  * of such reuses is printed.
  *
+ * Then it times TIMED_ROUNDS round trips of TIMED_BYTES (libfabric's
+ * rendezvous size, where it registers the buffer) twice: from and into a
+ * buffer pair reused as it is, and from and into the pair replaced before
+ * each round trip, every byte checked in both, and prints the wall time of
+ * one message of each (rank 0's line is the figure: it times whole round trips).
+ *
  * Each rank prints one line "rank R: ... every byte correct" and exits 0, or
  * prints the first wrong byte and calls MPI_Abort (exit 1).
  */
@@ -35,6 +41,8 @@
 
 #define MAX_SIZES 16
 #define FIXED_BYTES (1u << 20)	/* the remapped buffer: the largest default size */
+#define TIMED_BYTES (64u << 10)
+#define TIMED_ROUNDS 16
 
 static int rank;
 
@@ -162,7 +170,26 @@ int main(int argc, char **argv)
 		}
 	}
 	double secs = MPI_Wtime() - t0;
+
+	/* per-message cost: the pair reused as it is, then replaced before each round trip */
+	double us[2];
+	for (int phase = 0; phase < 2; phase++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		double p0 = MPI_Wtime();
+		for (int k = 0; k < TIMED_ROUNDS; k++) {
+			uint32_t seed = 0x40000000u + (uint32_t)(phase * TIMED_ROUNDS + k) * 4;
+			if (phase) {
+				remap(fixed[0]);
+				remap(fixed[1]);
+			}
+			one(0, fixed[0], fixed[1], TIMED_BYTES, seed, phase ? "timed remapped" : "timed reused");
+			one(1, fixed[0], fixed[1], TIMED_BYTES, seed + 2, phase ? "timed remapped" : "timed reused");
+		}
+		us[phase] = (MPI_Wtime() - p0) * 1e6 / (2.0 * TIMED_ROUNDS);
+	}
 	MPI_Barrier(MPI_COMM_WORLD);
+	printf("rank %d: %d round trips of %u bytes: reused %.0f us/msg, remapped %.0f us/msg, "
+	       "ratio %.2f\n", rank, TIMED_ROUNDS, TIMED_BYTES, us[0], us[1], us[1] / us[0]);
 	printf("rank %d on %.*s: %d iterations of %d sizes, %" PRIu64 " messages in %.2f s, "
 	       "%" PRIu64 " bytes received and checked, %" PRIu64 " malloc addresses reused: "
 	       "every byte correct\n", rank, hostlen, host, iters, nsizes, msgs, secs, checked,
