@@ -14,9 +14,12 @@
  *   - a fork child sees nothing valid, cannot subscribe, exits; the parent's
  *     subscriptions are unharmed;
  *   - threads subscribing, checking and remapping race without a stale answer;
- *   - stop() leaves no odpx thread and no userfaultfd; close hands it back.
+ *   - stop() leaves no odpx thread and no userfaultfd; close hands it back;
+ *   - odpstat shows libfabric's live subscriptions and their bytes beside
+ *     the process's context (odpstat -p PID --json --once, build/odpstat).
  * Each case runs in a child of its own: libfabric takes one import a process.
  */
+#include <limits.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_ext.h>
 #include <sys/stat.h>
@@ -390,6 +393,43 @@ static int storm(void *arg)
 	return 0;
 }
 
+/* odpstat, the tool, reads the subscriptions from the context's stats segment */
+static int odpstat_shows(void *arg)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX * 2], out[1 << 16], *slash;
+	struct odpx_ctx *ctx;
+	struct odpx_stats st;
+	FILE *f;
+	size_t n;
+
+	import();
+	CHECK_RC(odpx_open_uring(NULL, &ctx), 0);
+	char *p = map(NULL, 0), *q = map(NULL, 0);
+	CHECK_RC(sub(p, LEN), 0);
+	CHECK_RC(sub(q, LEN / 2), 0);
+	CHECK(odpx_stats_read(ctx, &st, sizeof(st)) > 0, "odpx_stats_read");	/* publishes */
+	CHECK(st.fabric_subscriptions == 2 && st.fabric_bytes == LEN + LEN / 2,
+	      "odpx_stats: %llu subscriptions, %llu bytes", (unsigned long long)st.fabric_subscriptions,
+	      (unsigned long long)st.fabric_bytes);
+	CHECK(readlink("/proc/self/exe", exe, sizeof(exe) - 1) > 0, "readlink");
+	exe[sizeof(exe) - 1] = 0;
+	CHECK((slash = strrchr(exe, '/')), "no directory in %s", exe);
+	*slash = 0;
+	snprintf(cmd, sizeof(cmd), "%s/../odpstat -p %d --json --once --no-netlink 2>&1", exe,
+		 (int)getpid());
+	CHECK((f = popen(cmd, "r")), "popen %s", cmd);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	CHECK(pclose(f) == 0, "%s:\n%s", cmd, out);
+	snprintf(cmd, sizeof(cmd), "\"fabric_bytes\":%d", LEN + LEN / 2);
+	CHECK(strstr(out, "\"fabric_subscriptions\":2") && strstr(out, cmd),
+	      "odpstat does not show 2 subscriptions of %d bytes:\n%.2000s", LEN + LEN / 2, out);
+	unsub(p, LEN);
+	unsub(q, LEN / 2);
+	odpx_close(ctx);
+	return 0;
+}
+
 static int control(void *arg)
 {
 	setenv("ODPX_FABRIC_UNSAFE_NO_NOTIFY", "1", 1);
@@ -402,6 +442,7 @@ int main(void)
 	static const struct { const char *name; int (*fn)(void *); } cases[] = {
 		{ "events", events }, { "control", control }, { "refused", refused },
 		{ "second monitor", second }, { "fork and stop", fork_stop }, { "storm", storm },
+		{ "odpstat", odpstat_shows },
 	};
 	int bad = 0;
 
