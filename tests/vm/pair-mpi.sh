@@ -156,7 +156,8 @@ for cfg in native pin control fabric fabric-control uffd memhooks; do
 	echo "TIME  mpi-pingpong $cfg: ${t:-no figure} ($stale)"
 	if [ $cfg = uffd ] || [ $cfg = memhooks ]; then
 		# libfabric's own monitors: figures, and whether the bytes were right
-		echo "      client mpirun mpi-pingpong ($cfg, libfabric's monitor): exit $rc, $stale"
+		echo "      client mpirun mpi-pingpong ($cfg, libfabric's monitor): exit $rc, $stale" \
+			"$(grep -m1 'is wrong' $log)"
 		[ $stale = correct ] && [ $rc != 0 ] && sed 's/^/    | /' $log
 		continue
 	fi
