@@ -42,7 +42,7 @@
 #define MAX_SIZES 16
 #define FIXED_BYTES (1u << 20)	/* the remapped buffer: the largest default size */
 #define TIMED_BYTES FIXED_BYTES	/* 64 KiB and below: ofi_rxm registered nothing in the guests */
-#define TIMED_ROUNDS 24
+#define TIMED_ROUNDS 16
 
 static int rank;
 

@@ -123,11 +123,11 @@ if [ "$ROLE" = server ]; then
 	mkdir -p /run/sshd
 	/usr/sbin/sshd -E /tmp/sshd.log || { echo "FAIL  server: sshd: $(cat /tmp/sshd.log)"; exit 1; }
 	i=0
-	while [ ! -s $done_file ] && [ $i -lt 480 ]; do
+	while [ ! -s $done_file ] && [ $i -lt 560 ]; do
 		sleep 1
 		i=$((i + 1))
 	done
-	[ -s $done_file ] || { echo "FAIL  server: no word from B's MPI job in 480 s"; exit 1; }
+	[ -s $done_file ] || { echo "FAIL  server: no word from B's MPI jobs in 560 s"; exit 1; }
 	exit $fail
 fi
 
