@@ -381,6 +381,17 @@ static uint64_t sub_count(struct monitor_sub *sub, uintptr_t b, uintptr_t e)
 	return n;
 }
 
+/* Invalidation lock: a subscription over [b, e) is dead and not yet unsubscribed. */
+static bool dead_within(uintptr_t b, uintptr_t e)
+{
+	struct slot *t = LD(F.tab);
+
+	for (uint32_t i = 0; i < SLOTS; i++)
+		if (LD(t[i].dead) && overlaps(&t[i], b, e))
+			return true;
+	return false;
+}
+
 static void sub_kick(struct monitor_sub *sub)
 {
 	uint64_t one = 1;
@@ -423,16 +434,30 @@ static void *notifier_main(void *arg)
 			unsigned n = 0;
 			bool all;
 
+			unsigned taken = 0;
+
 			monitor_lock();
 			all = F.overflow;
 			F.overflow = false;
 			while (n < 32 && F.npending) {
-				batch[n].s = F.pending[F.npending - 1].s;
-				batch[n++].e = F.pending[--F.npending].e;
+				uintptr_t b = F.pending[F.npending - 1].s, e = F.pending[--F.npending].e;
+				taken++;
+				/*
+				 * Only where a dead subscription is left: libfabric has
+				 * dropped the others after valid() said false, and may have
+				 * registered the new pages there since.
+				 */
+				if (!dead_within(b, e))
+					continue;
+				batch[n].s = b;
+				batch[n++].e = e;
 			}
 			monitor_unlock();
-			if (!n && !all)
+			if (!n && !all) {
+				if (taken)
+					continue;
 				break;
+			}
 			atomic_store(&F.in_call, true);
 			if (atomic_load(&F.stopping)) {
 				atomic_store(&F.in_call, false);
