@@ -22,7 +22,8 @@ DEBIAN = {
     'lib': ['gcc', 'ninja-build', 'pkg-config', 'python3', 'liburing-dev', 'libibverbs-dev',
             'rdma-core', 'ibverbs-providers', 'libmnl-dev', 'util-linux', 'procps', 'groff-base',
             'gnuplot-nox'],
-    'test': ['qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget', 'libopenmpi-dev'],
+    'test': ['qemu-system-x86', 'debootstrap', 'xz-utils', 'e2fsprogs', 'wget', 'libopenmpi-dev',
+             'libfabric-dev'],
     'bench': ['libucx-dev'],
 }
 LEVELS = {'lib': ['lib'], 'test': ['lib', 'test'], 'bench': ['lib', 'bench'],
@@ -113,6 +114,7 @@ verbs = pkg('libibverbs', False)
 mnl = pkg('libmnl', False)
 ucx = pkg('ucx-ucs', False, '=bench')
 ompi = pkg('ompi-c', False, '=test')
+fabric = pkg('libfabric', False, '=test')
 
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-D_GNU_SOURCE', '-fPIC',
           '-fvisibility=hidden', '-g', '-Ilib', '-I' + B]
@@ -152,7 +154,17 @@ config = {
     'ODPX_HAVE_MNL': mnl is not None,
     'HAVE_UFFD_WP_ASYNC': probe('#include <linux/userfaultfd.h>\nint x = UFFD_FEATURE_WP_ASYNC;'),
     'HAVE_PROCMAP_QUERY': probe('#include <linux/fs.h>\nint x = PROCMAP_QUERY;'),
+    # libfabric's memory monitor import extension (1.14 and later): the header alone,
+    # libodpx never links libfabric (lib/fabric_monitor.c)
+    'ODPX_HAVE_FABRIC': fabric is not None and probe(
+        '#include <rdma/fabric.h>\n#include <rdma/fi_ext.h>\n'
+        'struct fid_mem_monitor m; struct fi_ops_mem_notify n; int x = FI_CLASS_MEM_MONITOR;',
+        [f for f in fabric if f.startswith('-I')]),
 }
+if fabric is not None and not config['ODPX_HAVE_FABRIC']:
+    print('configure.py: rdma/fi_ext.h has no memory monitor import extension (libfabric 1.14 or '
+          'later); building without odpx_fabric_monitor_import()')
+    fabric = None
 with open(f'{B}/config.h.tmp', 'w') as f:
     f.write('/* written by configure.py */\n')
     for k, v in config.items():
@@ -280,10 +292,15 @@ for s in srcs('tests'):
         continue
     if name.startswith(('preload-', 'dev-preload-')) and not preload:
         continue
+    # the tests of libfabric's import link libfabric; libodpx does not
+    is_fabric = 'fabric' in name
+    if is_fabric and fabric is None:
+        continue
     o = n.build(f'{B}/obj/{s[:-2]}.o', 'cc', s, order=[f'{B}/config.h'])
     # a test of the public API alone links the archive applications link
     public = not re.search(r'#include "(?!(test|dev-util|odpx)\.h")', open(s).read())
-    t = n.build(f'{B}/tests/{name}', 'link', o + ([f'{B}/libodpx.a'] if public else internal))[0]
+    t = n.build(f'{B}/tests/{name}', 'link', o + ([f'{B}/libodpx.a'] if public else internal),
+                **({'extralibs': ' '.join(fabric)} if is_fabric else {}))[0]
     (dev_tests if name.startswith('dev-') else tests).append(t)
 scripts = sorted(f'tests/{f}' for f in os.listdir('tests') if f.endswith('.sh') and f != 'run-tests.sh')
 for s in srcs('bench'):

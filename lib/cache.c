@@ -323,6 +323,20 @@ static void no_monitor_log(int err, char *why, size_t n)
 		      remedy);
 }
 
+/* The monitor's knobs from the environment, for every subscriber that may start it. */
+void cache_monitor_config(struct monitor_config *cfg)
+{
+	*cfg = (struct monitor_config){
+		.uffd_mode = getenv("ODPX_UFFD_MODE"),
+		.watch_max = (unsigned)odpx_env("ODPX_WATCH_MAX", 0),
+		.quarantine_ns = odpx_env("ODPX_REMOVE_QUARANTINE_MS", 100) * 1000000ULL,
+		.spin_ns = odpx_env("ODPX_MONITOR_SPIN_US", 0) * 1000ULL,
+		.widen_bytes = odpx_env("ODPX_WATCH_WIDEN_KB", MONITOR_WIDEN_DEFAULT >> 10) << 10,
+	};
+	if (cfg->uffd_mode && !strcmp(cfg->uffd_mode, "auto"))
+		cfg->uffd_mode = NULL;
+}
+
 static int attach_monitor(struct odpx_ctx *ctx)
 {
 	struct monitor_config cfg;
@@ -339,15 +353,7 @@ static int attach_monitor(struct odpx_ctx *ctx)
 	if (retry && !atomic_compare_exchange_strong(&ctx->monitor_retry_ns, &retry,
 						     now + MONITOR_RETRY_NS))
 		return -ENOTSUP;
-	cfg = (struct monitor_config){
-		.uffd_mode = getenv("ODPX_UFFD_MODE"),
-		.watch_max = (unsigned)odpx_env("ODPX_WATCH_MAX", 0),
-		.quarantine_ns = odpx_env("ODPX_REMOVE_QUARANTINE_MS", 100) * 1000000ULL,
-		.spin_ns = odpx_env("ODPX_MONITOR_SPIN_US", 0) * 1000ULL,
-		.widen_bytes = odpx_env("ODPX_WATCH_WIDEN_KB", MONITOR_WIDEN_DEFAULT >> 10) << 10,
-	};
-	if (cfg.uffd_mode && !strcmp(cfg.uffd_mode, "auto"))
-		cfg.uffd_mode = NULL;
+	cache_monitor_config(&cfg);
 	r = monitor_attach(&ctx->sub, &cfg, why, sizeof(why));
 	if (r < 0) {
 		atomic_store(&ctx->monitor_retry_ns, odpx_now_ns() + MONITOR_RETRY_NS);

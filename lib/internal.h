@@ -302,6 +302,9 @@ unsigned cache_reap_dead(struct odpx_ctx *ctx);
 void cache_trim(struct odpx_ctx *ctx);
 void cache_unlink_lru(struct odpx_ctx *ctx, uint32_t idx);
 void cache_detach(struct odpx_ctx *ctx);	/* from the monitor, at close */
+void cache_monitor_config(struct monitor_config *cfg);	/* the ODPX_ knobs of the monitor */
+/* fabric_monitor.c: libfabric's live subscriptions, their bytes, notify() calls (0 without) */
+void fabric_monitor_gauges(uint64_t *subs, uint64_t *bytes, uint64_t *notifies);
 static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry *e)
 {
 	return (uint32_t)(e - ctx->ent);

@@ -344,6 +344,9 @@ struct odpx_stats {
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
 	uint64_t repin_fresh;		/* like evict_remiss, but the memory went since: new */
 	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so passed on */
+	/* libfabric's cache under odpx's monitor (odpx_fabric_monitor_import(3)): the process's */
+	uint64_t fabric_subscriptions, fabric_bytes;	/* gauges: live subscriptions */
+	uint64_t fabric_notifies;	/* notify() calls made to libfabric */
 };
 
 /**
@@ -413,6 +416,38 @@ int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps);
  * by odpx (for example why a range could not be pinned).  Never NULL.
  */
 const char *odpx_last_reason(void);
+
+/*
+ * libfabric's registration cache kept coherent by odpx's monitor, through
+ * libfabric's memory monitor import extension (rdma/fi_ext.h, libfabric 1.14
+ * or later).  Built where configure.py finds that header; libodpx does not
+ * link libfabric.  See odpx_fabric_monitor_import(3).
+ */
+struct fid;
+struct odpx_fabric_stats {
+	uint64_t comp_mask;		/* 0 */
+	uint64_t subscriptions, bytes;	/* libfabric's live subscriptions now */
+	uint64_t subscribes, unsubscribes, refused;
+	uint64_t invalidated;		/* subscriptions killed by events */
+	uint64_t notifies;		/* notify() calls made */
+	uint64_t invalid_answers;	/* valid() said false */
+	uint32_t imported, running;
+};
+
+/**
+ * odpx_fabric_monitor_import - offer odpx's monitor to libfabric's cache
+ * @mr_cache: the fid of fi_open(FI_VERSION(1, 13), "mr_cache", ...); the
+ *	caller closes it afterwards
+ * @flags: 0
+ * Call before the first domain opens its cache.
+ * Return: 0, -EINVAL, -EALREADY (imported already), -EBUSY (libfabric has an
+ * active monitor), -EOPNOTSUPP (in a fork child), or libfabric's -errno.
+ */
+int odpx_fabric_monitor_import(struct fid *mr_cache, uint64_t flags);
+/* Hand it back to libfabric and stop it: 0, -ENOENT (not imported), -errno. */
+int odpx_fabric_monitor_close(void);
+/* Its counters: 0, -EINVAL (NULL, comp_mask not 0). */
+int odpx_fabric_monitor_stats(struct odpx_fabric_stats *st);
 
 /*
  * odpx_version - the version of the library in use, "MAJOR.MINOR.PATCH"

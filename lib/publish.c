@@ -243,6 +243,9 @@ void stats_seg_read_extra(struct odpx_ctx *ctx, struct odpx_stats *st)
 	PUT(pinned_bytes, st->pinned_bytes);
 	PUT(watch_vmas, st->watch_vmas);
 	PUT(watch_regs, st->watch_regs);
+	PUT(fabric_subscriptions, st->fabric_subscriptions);
+	PUT(fabric_bytes, st->fabric_bytes);
+	PUT(fabric_notifies, st->fabric_notifies);
 	st->thrash_state = LD(h->thrash_state);
 	st->thrash_metric = LD(h->thrash_metric);
 	st->thrash_value_milli = LD(h->thrash_value_milli);

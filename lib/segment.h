@@ -32,7 +32,7 @@
 #include "odpx.h"
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 9
+#define ODPX_SHM_VERSION 10
 #define ODPX_SHM_PREFIX "odpx."
 
 /* Counters bumped on the hit path: one line per thread (lib/stats.c). */
@@ -88,6 +88,8 @@ struct seg_hdr {
 	/* as odpx_query() gives them; lim_source: enum odpx_limit_source */
 	uint64_t max_pinned_bytes, max_entries, max_unused_bytes, max_entry_bytes;
 	uint32_t lim_source, idle_ms;
+	/* libfabric's subscriptions to odpx's monitor, the process's (gauges) */
+	_Atomic uint64_t fabric_subscriptions, fabric_bytes, fabric_notifies;
 };
 
 _Static_assert(sizeof(struct seg_hdr) <= SEG_HDR_BYTES, "seg_hdr fits its page");

@@ -126,6 +126,7 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	monitor_usage(&u);	/* takes and drops it */
 	st.watch_vmas = u.watched;
 	st.watch_regs = u.registers;
+	fabric_monitor_gauges(&st.fabric_subscriptions, &st.fabric_bytes, &st.fabric_notifies);
 	stats_region_sum(ctx->shards, ctx->cs, &st);
 	st.unsafe_no_monitor = !!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 

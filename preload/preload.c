@@ -46,6 +46,16 @@
  * application call is served (and counted) once.  odpx's engine thread may
  * call ibv_dereg_mr at depth 0: on a real MR, which is forwarded.
  *
+ * libfabric.  The drop-in also exports fi_fabric (FABRIC_1.1) and fi_fabric2
+ * (FABRIC_1.8): a program opens a fabric after fi_getinfo() has initialised
+ * libfabric and before any domain opens its registration cache, which is
+ * when libfabric takes an imported memory monitor.  The first call imports
+ * odpx's (odpx_fabric_monitor_import(), lib/fabric_monitor.c), then
+ * forwards.  libfabric is reached through dlvsym() alone; no memory call
+ * is intercepted.  Not imported: ODPX_PRELOAD_FABRIC=0, or
+ * FI_MR_CACHE_MONITOR set (the user chose a monitor, or none).  The exit
+ * line says which.
+ *
  * Shadows live in one reserved mapping (an array of struct shadow), so
  * "is this MR ours?" is a range test that never reads a real MR.  The table
  * of PDs is append-only, read without a lock.
@@ -153,6 +163,7 @@ static __thread unsigned depth __attribute__((tls_model("initial-exec")));
 
 static uint32_t open_flags;
 static bool verbose;
+static bool fabric_off;		/* ODPX_PRELOAD_FABRIC=0 */
 
 /* ---- the real functions ---- */
 
@@ -220,6 +231,74 @@ __attribute__((constructor)) static void preload_init(void)
 		open_flags |= ODPX_OPEN_UNSAFE_NO_MONITOR;
 	v = getenv("ODPX_PRELOAD_VERBOSE");
 	verbose = v && *v && strcmp(v, "0");
+	v = getenv("ODPX_PRELOAD_FABRIC");
+	fabric_off = v && !strcmp(v, "0");
+}
+
+/* ---- libfabric: odpx's monitor imported at the first fabric ---- */
+
+struct fid;
+struct fi_fabric_attr;
+typedef int (*fi_open_fn)(uint32_t, const char *, void *, size_t, uint64_t, struct fid **, void *);
+typedef int (*fi_fabric_fn)(struct fi_fabric_attr *, struct fid **, void *);
+typedef int (*fi_fabric2_fn)(void *, struct fid **, uint64_t, void *);
+/* the fid's first fields, as rdma/fabric.h lays them out (fclass, context, ops) */
+struct fid_head {
+	size_t fclass;
+	void *context;
+	struct { size_t size; int (*close)(struct fid *); } *ops;
+};
+#define FI_VERSION_1_13 ((1u << 16) | 13u)
+
+static pthread_once_t fabric_once = PTHREAD_ONCE_INIT;
+static char fabric_state[96] = "not imported (no fabric opened)";
+
+static void fabric_import(void)
+{
+	fi_open_fn op = (fi_open_fn)dlvsym(RTLD_NEXT, "fi_open", "FABRIC_1.5");
+	const char *m = getenv("FI_MR_CACHE_MONITOR");
+	struct fid *c;
+	int r;
+
+	if (fabric_off) {
+		snprintf(fabric_state, sizeof(fabric_state), "off (ODPX_PRELOAD_FABRIC=0)");
+		return;
+	}
+	if (m && *m) {
+		snprintf(fabric_state, sizeof(fabric_state), "not imported (FI_MR_CACHE_MONITOR=%.40s)", m);
+		return;
+	}
+	if (!op) {
+		snprintf(fabric_state, sizeof(fabric_state), "not imported (libfabric has no fi_open)");
+		return;
+	}
+	if ((r = op(FI_VERSION_1_13, "mr_cache", NULL, 0, 0, &c, NULL)) != 0) {
+		snprintf(fabric_state, sizeof(fabric_state), "not imported (fi_open mr_cache: %s)",
+			 strerror(r < 0 ? -r : r));
+		return;
+	}
+	r = odpx_fabric_monitor_import(c, 0);
+	((struct fid_head *)c)->ops->close(c);
+	if (r == 0)
+		snprintf(fabric_state, sizeof(fabric_state), "imported");
+	else
+		snprintf(fabric_state, sizeof(fabric_state), "not imported (%s)", strerror(-r));
+}
+
+EXPORT int fi_fabric(struct fi_fabric_attr *attr, struct fid **fabric, void *context)
+{
+	fi_fabric_fn f = REAL(fi_fabric_fn, "fi_fabric", "FABRIC_1.1");
+
+	pthread_once(&fabric_once, fabric_import);
+	return f ? f(attr, fabric, context) : -ENOSYS;
+}
+
+EXPORT int fi_fabric2(void *info, struct fid **fabric, uint64_t flags, void *context)
+{
+	fi_fabric2_fn f = REAL(fi_fabric2_fn, "fi_fabric2", "FABRIC_1.8");
+
+	pthread_once(&fabric_once, fabric_import);
+	return f ? f(info, fabric, flags, context) : -ENOSYS;
 }
 
 /* ---- shadows ---- */
@@ -846,11 +925,18 @@ __attribute__((destructor)) static void preload_fini(void)
 	fprintf(stderr, "libodpx-preload: pid %d: contexts %u, mode %s (%s), served %" PRIu64
 		", released %" PRIu64 ", hits %" PRIu64 ", misses %" PRIu64 ", direct %" PRIu64
 		", odp_mrs %" PRIu64 ", passthrough %" PRIu64 " (%" PRIu64 " without a context)"
-		", own %" PRIu64 "\n",
+		", own %" PRIu64 ", libfabric monitor %s",
 		(int)getpid(), ctxs, ctxs ? odpx_mode_str(mode) : "none", why,
 		atomic_load(&n_served), atomic_load(&n_released), sum.hits, sum.misses,
 		sum.direct_regs, sum.odp_mrs, atomic_load(&n_passed), atomic_load(&n_no_ctx),
-		atomic_load(&n_own));
+		atomic_load(&n_own), fabric_state);
+	struct odpx_fabric_stats fs = { 0 };
+	if (odpx_fabric_monitor_stats(&fs) == 0 && (fs.imported || fs.subscribes))
+		fprintf(stderr, " (subscribes %" PRIu64 ", refused %" PRIu64 ", invalidated %" PRIu64
+			", notifies %" PRIu64 ", invalid %" PRIu64 ", live %" PRIu64 ")",
+			fs.subscribes, fs.refused, fs.invalidated, fs.notifies, fs.invalid_answers,
+			fs.subscriptions);
+	fputc('\n', stderr);
 	pthread_mutex_unlock(&table_lock);
 	depth--;
 }

@@ -54,6 +54,7 @@ static const struct var {
 	{ "ODPX_PROCFS_ROOT", "/proc" },
 	{ "ODPX_NO_NETLINK", "unset" },
 	{ "ODPX_LOG", "warn" },
+	{ "ODPX_FABRIC_UNSAFE_NO_NOTIFY", "unset (tests only)" },
 };
 
 static bool json;

@@ -97,6 +97,9 @@ static int seg_read_fd(int fd, pid_t pid, struct odpx_seg_info *out)
 	out->st.unused_bytes = stats_region_unused(shards, out->st.pinned_bytes);	/* live */
 	out->st.watch_vmas = G(watch_vmas);
 	out->st.watch_regs = G(watch_regs);
+	out->st.fabric_subscriptions = G(fabric_subscriptions);
+	out->st.fabric_bytes = G(fabric_bytes);
+	out->st.fabric_notifies = G(fabric_notifies);
 	out->st.thrash_state = G(thrash_state);
 	out->st.thrash_metric = G(thrash_metric);
 	out->st.thrash_value_milli = G(thrash_value_milli);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * preload-symbols: libodpx-preload.so exports exactly libibverbs' registration
- * symbols, each with libibverbs' version, and nothing of odpx; preloaded into
+ * symbols, each with libibverbs' version, and libfabric's fi_fabric and
+ * fi_fabric2 with libfabric's, and nothing of odpx; preloaded into
  * this program (linked against the host's libibverbs, which binds
  * ibv_reg_mr@IBVERBS_1.1 and ibv_dereg_mr@IBVERBS_1.1) it takes those calls;
  * the symbols this libibverbs lacks answer EOPNOTSUPP; a run with no PD
@@ -28,6 +29,8 @@ static const char *const want[] = {
 	"ibv_reg_mr_iova2@@IBVERBS_1.8", "ibv_import_mr@@IBVERBS_1.10",
 	"ibv_unimport_mr@@IBVERBS_1.10", "ibv_reg_dmabuf_mr@@IBVERBS_1.12",
 	"ibv_reg_mr_ex@@IBVERBS_1.15", "ibv_reg_buf_mr@@IBVERBS_1.17",
+	/* libfabric's fabric constructors: the first imports odpx's monitor */
+	"fi_fabric@@FABRIC_1.1", "fi_fabric2@@FABRIC_1.8",
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
