@@ -134,6 +134,8 @@ struct backend_ops {
 	void (*query)(struct odpx_ctx *ctx, struct odpx_caps *caps);
 	/* Optional: release ODP MRs that no registration held since @stamp (engine tick) */
 	unsigned (*reap_idle)(struct odpx_ctx *ctx, uint32_t stamp);
+	/* Optional: the backend's part of each engine tick (hybrid: memory pressure) */
+	void (*tick)(struct odpx_ctx *ctx);
 };
 
 /* The evicted-range records of a context (reserve.c): 32 KiB. */
