@@ -150,7 +150,9 @@ void hybrid_memcg(uint64_t max, uint64_t cur, uint64_t pinned, uint64_t *headroo
 	*pressure = false;
 	if (max == UINT64_MAX)
 		return;
-	*headroom = max / 2 > pinned ? max / 2 - pinned : 0;
+	uint64_t cap = max - max / 4;
+
+	*headroom = cap > pinned ? cap - pinned : 0;
 	*pressure = cur >= max - max / 16;
 }
 

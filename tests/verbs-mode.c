@@ -56,19 +56,19 @@ static void hybrid_rows(void)
 
 		CHECK(got == w->want, "hybrid row %zu (%s): %d, want %d", i, w->what, got, w->want);
 	}
-	/* the memory cgroup's inputs: half of memory.max pinned at most, pressure near it */
+	/* the memory cgroup's inputs: three quarters of memory.max pinned at most, pressure near it */
 	static const struct {
 		uint64_t max, cur, pinned, headroom;
 		bool pressure;
 	} mc[] = {
 		{ UINT64_MAX, 5 * MB, 100 * MB, UINT64_MAX, false },	/* no limit */
-		{ 64 * MB, 10 * MB, 0, 32 * MB, false },
-		{ 64 * MB, 10 * MB, 30 * MB, 2 * MB, false },
-		{ 64 * MB, 40 * MB, 32 * MB, 0, false },
-		{ 64 * MB, 40 * MB, 40 * MB, 0, false },		/* over: no wrap */
-		{ 64 * MB, 60 * MB - 1, 0, 32 * MB, false },
-		{ 64 * MB, 60 * MB, 0, 32 * MB, true },		/* within 1/16 of max */
-		{ 64 * MB, 70 * MB, 0, 32 * MB, true },
+		{ 64 * MB, 10 * MB, 0, 48 * MB, false },
+		{ 64 * MB, 10 * MB, 46 * MB, 2 * MB, false },
+		{ 64 * MB, 40 * MB, 48 * MB, 0, false },
+		{ 64 * MB, 40 * MB, 60 * MB, 0, false },		/* over: no wrap */
+		{ 64 * MB, 60 * MB - 1, 0, 48 * MB, false },
+		{ 64 * MB, 60 * MB, 0, 48 * MB, true },		/* within 1/16 of max */
+		{ 64 * MB, 70 * MB, 0, 48 * MB, true },
 	};
 	for (size_t i = 0; i < sizeof(mc) / sizeof(mc[0]); i++) {
 		uint64_t h;
