@@ -659,9 +659,10 @@ static enum odpx_thrash_state odp_thrash(struct odpx_ctx *ctx)
 }
 
 /*
- * The pinned part's bytes in use and the room the memory cgroup leaves, for
- * hybrid_place().  Unused cached entries do not count: the pin cache evicts
- * them to make room for the pin, as in pin mode.
+ * The pinned part's bytes and the room the memory cgroup leaves, for
+ * hybrid_place().  Unused cached entries count: they are pinned pages all
+ * the same, and hybrid never evicts to pin (past the budget it pages), so
+ * only pressure and idle release let them go.
  */
 static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
 {
@@ -746,11 +747,8 @@ static int hybrid_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 
 	if ((r = check_access(access)) < 0)
 		return r;
-	if (pc->hits_inline && ((e = hit_home(pc, addr, addr + len, access & pc->acc_mask)) ||
-				(e = hit_next(pc, addr, addr + len, access & pc->acc_mask)))) {
-		*out = e;
-		return 0;
-	}
+	if (cache_try(pc, addr, len, access, ODPX_REG_TRY, out) == 0)
+		return 0;	/* a pinned hit, lock-free */
 	in.odp_serves = odp_lookup(ctx, addr, len, access, ODPX_REG_TRY, &o) == 0;
 	if (in.odp_serves && odp_thrash(ctx) != ODPX_THRASH_THRASH) {
 		*out = o;	/* the common ODP hit: no lock */
@@ -798,14 +796,8 @@ static int hybrid_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 static int hybrid_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		      uint32_t flags, struct entry **out)
 {
-	struct odpx_ctx *pc = ctx->pin_part;
-	struct entry *e;
-
-	if (pc->hits_inline && ((e = hit_home(pc, addr, addr + len, access & pc->acc_mask)) ||
-				(e = hit_next(pc, addr, addr + len, access & pc->acc_mask)))) {
-		*out = e;
+	if (cache_try(ctx->pin_part, addr, len, access, flags, out) == 0)
 		return 0;
-	}
 	return odp_lookup(ctx, addr, len, access, flags, out);
 }
 

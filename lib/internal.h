@@ -293,6 +293,9 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
+/* reg_ex.c: the pin cache's lookups that never block (TRY, PARTIAL); -EAGAIN if none serves */
+int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint32_t flags,
+	      struct entry **out);
 /* 1: the pages of [s, end) allow @acc now; 0: they do not; -errno (cache.c) */
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
 int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
