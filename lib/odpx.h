@@ -344,6 +344,10 @@ struct odpx_stats {
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
 	uint64_t repin_fresh;		/* like evict_remiss, but the memory went since: new */
 	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so passed on */
+	/* the memory cgroup (odpx(7), "Memory cgroup") */
+	uint64_t memcg_refusals;	/* pins refused with -ENOMEM: past the cgroup's headroom */
+	uint64_t memcg_released;	/* bytes of unused pins released for headroom or pressure */
+	uint64_t memcg_pressure;	/* engine ticks that found the cgroup under pressure */
 };
 
 /**
