@@ -372,9 +372,9 @@ void idle_tick(struct odpx_ctx *ctx, struct idle_clock *ic, uint64_t now_ns);
 unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
 /* reserve.c, the memory cgroup (memcg.h): release @bytes of unused entries (UINT64_MAX: all) */
 uint64_t cache_release_unused(struct odpx_ctx *ctx, uint64_t bytes);
-/* room for a pin of @bytes, reserved already, after releasing unused entries: 0 or -ENOMEM */
+/* room for a pin of [s, s+len), reserved already, after releasing unused entries: 0, -ENOMEM */
 struct memcg_view;
-int cache_memcg_room(struct odpx_ctx *ctx, uint64_t bytes, struct memcg_view *v);
+int cache_memcg_room(struct odpx_ctx *ctx, uintptr_t s, uint64_t len, struct memcg_view *v);
 void cache_memcg_tick(struct odpx_ctx *ctx);	/* engine: release unused under pressure */
 
 /* engine.c */

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include "log.h"
 #include "cache.h"
@@ -557,20 +558,50 @@ static uint64_t pinned_but(struct odpx_ctx *ctx, uint64_t bytes)
 }
 
 /*
- * Room in the memory cgroup for a pin of @bytes (memcg.h), already reserved
- * in ctx->pinned_bytes: 0 when it fits, after releasing as many unused
- * entries as it lacks; -ENOMEM when it does not, with the reading in @v.
- * One memcg reading per call, two when it releases.  Counts nothing but
- * the release: the caller refuses (pin paths) or serves otherwise.
+ * The bytes of [s, s+len) a pin would newly charge where nothing can go to
+ * swap: its pages not resident yet (mincore); all of them if it fails.
  */
-int cache_memcg_room(struct odpx_ctx *ctx, uint64_t bytes, struct memcg_view *v)
+static uint64_t nonresident_bytes(uintptr_t s, uint64_t len)
 {
-	uint64_t room;
+	unsigned char vec[1024];
+	uint64_t out = 0;
 
-	if (memcg_headroom(pinned_but(ctx, bytes), &room, v) < 0 || bytes <= room)
+	while (len) {
+		uint64_t n = len < sizeof(vec) * PAGE_SIZE ? len : sizeof(vec) * PAGE_SIZE;
+		size_t pages = (n + PAGE_SIZE - 1) / PAGE_SIZE;
+
+		if (mincore((void *)s, n, vec) < 0)
+			return out + len;
+		for (size_t i = 0; i < pages; i++)
+			out += (vec[i] & 1) ? 0 : PAGE_SIZE;
+		s += n;
+		len -= n;
+	}
+	return out;
+}
+
+/*
+ * Room in the memory cgroup for a pin of [s, s+len) (memcg.h), already
+ * reserved in ctx->pinned_bytes: 0 when it fits, after releasing as many
+ * unused entries as it lacks; -ENOMEM when it does not, with the reading
+ * in @v.  With swap every pinned byte becomes unreclaimable; without, only
+ * the pages the pin brings in are new, the resident ones are charged and
+ * unreclaimable already.  One memcg reading per call, two when it
+ * releases.  Counts nothing but the release: the caller refuses (pin
+ * paths) or serves otherwise.
+ */
+int cache_memcg_room(struct odpx_ctx *ctx, uintptr_t s, uint64_t len, struct memcg_view *v)
+{
+	uint64_t room, need;
+
+	if (memcg_headroom(pinned_but(ctx, len), &room, v) < 0 || len <= room)
 		return 0;	/* unreadable: pinned as without a cgroup */
-	if (cache_release_unused(ctx, bytes - room) &&
-	    (memcg_headroom(pinned_but(ctx, bytes), &room, v) < 0 || bytes <= room))
+	need = v->swap ? len : nonresident_bytes(s, len);
+	if (need <= room)
+		return 0;
+	/* without swap an unpinned page stays charged: releasing gains nothing */
+	if (v->swap && cache_release_unused(ctx, need - room) &&
+	    (memcg_headroom(pinned_but(ctx, len), &room, v) < 0 || need <= room))
 		return 0;
 	return -ENOMEM;
 }
@@ -614,12 +645,11 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 	}
 	/* no pin past the memory cgroup's headroom: the OOM killer would end the process in it */
 	struct memcg_view v;
-	if ((r = cache_memcg_room(ctx, len, &v)) < 0) {
+	if ((r = cache_memcg_room(ctx, s, len, &v)) < 0) {
 		STAT_INC(ctx, memcg_refusals);
 		r = odpx_fail(-ENOMEM, "pinning %zu bytes would take memory cgroup %s (v%d) past its "
 			      "headroom: limit %" PRIu64 ", %" PRIu64 " unreclaimable, margin %" PRIu64
-			      ", %" PRIu64 " bytes may still be pinned after releasing every unused "
-			      "registration (odpx(7), MEMORY CGROUP)", len, v.path, v.version,
+			      ", %" PRIu64 " bytes may still be pinned (odpx(7), MEMORY CGROUP)", len, v.path, v.version,
 			      v.limit_bytes, v.unreclaimable_bytes, v.margin_bytes, v.headroom_bytes);
 		if (held)
 			unpin_one(ctx, (uint32_t)idx);	/* the evicted registration it holds */

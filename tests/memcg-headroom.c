@@ -18,8 +18,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#include "test.h"
-#include "../lib/memcg.h"
+#include "memcg-test.h"
 
 #define MiB ((uint64_t)1 << 20)
 
@@ -87,18 +86,6 @@ static void test_fixtures(void)
 	view("memcg-limits", 900, 0, 0);	/* no such process: no cgroup, no error */
 }
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 static char cg[PATH_MAX];
 static int cg_version;
 
@@ -106,15 +93,11 @@ static int child(void *arg)
 {
 	uint64_t h1, h2;
 	struct memcg_view v;
-	char path[PATH_MAX + 32], pid[32];
 	uint64_t len = 24 * MiB;
 	char *p;
 
 	(void)arg;
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	CHECK(write_file(path, pid) == 0, "entering %s: %s", cg, strerror(errno));
-	memcg_forget();	/* moved: find it again */
+	memcg_test_enter(cg);
 	CHECK(memcg_headroom(0, &h1, &v) == 0, "memcg_headroom failed");
 	printf("in %s (v%d): limit %" PRIu64 " MiB, headroom %" PRIu64 " MiB, unreclaimable %"
 	       PRIu64 " MiB%s\n", v.path, v.version, v.limit_bytes / MiB, h1 / MiB,
@@ -133,42 +116,6 @@ static int child(void *arg)
 	return 0;
 }
 
-/* A memory cgroup of 96 MiB beside or under ours: v1 under ours, v2 under the root. */
-static bool cgroup_make(const struct memcg_view *live)
-{
-	char path[PATH_MAX + 32];
-	const char *limit_file;
-
-	if (live->version == 1) {
-		snprintf(cg, sizeof(cg), "/sys/fs/cgroup/memory%s/odpx-memcg-test.%d",
-			 strcmp(live->path, "/") ? live->path : "", (int)getpid());
-		limit_file = "memory.limit_in_bytes";
-	} else {
-		/* the root of the v2 hierarchy: where it has the memory controller to give */
-		const char *mnt = access("/sys/fs/cgroup/unified/cgroup.controllers", R_OK) == 0
-				  ? "/sys/fs/cgroup/unified" : "/sys/fs/cgroup";
-		snprintf(path, sizeof(path), "%s/cgroup.subtree_control", mnt);
-		if (write_file(path, "+memory") < 0) {
-			printf("no memory controller to give at %s: %s\n", mnt, strerror(errno));
-			return false;
-		}
-		snprintf(cg, sizeof(cg), "%s/odpx-memcg-test.%d", mnt, (int)getpid());
-		limit_file = "memory.max";
-	}
-	if (mkdir(cg, 0755) < 0) {
-		printf("cannot make %s: %s\n", cg, strerror(errno));
-		return false;
-	}
-	snprintf(path, sizeof(path), "%s/%s", cg, limit_file);
-	if (write_file(path, "100663296") < 0) {
-		printf("cannot limit %s: %s\n", path, strerror(errno));
-		rmdir(cg);
-		return false;
-	}
-	cg_version = live->version;
-	return true;
-}
-
 static void test_live(void)
 {
 	struct memcg_roots r = { .proc = "/proc", .sys = "/sys" };
@@ -182,7 +129,7 @@ static void test_live(void)
 		printf("no memory cgroup here: the live part is not run\n");
 		return;
 	}
-	if (!cgroup_make(&v)) {
+	if (!(cg_version = memcg_test_make(cg, sizeof(cg), 96 * MiB))) {
 		printf("no memory cgroup of our own could be made: the live part is not run\n");
 		return;
 	}
