@@ -449,11 +449,11 @@ static void *engine_main(void *arg)
 		if (reap_cq(e)) {
 			STAT_INC(ctx, engine_ticks);
 			cache_trim(ctx);
+			if (ctx->cache_enabled)
+				cache_memcg_tick(ctx);
 			idle_tick(ctx, &e->idle, odpx_now_ns());
 			prereg_tick(ctx);
 			stats_seg_tick(ctx);
-			if (ctx->be->tick)
-				ctx->be->tick(ctx);
 		}
 		if ((e->unarmed & UD_TICK) || io_uring_sq_ready(&e->ring)) {
 			arm(e);
