@@ -353,6 +353,7 @@ struct odpx_stats {
 	uint64_t hybrid_pinned;		/* pinned: it fit the budget and the memory headroom */
 	uint64_t hybrid_odp;		/* ODP: a pin would have passed the budget or headroom */
 	uint64_t hybrid_to_pin;		/* moved from ODP to pinned: ODP thrashed, the pin fit */
+	uint64_t hybrid_released;	/* bytes of unused pins its pinned part released for the cgroup */
 	uint64_t odp_bytes;		/* gauge: bytes the chunk and range ODP MRs span */
 };
 

@@ -59,7 +59,7 @@ struct stat_shard {
 	X(direct_no_engine) X(try_again) X(idle_released) X(prereg_repins) X(repin_fresh) \
 	X(preload_passthrough) X(prefetch_errno) X(global_rkey) \
 	X(memcg_refusals) X(memcg_released) X(memcg_pressure) \
-	X(hybrid_pinned) X(hybrid_odp) X(hybrid_to_pin) X(odp_bytes)
+	X(hybrid_pinned) X(hybrid_odp) X(hybrid_to_pin) X(hybrid_released) X(odp_bytes)
 
 struct cold_stats {
 #define X(f) _Atomic uint64_t f;
