@@ -312,6 +312,14 @@ static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry 
 	return (uint32_t)(e - ctx->ent);
 }
 
+/* The context whose slab holds handle @e: a hybrid context's pinned part, or @ctx. */
+static inline struct odpx_ctx *ctx_of_entry(struct odpx_ctx *ctx, const struct entry *e)
+{
+	struct odpx_ctx *pc = ctx->pin_part;
+
+	return pc && e >= pc->ent && e < pc->ent + pc->max_entries ? pc : ctx;
+}
+
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */
 extern _Atomic uint32_t odpx_next_shard;
 extern __thread uint32_t odpx_my_shard __attribute__((tls_model("initial-exec")));	/* index+1 */
