@@ -380,6 +380,7 @@ static uint64_t events_locked(void)
 bool memcg_pressure(uint64_t pinned)
 {
 	uint64_t now = odpx_now_ns(), ev, room;
+	struct memcg_view v;
 	bool rose;
 
 	pthread_mutex_lock(&live.lock);
@@ -393,7 +394,10 @@ bool memcg_pressure(uint64_t pinned)
 	rose = live.events != UINT64_MAX && ev > live.events;	/* the first look sets the base */
 	live.events = ev;
 	pthread_mutex_unlock(&live.lock);
-	return rose || (memcg_headroom(pinned, &room, NULL) == 0 && room == 0);
+	/* without swap an unpinned page stays charged: no pressure that a release relieves */
+	if (memcg_headroom(pinned, &room, &v) < 0 || !v.swap)
+		return false;
+	return rose || room == 0;
 }
 
 void memcg_forget(void)
