@@ -149,7 +149,8 @@ uint64_t ctx_pinned_total(void)
 
 	pthread_mutex_lock(&ctx_list_lock);
 	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
-		if (c->be->reg)	/* the ODP modes pin nothing */
+		/* the ODP modes pin nothing; a hybrid context's pins are its pinned part's */
+		if (c->mode != ODPX_MODE_PIN && c->mode != ODPX_MODE_DIRECT)
 			continue;
 		pthread_mutex_lock(&c->lock);
 		sum += c->pinned_bytes + c->releasing_bytes;
