@@ -18,6 +18,7 @@
 #include "cache.h"
 #include "../sysfs-stats/counters.h"
 #include "log.h"
+#include "memcg.h"
 #include "mode.h"
 
 _Atomic uint32_t odpx_fork_gen;
@@ -96,7 +97,8 @@ ODPX_EXPORT const char *odpx_version(void)
 
 ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 {
-	static const char *const names[] = { "auto", "implicit", "explicit", "pin", "direct" };
+	static const char *const names[] = { "auto", "implicit", "explicit", "pin", "direct",
+						   "hybrid" };
 
 	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
 }
@@ -135,6 +137,28 @@ static void atfork_child(void)
 	stats_atfork_child();
 	shard_atfork_child();
 	pthread_mutex_unlock(&ctx_list_lock);	/* taken by this thread in prepare */
+}
+
+/*
+ * The bytes the process's pinning contexts hold pinned or on their way to
+ * unpinned (the memory cgroup's headroom, reserve.c).  Lock order: the
+ * context list before each context's lock; no caller holds either.
+ */
+uint64_t ctx_pinned_total(void)
+{
+	uint64_t sum = 0;
+
+	pthread_mutex_lock(&ctx_list_lock);
+	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
+		/* the ODP modes pin nothing; a hybrid context's pins are its pinned part's */
+		if (c->mode != ODPX_MODE_PIN && c->mode != ODPX_MODE_DIRECT)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		sum += c->pinned_bytes + c->releasing_bytes;
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&ctx_list_lock);
+	return sum;
 }
 
 static void ctx_list_del(struct odpx_ctx *ctx)
@@ -365,7 +389,8 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	if (a->mode == ODPX_MODE_AUTO)
 		a->mode = ODPX_MODE_PIN;
 	/* only the verbs backend pages on demand (its open chose the mode) */
-	if ((a->mode == ODPX_MODE_IMPLICIT || a->mode == ODPX_MODE_EXPLICIT) &&
+	if ((a->mode == ODPX_MODE_IMPLICIT || a->mode == ODPX_MODE_EXPLICIT ||
+	     a->mode == ODPX_MODE_HYBRID) &&
 	    ops->id != ODPX_BACKEND_VERBS)
 		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
 				 ops->name, odpx_mode_str(a->mode));
@@ -401,6 +426,7 @@ static void ctx_setup(struct odpx_ctx *ctx, const struct backend_ops *ops,
 	struct thrash_cfg tc;
 
 	ctx->fork_gen = atomic_load(&odpx_fork_gen);
+	memcg_forget();	/* the process may have moved to another cgroup since */
 	ctx->magic = CTX_MAGIC;
 	ctx->be = ops;
 	ctx->mode = a->mode;
@@ -620,6 +646,9 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
+	/* a hybrid context's pinned registrations are entries of its pin cache */
+	if (ctx->pin_part && (e = handle_entry(ctx->pin_part, mr)))
+		return cache_dereg(ctx->pin_part, e);
 	if (unlikely(!(e = handle_entry(ctx, mr))))
 		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
 	return ctx->be->dereg ? ctx->be->dereg(ctx, e) : cache_dereg(ctx, e);

@@ -239,6 +239,8 @@ struct odpx_ctx {
 	_Atomic uint64_t pq_tail ALIGNED_LINE;	/* engine */
 
 	void *be_priv;			/* the backend's */
+	/* hybrid mode: the pin cache that serves its pinned part (backend_verbs.c) */
+	struct odpx_ctx *pin_part;
 	/* the mode's reason: a failed attach changes it after the open */
 	pthread_mutex_t reason_lock;
 	char reason[192];
@@ -250,6 +252,8 @@ int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* ctx.c: *@attr (NULL: none) into @a, its comp_mask checked, flags 0 unless given */
 int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
 
+/* ctx.c: bytes pinned by the process's pin and direct contexts (the memory cgroup's) */
+uint64_t ctx_pinned_total(void);
 /* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -289,6 +293,9 @@ int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 	      struct entry **out);
+/* reg_ex.c: the pin cache's lookups that never block (TRY, PARTIAL); -EAGAIN if none serves */
+int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint32_t flags,
+	      struct entry **out);
 /* 1: the pages of [s, end) allow @acc now; 0: they do not; -errno (cache.c) */
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);
 int cache_reg_as(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
@@ -308,6 +315,14 @@ void fabric_monitor_gauges(uint64_t *subs, uint64_t *bytes, uint64_t *notifies);
 static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry *e)
 {
 	return (uint32_t)(e - ctx->ent);
+}
+
+/* The context whose slab holds handle @e: a hybrid context's pinned part, or @ctx. */
+static inline struct odpx_ctx *ctx_of_entry(struct odpx_ctx *ctx, const struct entry *e)
+{
+	struct odpx_ctx *pc = ctx->pin_part;
+
+	return pc && e >= pc->ent && e < pc->ent + pc->max_entries ? pc : ctx;
 }
 
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */
@@ -373,6 +388,12 @@ struct idle_clock {
 void idle_tick(struct odpx_ctx *ctx, struct idle_clock *ic, uint64_t now_ns);
 /* reserve.c: evict the unused entries released before @stamp; how many */
 unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
+/* reserve.c, the memory cgroup (memcg.h): release @bytes of unused entries (UINT64_MAX: all) */
+uint64_t cache_release_unused(struct odpx_ctx *ctx, uint64_t bytes);
+/* room for a pin of [s, s+len), reserved already, after releasing unused entries: 0, -ENOMEM */
+struct memcg_view;
+int cache_memcg_room(struct odpx_ctx *ctx, uintptr_t s, uint64_t len, struct memcg_view *v);
+void cache_memcg_tick(struct odpx_ctx *ctx);	/* engine: release unused under pressure */
 
 /* engine.c */
 int engine_start(struct odpx_ctx *ctx);	/* idempotent */

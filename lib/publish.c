@@ -142,7 +142,8 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 	ctr_set_init(pv->dev_cur);
 	thrash_env(&pv->t.cfg);	/* the open checked it */
 	thrash_init(&pv->t, &pv->t.cfg);
-	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT;
+	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT ||
+			 ctx->mode == ODPX_MODE_HYBRID;
 	if (pv->dev_inputs)
 		stats_roots_init(&pv->roots, NULL, NULL, NULL);
 	/* as odpstat: no netlink beside a sysfs of fixtures, nor under ODPX_NO_NETLINK */
@@ -290,7 +291,9 @@ static void sample_device(struct odpx_ctx *ctx, struct seg_priv *pv)
 	src_uverbs_read(&pv->roots, NULL, pv->dev_cur);
 	if (pv->cb)
 		sample_nl_mr(ctx, pv);
-	if (pv->cb && src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
+	/* hybrid acts on THRASH (backend_verbs.c:hybrid_reg()): it reads the memory always */
+	if ((pv->cb || ctx->mode == ODPX_MODE_HYBRID) &&
+	    src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
 		src_vmstat_read(&pv->roots, pv->dev_cur);
 	t = pv->dev_prev;
 	pv->dev_prev = pv->dev_cur;
