@@ -428,7 +428,7 @@ struct lat_env {
 
 struct lat_pass_info {
 	double prefetch_us;		/* the odpx_prefetch call, 0 without */
-	unsigned absent;		/* pages mincore() saw absent before the timed pass */
+	unsigned absent;		/* pages mincore() saw absent before the prefetch and the pass */
 };
 
 /* One RDMA READ of a page into @laddr, its completion polled for: ns, or -errno (printed). */
@@ -1600,7 +1600,7 @@ int main(int argc, char **argv)
 	if (!R.phase_s)
 		R.phase_s = 15;
 	if (!R.lat_samples)
-		R.lat_samples = R.quick ? 64 : 2000;
+		R.lat_samples = R.quick ? 64 : 5000;
 	for (int i = 1; i < argc; i++) {
 		size_t n = strlen(R.args);
 		snprintf(R.args + n, sizeof(R.args) - n, "%s%s", n ? " " : ": odpx-paging ", argv[i]);
