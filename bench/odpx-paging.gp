@@ -236,29 +236,44 @@ if (exists_file(fo)) {
 
 # latency-cdf.tsv: the CDF of each row's one-page transfers (latency.tsv in the same order):
 # block 0 the pinned hit, then resident, first touch and after reclaim with no prefetch
-# (1-3), odpx_prefetch (4-6) and ODPX_PREFETCH_SYNC (7-9).  One panel per prefetch variant,
-# the pinned hit in each; x logarithmic: the tail spans decades.
+# (1-3), odpx_prefetch (4-6) and ODPX_PREFETCH_SYNC (7-9).  One column per prefetch variant,
+# the pinned hit in each; the CDF above, 1 - CDF on a log scale below (the tail); x
+# logarithmic: the tail spans decades.
 f = dir . "/latency-cdf.tsv"
 if (exists_file(f)) {
 	set output dir . "/latency.png"
-	set terminal pngcairo size 1500,560 noenhanced font ",10"
+	set terminal pngcairo size 1500,900 noenhanced font ",10"
 	unset title
-	set multiplot layout 1,3 title title . " fault latency: one 4 KiB RDMA READ into the region, posted and polled (CDF of the transfers)"
+	set multiplot layout 2,3 title title . " fault latency: one 4 KiB RDMA READ into the region, from post to completion (top: CDF; bottom: the fraction slower, the tail)"
 	set logscale x 10
 	set xlabel "latency (us)"
-	set ylabel "fraction of transfers"
-	set yrange [0:1.02]
 	set key inside right bottom
 	pfname(i) = i == 0 ? "no prefetch" : (i == 1 ? "odpx_prefetch" : "ODPX_PREFETCH_SYNC")
-	do for [pf=0:2] {
-		set title pfname(pf)
-		plot f index 0 using 1:2 with steps lw 2 lc rgb "#1f77b4" title "pinned hit", \
-		     f index (1 + 3 * pf) using 1:2 with steps lw 2 lc rgb "#2ca02c" title "ODP resident", \
-		     f index (2 + 3 * pf) using 1:2 with steps lw 2 lc rgb "#ff7f0e" title "ODP first touch", \
-		     f index (3 + 3 * pf) using 1:2 with steps lw 2 lc rgb "#d62728" title "ODP after reclaim"
+	do for [pass=0:1] {
+		if (pass == 0) {
+			set ylabel "fraction of transfers"
+			unset logscale y
+			set yrange [0:1.02]
+			set key inside right bottom
+		} else {
+			set ylabel "fraction slower than x"
+			set logscale y
+			set yrange [1e-4:1]
+			set key inside left bottom
+		}
+		do for [pf=0:2] {
+			set title pfname(pf)
+			# 1 - F, the last sample (F = 1) left out of the log plot
+			y(c) = pass == 0 ? c : (c < 1 ? 1 - c : 1/0)
+			plot f index 0 using 1:(y($2)) with steps lw 2 lc rgb "#1f77b4" title "pinned hit", \
+			     f index (1 + 3 * pf) using 1:(y($2)) with steps lw 2 lc rgb "#2ca02c" title "ODP resident", \
+			     f index (2 + 3 * pf) using 1:(y($2)) with steps lw 2 lc rgb "#ff7f0e" title "ODP first touch", \
+			     f index (3 + 3 * pf) using 1:(y($2)) with steps lw 2 lc rgb "#d62728" title "ODP after reclaim"
+		}
 	}
 	unset multiplot
 	unset logscale x
+	unset logscale y
 	set yrange [*:*]
 	set key outside right top
 	set terminal pngcairo size 1000,600 noenhanced font ",10"
