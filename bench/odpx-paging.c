@@ -1012,12 +1012,21 @@ struct ph_shared {
 	char reason[192];
 	uint64_t transfers, reg_failed;
 	int last_err;
+	int events;		/* the thrash callback's reports */
 };
+
+/* The ODP modes read the cgroup's refaults only while a thrash callback is set. */
+static void ph_on_thrash(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev, void *arg)
+{
+	struct ph_shared *sh = arg;
+
+	sh->events++;
+}
 
 static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, struct ph_shared *sh)
 {
-	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS,
-			       .mode = ws_variant_mode[v] };
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS | ODPX_ATTR_THRASH_CB,
+			       .mode = ws_variant_mode[v], .thrash_cb = ph_on_thrash, .thrash_arg = sh };
 	size_t n[PH_NPHASES] = { R.memory_max / 4 / WS_CHUNK, 2 * R.memory_max / WS_CHUNK,
 				 R.memory_max / 4 / WS_CHUNK };
 	char name[64];
@@ -1158,10 +1167,10 @@ static void exp_phase(void)
 		any |= !sh->open_err;
 		fprintf(R.nd, "{\"exp\":\"phase\",\"summary\":true,\"variant\":\"%s\",\"mode\":\"%s\","
 			"\"memory_max_mib\":%.1f,\"phase_s\":%.1f,\"transfers\":%" PRIu64 ",\"reg_failed\":%"
-			PRIu64 ",\"last_reg_err\":\"%s\",\"oom_kill\":%" PRId64 ",\"outcome\":\"%s\"}\n",
-			ws_variant_names[v], ws_variant_modes[v], (double)R.memory_max / MiB, phase_s,
-			sh->transfers, sh->reg_failed, sh->last_err ? strerror(-sh->last_err) : "",
-			oom, outcome);
+			PRIu64 ",\"last_reg_err\":\"%s\",\"state_changes\":%d,\"oom_kill\":%" PRId64
+			",\"outcome\":\"%s\"}\n", ws_variant_names[v], ws_variant_modes[v],
+			(double)R.memory_max / MiB, phase_s, sh->transfers, sh->reg_failed,
+			sh->last_err ? strerror(-sh->last_err) : "", sh->events, oom, outcome);
 		printf("# phase %-6s: %s; %" PRIu64 " transfers checked, %" PRIu64
 		       " registrations failed%s%s\n", ws_variant_names[v], outcome, sh->transfers,
 		       sh->reg_failed, sh->last_err ? ", the last with " : "",

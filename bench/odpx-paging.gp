@@ -180,7 +180,7 @@ if (exists_file(fo)) {
 	unset title
 	set multiplot title title . " phase change: working set M/4, then 2M, then M/4 (M = memory.max); one 64 KiB registration per chunk"
 	set lmargin 12
-	set rmargin 24
+	set rmargin 30
 	set key outside right top
 	set size 1,0.42
 	set origin 0,0.53
@@ -197,7 +197,7 @@ if (exists_file(fo)) {
 	set size 1,0.30
 	set origin 0,0.23
 	set ylabel "pinned MiB"
-	set y2label "hybrid: ODP MRs made"
+	set y2label "ODP MRs (hybrid)"
 	set y2tics
 	# without hybrid's table no point is on y2: a fixed range keeps gnuplot plotting
 	if (exists_file(fh)) { set autoscale y2 } else { set y2range [0:1] }
