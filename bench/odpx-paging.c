@@ -47,6 +47,9 @@ struct report {
 	char args[512];		/* the options, for index.md */
 	uint64_t seed;
 	char skipped[1024];	/* "name: why; ..." */
+	unsigned nskipped;	/* experiments skipped */
+	unsigned failed;	/* points of workingset and phase that failed (not an OOM kill) */
+	bool require_device;	/* --require-device: a skip or a failed point is an error */
 	char ran[256];
 };
 
@@ -70,6 +73,7 @@ static void skip(const char *exp, const char *why)
 	size_t n = strlen(R.skipped);
 
 	snprintf(R.skipped + n, sizeof(R.skipped) - n, "%s%s: %s", n ? "; " : "", exp, why);
+	R.nskipped++;
 	printf("# %s skipped: %s\n", exp, why);
 	fprintf(R.nd, "{\"exp\":\"%s\",\"skipped\":\"%s\"}\n", exp, why);
 }
@@ -897,6 +901,7 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 			 ws_stage_names[pt->stage], WIFSIGNALED(st) ? "signal" : "exit status",
 			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 		code = WS_FAILED;
+		R.failed++;
 	}
 	bool done = code == WS_OK || code == WS_FALLBACK;
 	*mb_s = done ? pt->mb_s : -1;
@@ -1160,10 +1165,12 @@ static void exp_phase(void)
 		else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && oom > 0)
 			snprintf(outcome, sizeof(outcome), "OOM-killed while %s (memory.events oom_kill %"
 				 PRId64 ")", ws_stage_names[sh->stage], oom);
-		else
+		else {
 			snprintf(outcome, sizeof(outcome), "failed while %s: %s %d (see the output above)",
 				 ws_stage_names[sh->stage], WIFSIGNALED(st) ? "signal" : "exit status",
 				 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+			R.failed++;
+		}
 		any |= !sh->open_err;
 		fprintf(R.nd, "{\"exp\":\"phase\",\"summary\":true,\"variant\":\"%s\",\"mode\":\"%s\","
 			"\"memory_max_mib\":%.1f,\"phase_s\":%.1f,\"transfers\":%" PRIu64 ",\"reg_failed\":%"
@@ -1538,7 +1545,7 @@ static void usage(FILE *f, const char *prog)
 {
 	fprintf(f, "usage: %s [--quick] [--out DIR] [--only EXP[,EXP]] [--seed N] [--no-plots]\n"
 		"       [--cgroup DIR] [--memory-max SIZE] [--region SIZE] [--thrash SPEC] [--samples N]\n"
-		"       [--latency-wait sleep|poll] [--phase-secs S]\n"
+		"       [--latency-wait sleep|poll] [--phase-secs S] [--require-device]\n"
 		"  EXP: pincache, timeline, warmup, prefetch, latency, workingset, phase;\n"
 		"       memtrace (only by name)\n", prog);
 }
@@ -1553,6 +1560,7 @@ int main(int argc, char **argv)
 		{ "region", required_argument, NULL, 'r' }, { "thrash", required_argument, NULL, 't' },
 		{ "samples", required_argument, NULL, 'S' }, { "latency-wait", required_argument, NULL, 'W' },
 		{ "phase-secs", required_argument, NULL, 'P' },
+		{ "require-device", no_argument, NULL, 'D' },
 		{ 0 },
 	};
 	struct bench_opts sel = { 0 };
@@ -1596,6 +1604,7 @@ int main(int argc, char **argv)
 			if ((R.phase_s = strtod(optarg, NULL)) < 1 || R.phase_s > 3600)
 				return fprintf(stderr, "--phase-secs %s: 1 to 3600\n", optarg), 2;
 			break;
+		case 'D': R.require_device = true; break;
 		case 'h': usage(stdout, argv[0]); return 0;
 		default: usage(stderr, argv[0]); return 2;
 		}
@@ -1643,5 +1652,11 @@ int main(int argc, char **argv)
 		plot(src);
 	write_index(src, dev, (double)(now_ns() - t0) / 1e9);
 	printf("# report in %s: index.md, samples.ndjson%s\n", R.dir, plots ? ", *.png" : "");
+	/* where the device must be there (the test guest), nothing may be skipped or fail */
+	if (R.require_device && (R.nskipped || R.failed)) {
+		printf("# --require-device: %u experiment(s) skipped, %u point(s) failed\n", R.nskipped,
+		       R.failed);
+		return 1;
+	}
 	return 0;
 }
