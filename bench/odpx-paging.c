@@ -616,7 +616,16 @@ static void lat_row(struct lat_env *e, FILE *tsv, enum lat_kind k, int pf)
 
 	lat_measure(e, LAT_PINNED, 0, e->ref, &ri);
 	lat_measure(e, k, pf, e->lat, &info);
+	/*
+	 * Where in the pass the slow transfers are: those over the reference's p99 in the first
+	 * tenth of the pass and in the rest (an asynchronous prefetch still running meets the
+	 * first ones).  Before the samples are sorted.
+	 */
+	unsigned slow_first = 0, slow_rest = 0;
 	ref = lat_quantiles(e->ref, e->n);
+	for (unsigned i = 0; i < e->n; i++)
+		if (e->lat[i] > ref.p99)
+			*(i < e->n / 10 ? &slow_first : &slow_rest) += 1;
 	q = lat_quantiles(e->lat, e->n);
 	snprintf(label, sizeof(label), "%s, prefetch %s", lat_kind_names[k], lat_pf_names[pf]);
 	lat_cdf(e->cdf, label, e->lat, e->n);
@@ -627,11 +636,11 @@ static void lat_row(struct lat_env *e, FILE *tsv, enum lat_kind k, int pf)
 		"\"mean_us\":%.2f,\"ref\":{\"row\":\"pinned_hit\",\"p50_us\":%.2f,\"p90_us\":%.2f,"
 		"\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f},"
 		"\"ratio\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,"
-		"\"mean\":%.3f}}\n", e->d->name, lat_kind_keys[k], lat_pf_names[pf], LAT_PAGE, e->n,
+		"\"mean\":%.3f},\"over_ref_p99_first_tenth\":%u,\"over_ref_p99_rest\":%u}\n", e->d->name, lat_kind_keys[k], lat_pf_names[pf], LAT_PAGE, e->n,
 		(size_t)2 * e->n * LAT_PAGE, info.absent, info.prefetch_us, q.p50, q.p90, q.p99,
 		q.p999, q.max, q.mean, ref.p50, ref.p90, ref.p99, ref.p999, ref.max, ref.mean,
 		q.p50 / ref.p50, q.p90 / ref.p90, q.p99 / ref.p99, q.p999 / ref.p999,
-		q.max / ref.max, q.mean / ref.mean);
+		q.max / ref.max, q.mean / ref.mean, slow_first, slow_rest);
 	fprintf(tsv, "\"%s\" %s %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.1f %u\n",
 		lat_kind_names[k], lat_pf_names[pf], q.p50, q.p90, q.p99, q.p999, q.max, ref.p50,
 		q.p50 / ref.p50, q.p99 / ref.p99, q.p999 / ref.p999, q.max / ref.max,
