@@ -751,7 +751,8 @@ static const enum odpx_mode ws_variant_mode[] = { ODPX_MODE_EXPLICIT, ODPX_MODE_
 						  PAGING_MODE_HYBRID };
 
 /* The outcome of a point, column 8 of workingset.tsv (bench/odpx-paging.gp draws it). */
-enum ws_outcome { WS_OK, WS_REG_FAILED, WS_OOM_KILLED, WS_FAILED, WS_UNAVAILABLE, WS_FALLBACK };
+enum ws_outcome { WS_OK, WS_REG_FAILED, WS_OOM_KILLED, WS_FAILED, WS_UNAVAILABLE, WS_FALLBACK,
+		  WS_STALLED };
 
 struct ws_point {
 	enum ws_stage stage;
@@ -852,6 +853,34 @@ static int ws_child(const struct ws_cg *cg, enum ws_variant v, size_t bytes, dou
 	return 0;
 }
 
+/*
+ * A child that does not end @secs after it started is killed and reported as stalled: with
+ * most of the cgroup's memory pinned, reclaim swaps the rest of the process (its code, the
+ * part of the region not pinned) in and out, and a transfer can take seconds.  true if so.
+ */
+#define WS_STALL_MARGIN_S	120	/* writing and checking a region of 4M under TCG */
+static bool wait_or_kill(pid_t pid, int *st, double secs)
+{
+	uint64_t end = now_ns() + (uint64_t)(secs * 1e9);
+
+	for (;;) {
+		struct timespec ts = { 0, 50 * 1000000L };
+		pid_t r = waitpid(pid, st, WNOHANG);
+
+		if (r == pid)
+			return false;
+		if (r < 0)
+			DIE("waitpid: %s", strerror(errno));
+		if (now_ns() > end) {
+			kill(pid, SIGKILL);
+			if (waitpid(pid, st, 0) != pid)
+				DIE("waitpid: %s", strerror(errno));
+			return true;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
 static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, double *mb_s)
 {
@@ -869,12 +898,13 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 	fflush(NULL);
 	if ((pid = fork()) == 0)
 		_exit(ws_child(&cg, v, bytes, secs));
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		DIE("fork/waitpid: %s", strerror(errno));
+	if (pid < 0)
+		DIE("fork: %s", strerror(errno));
+	bool stalled = wait_or_kill(pid, &st, secs + WS_STALL_MARGIN_S);
 	int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
 	int64_t max_hit = ws_cg_value(&cg, "memory.events", "max");
 	ws_cg_remove(&cg);
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+	if (!stalled && WIFEXITED(st) && WEXITSTATUS(st) == 77)
 		return false;
 	struct ws_point *pt = ws_shared;
 	/* what the registration returned: its -errno, or served by direct pinning (counted) */
@@ -890,7 +920,11 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 		snprintf(reg, sizeof(reg), "fallback: direct");
 	else
 		snprintf(reg, sizeof(reg), "ok");
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->open_err) {
+	if (stalled) {
+		snprintf(outcome, sizeof(outcome), "stalled: killed after %.0f s while %s (memory.events "
+			 "oom_kill %" PRId64 ")", secs + WS_STALL_MARGIN_S, ws_stage_names[pt->stage], oom);
+		code = WS_STALLED;
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->open_err) {
 		snprintf(outcome, sizeof(outcome), "not available: %s (%s)", strerror(-pt->open_err),
 			 pt->reason);
 		code = WS_UNAVAILABLE;
@@ -974,7 +1008,7 @@ static void exp_workingset(void)
 	tsv = open_in("workingset.tsv");
 	fprintf(tsv, "# variant ws_ratio ws_mib mb_s refault_s majflt_s state outcome"
 		" (variant: 0 explicit ODP, 1 pinned, 2 hybrid; outcome: 0 ok, 1 registration failed,"
-		" 2 OOM-killed, 3 failed, 4 mode not available, 5 ok, served direct;"
+		" 2 OOM-killed, 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled;"
 		" memory.max %.0f MiB)\n", (double)R.memory_max / MiB);
 	for (int v = 0; v < WS_NVARIANTS; v++) {
 		for (size_t i = 0; i < nr; i++)
@@ -1157,16 +1191,21 @@ static void exp_phase(void)
 		fflush(NULL);
 		if ((pid = fork()) == 0)
 			_exit(ph_child(&cg, (enum ws_variant)v, phase_s, sh));
-		if (pid < 0 || waitpid(pid, &st, 0) != pid)
-			DIE("fork/waitpid: %s", strerror(errno));
+		if (pid < 0)
+			DIE("fork: %s", strerror(errno));
+		bool stalled = wait_or_kill(pid, &st, 3 * phase_s + WS_STALL_MARGIN_S);
 		int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
 		ws_cg_remove(&cg);
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		if (!stalled && WIFEXITED(st) && WEXITSTATUS(st) == 77) {
 			skip("phase", "no usable RDMA device (loopback GID or ODP missing: see above)");
 			munmap(sh, sizeof(*sh));
 			return;
 		}
-		if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->open_err)
+		if (stalled)
+			snprintf(outcome, sizeof(outcome), "stalled: killed after %.0f s while %s "
+				 "(memory.events oom_kill %" PRId64 ")", 3 * phase_s + WS_STALL_MARGIN_S,
+				 ws_stage_names[sh->stage], oom);
+		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->open_err)
 			snprintf(outcome, sizeof(outcome), "not available: %s (%s)",
 				 strerror(-sh->open_err), sh->reason);
 		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->stage == WS_DONE)

@@ -134,7 +134,7 @@ if (exists_file(f)) {
 
 # workingset.tsv: block 0 explicit ODP, block 1 pinned, block 2 hybrid; columns variant ws_ratio
 # ws_mib mb_s refault_s majflt_s state outcome (0 ok, 1 registration failed, 2 OOM-killed,
-# 3 failed, 4 mode not available, 5 ok, served direct).  A point that did not run is drawn at
+# 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled).  A point that did not run is drawn at
 # the bottom as a cross, labelled with its outcome.
 f = dir . "/workingset.tsv"
 if (exists_file(f)) {
@@ -149,7 +149,7 @@ if (exists_file(f)) {
 	set logscale y2
 	set yrange [0:*]
 	ran(c) = c == 0 || c == 5
-	outcome(c) = c == 1 ? "registration failed" : (c == 2 ? "OOM-killed" : (c == 4 ? "not available" : "failed"))
+	outcome(c) = c == 1 ? "registration failed" : (c == 2 ? "OOM-killed" : (c == 4 ? "not available" : (c == 6 ? "stalled" : "failed")))
 	plot f index 0 using 2:(ran($8) ? $4 : 1/0):(state_rgb($7)) with linespoints pt 7 ps 1.8 lc rgb variable title "explicit ODP MB/s", \
 	     f index 1 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 5 ps 1.5 lc rgb "#1f77b4" title "pinned MB/s", \
 	     f index 2 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 9 ps 1.8 lw 2 lc rgb "#9467bd" title "hybrid MB/s", \
