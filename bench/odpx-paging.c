@@ -15,11 +15,19 @@
  *   warmup     (device, explicit ODP) RDMA WRITE and READ sweeps over a fresh
  *              region: throughput, latency and page faults per interval.
  *   prefetch   the same with odpx_prefetch and ODPX_PREFETCH_SYNC ahead of it.
+ *   latency    (device) the time of single one-page transfers into a pinned
+ *              page, an ODP page resident, touched first or reclaimed, with
+ *              no, asynchronous and synchronous prefetch, each row against a
+ *              pinned-hit pass of the same run.
  *   workingset (device, as root) a working set from M/4 to 4M swept in a cgroup
- *              v2 of memory.max M with swap, in explicit ODP and pinned (pin
- *              mode): throughput, the cgroup's refaults and major faults, the
- *              thrash callback's states, and whether pinning fails or the
- *              cgroup OOMs (dev-paging-ws.h has the sweep and the cgroup).
+ *              v2 of memory.max M with swap, in explicit ODP, pinned (pin
+ *              mode) and hybrid: throughput, the cgroup's refaults and major
+ *              faults, the thrash callback's states, what the registration
+ *              returned, and whether the cgroup OOMs (dev-paging-ws.h has the
+ *              sweep and the cgroup).
+ *   phase      (device, as root) per mode, a working set of M/4, 2M, M/4 in
+ *              a cgroup of memory.max M, a registration per chunk: a timeline
+ *              of throughput, the detector's state and the pinned bytes.
  *
  * Timings are printed, never asserted; the exit status reflects errors of
  * setup only.  --quick runs a small version of each, in under a minute.
@@ -42,7 +50,7 @@ struct report {
 	uint64_t memory_max;	/* --memory-max: M of the workingset experiment */
 	uint64_t region;	/* --region: the warmup and prefetch region */
 	unsigned lat_samples;	/* --samples: transfers per latency row */
-	bool lat_spin;		/* --latency-wait poll: spin on the CQ, not sleep on its channel */
+	bool lat_spin;		/* --latency-wait poll: spin on the CQ, never sleep */
 	double phase_s;		/* --phase-secs: each phase of the phase experiment */
 	char args[512];		/* the options, for index.md */
 	uint64_t seed;
@@ -432,7 +440,7 @@ struct lat_env {
 
 struct lat_pass_info {
 	double prefetch_us;		/* the odpx_prefetch call, 0 without */
-	unsigned absent;		/* pages mincore() saw absent before the prefetch and the pass */
+	unsigned absent;		/* pages absent (mincore) before prefetch and pass */
 };
 
 /* One RDMA READ of a page into @laddr, its completion polled for: ns, or -errno (printed). */
@@ -495,8 +503,8 @@ static int lat_pass(struct lat_env *e, struct odpx_mr *mr, unsigned char *region
 	char what[96];
 
 	for (unsigned i = 0; i < e->n; i++) {
-		int64_t t = lat_read(e->d, lkey, region + (size_t)i * LAT_PAGE, lat_src_page(e, i, gen),
-				     e->src_rkey);
+		int64_t t = lat_read(e->d, lkey, region + (size_t)i * LAT_PAGE,
+				     lat_src_page(e, i, gen), e->src_rkey);
 		if (t < 0)
 			return (int)t;
 		if (lat)
@@ -599,9 +607,10 @@ static void lat_cdf(FILE *f, const char *label, const double *v, unsigned n)
 	fprintf(f, "# %s\n", label);
 	for (unsigned i = 0; i < n; i++) {
 		double fr = (double)(i + 1) / n;
+		double next = (double)(i + 2) / n;
 		bool keep = i == n - 1 || fr > 0.999 ||
-			    (fr > 0.99 ? (unsigned)(fr * 10000) != (unsigned)((double)(i + 2) / n * 10000) :
-			     (unsigned)(fr * 100) != (unsigned)((double)(i + 2) / n * 100));
+			    (fr > 0.99 ? (unsigned)(fr * 10000) != (unsigned)(next * 10000) :
+			     (unsigned)(fr * 100) != (unsigned)(next * 100));
 		if (keep || i == 0)
 			fprintf(f, "%.3f %.5f\n", v[i], fr);
 	}
@@ -636,7 +645,8 @@ static void lat_row(struct lat_env *e, FILE *tsv, enum lat_kind k, int pf)
 		"\"mean_us\":%.2f,\"ref\":{\"row\":\"pinned_hit\",\"p50_us\":%.2f,\"p90_us\":%.2f,"
 		"\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f},"
 		"\"ratio\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,"
-		"\"mean\":%.3f},\"over_ref_p99_first_tenth\":%u,\"over_ref_p99_rest\":%u}\n", e->d->name, lat_kind_keys[k], lat_pf_names[pf], LAT_PAGE, e->n,
+		"\"mean\":%.3f},\"over_ref_p99_first_tenth\":%u,\"over_ref_p99_rest\":%u}\n",
+		e->d->name, lat_kind_keys[k], lat_pf_names[pf], LAT_PAGE, e->n,
 		(size_t)2 * e->n * LAT_PAGE, info.absent, info.prefetch_us, q.p50, q.p90, q.p99,
 		q.p999, q.max, q.mean, ref.p50, ref.p90, ref.p99, ref.p999, ref.max, ref.mean,
 		q.p50 / ref.p50, q.p90 / ref.p90, q.p99 / ref.p99, q.p999 / ref.p999,
@@ -921,8 +931,9 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 	else
 		snprintf(reg, sizeof(reg), "ok");
 	if (stalled) {
-		snprintf(outcome, sizeof(outcome), "stalled: killed after %.0f s while %s (memory.events "
-			 "oom_kill %" PRId64 ")", secs + WS_STALL_MARGIN_S, ws_stage_names[pt->stage], oom);
+		snprintf(outcome, sizeof(outcome), "stalled: killed after %.0f s while %s "
+			 "(memory.events oom_kill %" PRId64 ")", secs + WS_STALL_MARGIN_S,
+			 ws_stage_names[pt->stage], oom);
 		code = WS_STALLED;
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->open_err) {
 		snprintf(outcome, sizeof(outcome), "not available: %s (%s)", strerror(-pt->open_err),
