@@ -412,8 +412,9 @@ static void sweep(struct dev *d, const char *exp, const char *variant, size_t mi
  *
  * and each ODP state with no prefetch, odpx_prefetch (the engine advises the MR; the timed
  * pass starts at once) or ODPX_PREFETCH_SYNC (done before the pass starts; the call's own time
- * is recorded beside the row).  Before every row a pinned-hit pass is measured as its
- * reference, so each row's ratios compare two passes taken moments apart in the same process.
+ * is recorded beside the row).  Every row has its own reference, a pinned-hit region timed in
+ * the same pass, a transfer into it before each transfer of the row: the noise of a shared,
+ * emulated host falls on both alike, and the row's ratios against it are what the run says.
  */
 #define LAT_PAGE	4096
 #define LAT_SRC_PAGES	64
@@ -495,28 +496,42 @@ static unsigned char *lat_src_page(struct lat_env *e, unsigned i, unsigned gen)
 	return e->src + (size_t)((i + 7 * gen) % LAT_SRC_PAGES) * LAT_PAGE;
 }
 
-/* One pass over the region (@lat: the samples in us, or NULL), then every byte checked. */
-static int lat_pass(struct lat_env *e, struct odpx_mr *mr, unsigned char *region, unsigned gen,
-		    double *lat)
+/* A region under test: its context, its registration, and its samples (us) or NULL. */
+struct lat_target {
+	enum lat_kind kind;
+	struct odpx_ctx *ctx;
+	unsigned char *region;
+	struct odpx_mr *mr;
+	double *lat;
+};
+
+/*
+ * One pass over @nt regions at once: page i of each in turn, then page i + 1, so that the
+ * row and its reference meet the same moments of a noisy host; then every byte checked.
+ */
+static int lat_pass(struct lat_env *e, struct lat_target *t, int nt, unsigned gen)
 {
-	uint32_t lkey = odpx_mr_lkey(mr);
 	char what[96];
 
-	for (unsigned i = 0; i < e->n; i++) {
-		int64_t t = lat_read(e->d, lkey, region + (size_t)i * LAT_PAGE,
-				     lat_src_page(e, i, gen), e->src_rkey);
-		if (t < 0)
-			return (int)t;
-		if (lat)
-			lat[i] = (double)t / 1e3;
-	}
-	for (unsigned i = 0; i < e->n; i++) {
-		unsigned char *p = region + (size_t)i * LAT_PAGE;
-		snprintf(what, sizeof(what), "latency: page %u after pass %u", i, gen);
-		if (memcmp(p, lat_src_page(e, i, gen), LAT_PAGE) &&
-		    !dev_same(what, p, lat_src_page(e, i, gen), LAT_PAGE))
-			return -EIO;
-	}
+	for (unsigned i = 0; i < e->n; i++)
+		for (int k = 0; k < nt; k++) {
+			int64_t ns = lat_read(e->d, odpx_mr_lkey(t[k].mr),
+					      t[k].region + (size_t)i * LAT_PAGE,
+					      lat_src_page(e, i, gen), e->src_rkey);
+			if (ns < 0)
+				return (int)ns;
+			if (t[k].lat)
+				t[k].lat[i] = (double)ns / 1e3;
+		}
+	for (int k = 0; k < nt; k++)
+		for (unsigned i = 0; i < e->n; i++) {
+			unsigned char *p = t[k].region + (size_t)i * LAT_PAGE;
+			snprintf(what, sizeof(what), "latency: %s, page %u after pass %u",
+				 lat_kind_names[t[k].kind], i, gen);
+			if (memcmp(p, lat_src_page(e, i, gen), LAT_PAGE) &&
+			    !dev_same(what, p, lat_src_page(e, i, gen), LAT_PAGE))
+				return -EIO;
+		}
 	return 0;
 }
 
@@ -535,43 +550,64 @@ static unsigned lat_absent(unsigned char *p, size_t len)
 	return absent;
 }
 
-/* The region in state @k, then the timed pass into @lat. */
-static void lat_measure(struct lat_env *e, enum lat_kind k, int pf, double *lat,
-			struct lat_pass_info *info)
+/* A fresh region in state @k (see the top of this section), its count of absent pages. */
+static void lat_prepare(struct lat_env *e, enum lat_kind k, double *lat, struct lat_target *t,
+			unsigned *absent)
 {
 	size_t len = (size_t)e->n * LAT_PAGE;
-	struct odpx_ctx *ctx = k == LAT_PINNED ? e->pin : e->odp;
-	unsigned char *region;
-	struct odpx_mr *mr;
+	int r;
+
+	t->kind = k;
+	t->ctx = k == LAT_PINNED ? e->pin : e->odp;
+	t->lat = NULL;
+	t->region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t->region == MAP_FAILED)
+		DIE("mmap %zu bytes: %s", len, strerror(errno));
+	if (k == LAT_PINNED || k == LAT_RECLAIM)
+		memset(t->region, 0x5a, len);
+	if ((r = odpx_reg(t->ctx, t->region, len, ODPX_ACCESS_LOCAL_WRITE, &t->mr)) < 0)
+		DIE("latency: odpx_reg of %zu bytes (%s): %s (%s)", len, lat_kind_names[k],
+		    strerror(-r), odpx_last_reason());
+	if (k != LAT_FIRST && (r = lat_pass(e, t, 1, 0)))
+		DIE("latency: the untimed pass (%s) failed: %s", lat_kind_names[k], strerror(-r));
+	if (k == LAT_RECLAIM && madvise(t->region, len, MADV_PAGEOUT) < 0)
+		DIE("latency: madvise(MADV_PAGEOUT): %s", strerror(errno));
+	*absent = lat_absent(t->region, len);
+	t->lat = lat;
+}
+
+static void lat_release(struct lat_env *e, struct lat_target *t)
+{
+	CHECK_ODPX(odpx_dereg(t->ctx, t->mr));
+	munmap(t->region, (size_t)e->n * LAT_PAGE);
+}
+
+/*
+ * A pinned-hit region and one in state @k, @pf's prefetch over the latter, then one timed
+ * pass over both, interleaved: the reference's samples into e->ref, the row's into e->lat.
+ */
+static void lat_measure(struct lat_env *e, enum lat_kind k, int pf, struct lat_pass_info *info)
+{
+	struct lat_target t[2];
+	unsigned ref_absent;
 	int r;
 
 	memset(info, 0, sizeof(*info));
-	region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (region == MAP_FAILED)
-		DIE("mmap %zu bytes: %s", len, strerror(errno));
-	if (k == LAT_PINNED || k == LAT_RECLAIM)
-		memset(region, 0x5a, len);
-	if ((r = odpx_reg(ctx, region, len, ODPX_ACCESS_LOCAL_WRITE, &mr)) < 0)
-		DIE("latency: odpx_reg of %zu bytes (%s): %s (%s)", len, lat_kind_names[k],
-		    strerror(-r), odpx_last_reason());
-	if (k != LAT_FIRST && (r = lat_pass(e, mr, region, 0, NULL)))
-		DIE("latency: the untimed pass (%s) failed: %s", lat_kind_names[k], strerror(-r));
-	if (k == LAT_RECLAIM && madvise(region, len, MADV_PAGEOUT) < 0)
-		DIE("latency: madvise(MADV_PAGEOUT): %s", strerror(errno));
-	info->absent = lat_absent(region, len);
+	lat_prepare(e, LAT_PINNED, e->ref, &t[0], &ref_absent);
+	lat_prepare(e, k, e->lat, &t[1], &info->absent);
 	if (pf) {
 		uint32_t fl = ODPX_PREFETCH_WRITE | (pf == 2 ? ODPX_PREFETCH_SYNC : 0);
 		uint64_t t0 = now_ns();
-		if ((r = odpx_prefetch(ctx, region, len, fl)) < 0)
+		if ((r = odpx_prefetch(t[1].ctx, t[1].region, (size_t)e->n * LAT_PAGE, fl)) < 0)
 			DIE("latency: odpx_prefetch(%s): %s (%s)", lat_pf_names[pf], strerror(-r),
 			    odpx_last_reason());
 		info->prefetch_us = (double)(now_ns() - t0) / 1e3;
 	}
-	if ((r = lat_pass(e, mr, region, 1, lat)))
+	if ((r = lat_pass(e, t, 2, 1)))
 		DIE("latency: the timed pass (%s, prefetch %s) failed: %s", lat_kind_names[k],
 		    lat_pf_names[pf], strerror(-r));
-	CHECK_ODPX(odpx_dereg(ctx, mr));
-	munmap(region, len);
+	lat_release(e, &t[1]);
+	lat_release(e, &t[0]);
 }
 
 struct lat_q {
@@ -619,12 +655,11 @@ static void lat_cdf(FILE *f, const char *label, const double *v, unsigned n)
 
 static void lat_row(struct lat_env *e, FILE *tsv, enum lat_kind k, int pf)
 {
-	struct lat_pass_info ri, info;
+	struct lat_pass_info info;
 	struct lat_q ref, q;
 	char label[80];
 
-	lat_measure(e, LAT_PINNED, 0, e->ref, &ri);
-	lat_measure(e, k, pf, e->lat, &info);
+	lat_measure(e, k, pf, &info);
 	/*
 	 * Where in the pass the slow transfers are: those over the reference's p99 in the first
 	 * tenth of the pass and in the rest (an asynchronous prefetch still running meets the
