@@ -158,6 +158,7 @@ static void ent_fill(struct odpx_ctx *ctx, uint32_t idx, struct ibv_mr *mr, uint
 	ST(e->last_use, LD(ctx->clock));
 	ST(e->span, bytes ? SPAN_MAKE(start, bytes >> PAGE_SHIFT) : 0);
 	atomic_store_explicit(&e->word, W_MAKE(W_GEN(w), acc, ST_ALIVE, ref), REL);
+	STAT_ADD(ctx, odp_bytes, bytes);
 }
 
 /* The head of the hash chain of (@s, @acc). */
@@ -194,6 +195,7 @@ static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, const uint32_t
 	for (pp = bucket(ctx, e_start(e), e->access); LD(*pp) != i; pp = &ctx->ent[LD(*pp)].hnext)
 		;
 	ST(*pp, LD(e->hnext));
+	STAT_ADD(ctx, odp_bytes, -SPAN_BYTES(LD(e->span)));
 	b->mr[i] = NULL;
 	free_push_locked(ctx, i);
 	return mr;
@@ -636,6 +638,168 @@ static int verbs_setup(struct odpx_ctx *ctx, struct ibv_pd *pd, bool odp, uint64
 	return 0;
 }
 
+/* ---- hybrid mode ---- */
+
+/*
+ * A hybrid context is an explicit-ODP context (chunks and ranges in its own
+ * entries, as above) whose pinned part is a pin-mode context on the same PD:
+ * ctx->pin_part, with the pin cache, its LRU and budget, and the userfaultfd
+ * monitor exactly as in pin mode, so the invalidation guarantee of the
+ * pinned registrations is pin mode's own.  A request is served from the
+ * pinned part when it holds the range (its lock-free hit), else from an ODP
+ * MR that holds it, else where hybrid_place() says.  Handles of the pinned
+ * part are entries of its slab; odpx_dereg() tells them apart by address.
+ */
+
+static enum odpx_thrash_state odp_thrash(struct odpx_ctx *ctx)
+{
+	struct seg_hdr *h = ctx->stats_region;
+
+	return (enum odpx_thrash_state)LD(h->thrash_state);
+}
+
+/*
+ * The pinned part's bytes in use and the room the memory cgroup leaves, for
+ * hybrid_place().  Unused cached entries do not count: the pin cache evicts
+ * them to make room for the pin, as in pin mode.
+ */
+static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
+{
+	struct odpx_ctx *pc = ctx->pin_part;
+
+	pthread_mutex_lock(&pc->lock);
+	in->pinned = pc->pinned_bytes + pc->releasing_bytes -
+		     stats_region_unused(pc->shards, pc->pinned_bytes);
+	pthread_mutex_unlock(&pc->lock);
+	in->budget = pc->lim.max_pinned_bytes;
+	in->headroom = UINT64_MAX;
+	in->pressure = false;
+	in->thrash = odp_thrash(ctx) == ODPX_THRASH_THRASH;
+}
+
+static int hybrid_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		      struct entry **out)
+{
+	struct odpx_ctx *pc = ctx->pin_part;
+	uintptr_t s = addr & ~(PAGE_SIZE - 1);
+	uintptr_t end = (addr + len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
+	struct hybrid_in in = { .bytes = end - s };
+	struct entry *e, *o = NULL;
+	int r;
+
+	if ((r = check_access(access)) < 0)
+		return r;
+	if (pc->hits_inline && ((e = hit_home(pc, addr, addr + len, access & pc->acc_mask)) ||
+				(e = hit_next(pc, addr, addr + len, access & pc->acc_mask)))) {
+		*out = e;
+		return 0;
+	}
+	in.odp_serves = odp_lookup(ctx, addr, len, access, ODPX_REG_TRY, &o) == 0;
+	if (in.odp_serves && odp_thrash(ctx) != ODPX_THRASH_THRASH) {
+		*out = o;	/* the common ODP hit: no lock */
+		return 0;
+	}
+	hybrid_inputs(ctx, &in);
+	switch (hybrid_place(&in)) {
+	case HYB_ODP:
+		if (o) {
+			*out = o;
+			return 0;
+		}
+		if ((r = odp_reg(ctx, addr, len, access, out)) == 0)
+			STAT_INC(ctx, hybrid_odp);
+		return r;
+	case HYB_TO_PIN:
+	case HYB_PIN:
+		break;
+	}
+	r = cache_reg(pc, addr, len, access, &e);
+	if (r == 0 && KIND(e) == KIND_DIRECT) {
+		/* pinned past the budget after all (racing misses): ODP serves it instead */
+		cache_dereg(pc, e);
+		r = -ENOSPC;
+	}
+	if (r < 0) {	/* the pin failed: ODP serves it, as it would past the budget */
+		if (o) {
+			*out = o;
+			return 0;
+		}
+		if ((r = odp_reg(ctx, addr, len, access, out)) == 0)
+			STAT_INC(ctx, hybrid_odp);
+		return r;
+	}
+	if (o) {	/* moved: the ODP MR goes when idle release finds it unused */
+		odp_dereg(ctx, o);
+		STAT_INC(ctx, hybrid_to_pin);
+	}
+	STAT_INC(ctx, hybrid_pinned);
+	*out = e;
+	return 0;
+}
+
+/* TRY and PARTIAL: the pinned part's lock-free hits, then the ODP MRs'. */
+static int hybrid_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+		      uint32_t flags, struct entry **out)
+{
+	struct odpx_ctx *pc = ctx->pin_part;
+	struct entry *e;
+
+	if (pc->hits_inline && ((e = hit_home(pc, addr, addr + len, access & pc->acc_mask)) ||
+				(e = hit_next(pc, addr, addr + len, access & pc->acc_mask)))) {
+		*out = e;
+		return 0;
+	}
+	return odp_lookup(ctx, addr, len, access, flags, out);
+}
+
+static void hybrid_close(struct odpx_ctx *ctx)
+{
+	if (ctx->pin_part)
+		odpx_close(ctx->pin_part);
+	ctx->pin_part = NULL;
+	verbs_close(ctx);
+}
+
+static const struct backend_ops verbs_hybrid_ops = {
+	.name = "verbs",
+	.id = ODPX_BACKEND_VERBS,
+	.unpin = verbs_unpin,
+	.close = hybrid_close,
+	.reg = hybrid_reg,
+	.dereg = odp_dereg,
+	.advise = odp_advise,
+	.try_reg = hybrid_try,
+	.query = verbs_query,
+	.reap_idle = odp_reap_idle,
+};
+
+/* The open of a hybrid context's pinned part: pin mode, the budget of @a's limits. */
+static int hybrid_pin_open(struct odpx_ctx *ctx, struct ibv_pd *pd, const struct odpx_attr *a,
+			   uint64_t max_mr_size)
+{
+	struct odpx_attr pa = *a;
+	struct odpx_ctx *pc;
+	int r;
+
+	pa.comp_mask = (a->comp_mask & (ODPX_ATTR_LIMITS | ODPX_ATTR_FLAGS | ODPX_ATTR_TICK |
+					ODPX_ATTR_LINGER | ODPX_ATTR_IDLE)) | ODPX_ATTR_MODE;
+	pa.mode = ODPX_MODE_PIN;
+	pa.flags &= ~(uint32_t)ODPX_OPEN_GLOBAL_RKEY;
+	if ((r = verbs_pin_limits(&pa, max_mr_size)) < 0)
+		return r;
+	if ((r = odpx_open_backend(&verbs_pin_ops, &pa, &pc)) < 0)
+		return r;
+	if ((r = verbs_setup(pc, pd, false, 0, max_mr_size, 0, 0, NULL, NULL)) < 0) {
+		odpx_close(pc);
+		return r;
+	}
+	ctx_reason_set(pc, "the pinned part of a hybrid context: pin-down cache invalidated by "
+		       "userfaultfd");
+	vbe_of(pc)->caps = vbe_of(ctx)->caps;
+	ctx->pin_part = pc;
+	return 0;
+}
+
 ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 				struct odpx_ctx **out)
 {
@@ -679,10 +843,11 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	a2.comp_mask |= ODPX_ATTR_MODE;
 	a2.mode = ch.mode;
 	a2.comp_mask &= ~(uint64_t)(ODPX_ATTR_TRANSPORTS | ODPX_ATTR_CHUNK);
-	odp = ch.mode == ODPX_MODE_IMPLICIT || ch.mode == ODPX_MODE_EXPLICIT;
+	odp = ch.mode != ODPX_MODE_PIN && ch.mode != ODPX_MODE_DIRECT;
 	if (!odp && (r = verbs_pin_limits(&a2, max_mr_size)) < 0)
 		goto out_impl;
-	if ((r = odpx_open_backend(odp ? &verbs_odp_ops : &verbs_pin_ops, &a2, &ctx)) < 0)
+	if ((r = odpx_open_backend(ch.mode == ODPX_MODE_HYBRID ? &verbs_hybrid_ops :
+				   odp ? &verbs_odp_ops : &verbs_pin_ops, &a2, &ctx)) < 0)
 		goto out_impl;	/* its reason stands */
 	r = verbs_setup(ctx, pd, odp, chunk, max_mr_size, global_access, a.flags, &impl,
 			&impl_global);
@@ -702,7 +867,12 @@ ODPX_EXPORT int odpx_open_verbs(struct ibv_pd *pd, const struct odpx_attr *attr,
 	ctx_reason_set(ctx, "%.*s%s", (int)(sizeof(ctx->reason) - 1 - strlen(note)), ch.reason,
 		       note);
 	vbe_of(ctx)->caps = caps;
-	if ((r = prereg_open(ctx, &a)) < 0) {
+	if (ch.mode == ODPX_MODE_HYBRID && (r = hybrid_pin_open(ctx, pd, &a, max_mr_size)) < 0) {
+		odpx_close(ctx);
+		goto out_impl;
+	}
+	/* a hybrid context's pre-registered regions are pinned, in its pinned part */
+	if ((r = prereg_open(ctx->pin_part ? ctx->pin_part : ctx, &a)) < 0) {
 		odpx_close(ctx);
 		goto out_impl;
 	}

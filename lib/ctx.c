@@ -96,7 +96,8 @@ ODPX_EXPORT const char *odpx_version(void)
 
 ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 {
-	static const char *const names[] = { "auto", "implicit", "explicit", "pin", "direct" };
+	static const char *const names[] = { "auto", "implicit", "explicit", "pin", "direct",
+						   "hybrid" };
 
 	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
 }
@@ -364,7 +365,8 @@ static int open_attr(const struct backend_ops *ops, const struct odpx_attr *attr
 	if (a->mode == ODPX_MODE_AUTO)
 		a->mode = ODPX_MODE_PIN;
 	/* only the verbs backend pages on demand (its open chose the mode) */
-	if ((a->mode == ODPX_MODE_IMPLICIT || a->mode == ODPX_MODE_EXPLICIT) &&
+	if ((a->mode == ODPX_MODE_IMPLICIT || a->mode == ODPX_MODE_EXPLICIT ||
+	     a->mode == ODPX_MODE_HYBRID) &&
 	    ops->id != ODPX_BACKEND_VERBS)
 		return odpx_fail(-EOPNOTSUPP, "the %s backend cannot page on demand: mode %s impossible",
 				 ops->name, odpx_mode_str(a->mode));
@@ -619,6 +621,9 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
+	/* a hybrid context's pinned registrations are entries of its pin cache */
+	if (ctx->pin_part && (e = handle_entry(ctx->pin_part, mr)))
+		return cache_dereg(ctx->pin_part, e);
 	if (unlikely(!(e = handle_entry(ctx, mr))))
 		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
 	return ctx->be->dereg ? ctx->be->dereg(ctx, e) : cache_dereg(ctx, e);

@@ -239,6 +239,8 @@ struct odpx_ctx {
 	_Atomic uint64_t pq_tail ALIGNED_LINE;	/* engine */
 
 	void *be_priv;			/* the backend's */
+	/* hybrid mode: the pin cache that serves its pinned part (backend_verbs.c) */
+	struct odpx_ctx *pin_part;
 	/* the mode's reason: a failed attach changes it after the open */
 	pthread_mutex_t reason_lock;
 	char reason[192];

@@ -67,11 +67,12 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		[ODPX_MODE_EXPLICIT] = "ODP MRs over aligned chunks",
 		[ODPX_MODE_PIN] = "pin-down cache invalidated by userfaultfd",
 		[ODPX_MODE_DIRECT] = "register and deregister per request",
+		[ODPX_MODE_HYBRID] = "pinned within the budget and memory headroom, ODP MRs beyond",
 	};
 	char no_impl[128], no_expl[128], tr[32];
 	const char *by = rq->forced_by ? rq->forced_by : "attributes", *no;
 	enum odpx_mode m = rq->forced;
-	bool odp = m == ODPX_MODE_IMPLICIT || m == ODPX_MODE_EXPLICIT;
+	bool odp = m == ODPX_MODE_IMPLICIT || m == ODPX_MODE_EXPLICIT || m == ODPX_MODE_HYBRID;
 
 	out->mode = ODPX_MODE_PIN;
 	out->reason[0] = '\0';
@@ -130,6 +131,18 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 	return 0;
 }
 
+enum hybrid_place hybrid_place(const struct hybrid_in *in)
+{
+	bool fits = !in->pressure && in->bytes <= in->budget &&
+		    in->pinned <= in->budget - in->bytes && in->bytes <= in->headroom;
+
+	if (!fits)
+		return HYB_ODP;
+	if (!in->odp_serves)
+		return HYB_PIN;
+	return in->thrash ? HYB_TO_PIN : HYB_ODP;
+}
+
 int mode_parse(const char *s, enum odpx_mode *m)
 {
 	if (!s || !*s || !strcmp(s, "auto")) {
@@ -151,7 +164,7 @@ int mode_env(enum odpx_mode *m)
 
 	if (mode_parse(s, m) < 0)
 		return odpx_fail(-EINVAL, "ODPX_MODE=%s: not one of auto, implicit, explicit, pin, "
-				 "direct", s);
+				 "direct, hybrid", s);
 	return 0;
 }
 

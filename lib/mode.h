@@ -62,6 +62,36 @@ struct mode_choice {
 int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 		struct mode_choice *out);
 
+/*
+ * Hybrid mode's placement of a registration the pinned part does not hold.
+ * @bytes: the request, page-rounded; @pinned: what the pinned part holds
+ * (in use, unused, and on its way out); @budget: its max_pinned_bytes;
+ * @headroom: the bytes the memory cgroup lets be pinned beyond what is
+ * pinned now without nearing memory.max (UINT64_MAX: no limit); @pressure: the cgroup is close to its limit;
+ * @odp_serves: an ODP MR already holds the range; @thrash: the detector says
+ * THRASH for the context's ODP part.
+ */
+struct hybrid_in {
+	uint64_t bytes, pinned, budget, headroom;
+	bool pressure, odp_serves, thrash;
+};
+
+enum hybrid_place {
+	HYB_PIN,	/* pin it: it fits the budget and leaves headroom */
+	HYB_ODP,	/* serve it from ODP */
+	HYB_TO_PIN,	/* an ODP MR serves it, ODP thrashes, and the pin fits: move it */
+};
+
+/*
+ * hybrid_place - pure: where a hybrid registration goes.  A pin must fit
+ * both the budget and the headroom, and is never made under pressure:
+ * pinned pages cannot be reclaimed, and a cgroup whose memory is pinned up
+ * to memory.max answers the next charge with its OOM killer.  A range an ODP MR
+ * already serves stays there while ODP does not thrash: re-registering it
+ * pinned costs a registration and buys only the faults ODP is not taking.
+ */
+enum hybrid_place hybrid_place(const struct hybrid_in *in);
+
 /* "auto", "" or NULL -> AUTO; a mode name -> it; else -EINVAL. */
 int mode_parse(const char *s, enum odpx_mode *m);
 /* mode_parse() of ODPX_MODE; -EINVAL naming it */

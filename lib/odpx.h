@@ -36,6 +36,7 @@ enum odpx_mode {
 	ODPX_MODE_EXPLICIT,	/* ODP MRs over aligned chunks, never invalidated */
 	ODPX_MODE_PIN,		/* pin-down cache, invalidated by userfaultfd */
 	ODPX_MODE_DIRECT,	/* pin per request, unpin on dereg */
+	ODPX_MODE_HYBRID,	/* pinned within the budget and memory headroom, ODP beyond */
 	ODPX_MODE_RESERVED,
 };
 
@@ -344,6 +345,12 @@ struct odpx_stats {
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
 	uint64_t repin_fresh;		/* like evict_remiss, but the memory went since: new */
 	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so passed on */
+	/* hybrid mode: where each registration that missed the pinned part went */
+	uint64_t hybrid_pinned;		/* pinned: it fit the budget and the memory headroom */
+	uint64_t hybrid_odp;		/* ODP: a pin would have passed the budget or headroom */
+	uint64_t hybrid_to_pin;		/* moved from ODP to pinned: ODP thrashed, the pin fit */
+	uint64_t hybrid_released;	/* unused pinned entries released under memory pressure */
+	uint64_t odp_bytes;		/* gauge: bytes the chunk and range ODP MRs span */
 };
 
 /**

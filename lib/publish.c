@@ -142,7 +142,8 @@ int stats_seg_open(struct odpx_ctx *ctx, const struct odpx_attr *attr)
 	ctr_set_init(pv->dev_cur);
 	thrash_env(&pv->t.cfg);	/* the open checked it */
 	thrash_init(&pv->t, &pv->t.cfg);
-	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT;
+	pv->dev_inputs = ctx->mode == ODPX_MODE_IMPLICIT || ctx->mode == ODPX_MODE_EXPLICIT ||
+			 ctx->mode == ODPX_MODE_HYBRID;
 	if (pv->dev_inputs)
 		stats_roots_init(&pv->roots, NULL, NULL, NULL);
 	/* as odpstat: no netlink beside a sysfs of fixtures, nor under ODPX_NO_NETLINK */

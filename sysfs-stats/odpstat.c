@@ -45,7 +45,8 @@ static const struct {
 	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
 	F(odp_mrs), F(odp_fallbacks), F(prefetch_sges), G(prefetch_errno), G(global_rkey),
 	F(direct_no_engine), F(evict_remiss), F(try_again), F(idle_released), F(prereg_repins),
-	F(repin_fresh), F(preload_passthrough),
+	F(repin_fresh), F(preload_passthrough), F(hybrid_pinned), F(hybrid_odp), F(hybrid_to_pin),
+	F(hybrid_released), G(odp_bytes),
 #undef F
 #undef G
 };
@@ -384,7 +385,8 @@ static void compute(const struct opts *o, const struct sample *a, const struct s
 	in.have_evict_remiss = true;	/* every segment of this layout counts it */
 	for (int i = 0; i < b->nseg; i++) {
 		in.have_pin |= b->seg[i].mode == ODPX_MODE_PIN;
-		odp |= b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT;
+		odp |= b->seg[i].mode == ODPX_MODE_IMPLICIT || b->seg[i].mode == ODPX_MODE_EXPLICIT ||
+		       b->seg[i].mode == ODPX_MODE_HYBRID;
 	}
 	in.dev_secs = dt_dev = src_secs(a, b, thrash_dev_inputs(p, c, &in));
 	/* the memory side in the ODP modes only, as the library: the device faults what is reclaimed */

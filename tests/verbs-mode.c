@@ -17,6 +17,47 @@
 #define UC ODPX_TRANSPORT_UC
 #define XRC ODPX_TRANSPORT_XRC
 
+/*
+ * Hybrid's placement (hybrid_place()): budget 64 MiB, each row a request of
+ * @bytes with @pinned held, the cgroup's headroom and pressure, whether an
+ * ODP MR holds the range and whether ODP thrashes.
+ */
+#define MB (1ULL << 20)
+static const struct hyb_row {
+	uint64_t bytes, pinned, headroom;
+	bool pressure, odp_serves, thrash;
+	enum hybrid_place want;
+	const char *what;
+} hyb_rows[] = {
+	{ 4 * MB, 0, UINT64_MAX, false, false, false, HYB_PIN, "fits an empty budget" },
+	{ 4 * MB, 60 * MB, UINT64_MAX, false, false, false, HYB_PIN, "fills the budget exactly" },
+	{ 4 * MB, 61 * MB, UINT64_MAX, false, false, false, HYB_ODP, "one page past the budget" },
+	{ 65 * MB, 0, UINT64_MAX, false, false, false, HYB_ODP, "larger than the budget" },
+	{ 4 * MB, UINT64_MAX - MB, UINT64_MAX, false, false, false, HYB_ODP, "pinned near 2^64: no wrap" },
+	{ 4 * MB, 0, 4 * MB, false, false, false, HYB_PIN, "fills the headroom exactly" },
+	{ 4 * MB, 0, 4 * MB - 4096, false, false, false, HYB_ODP, "a page past the headroom" },
+	{ 4 * MB, 0, 0, false, false, false, HYB_ODP, "no headroom" },
+	{ 4 * MB, 0, UINT64_MAX, true, false, false, HYB_ODP, "memory pressure" },
+	{ 4 * MB, 0, UINT64_MAX, false, true, false, HYB_ODP, "ODP serves it, no thrash: stays" },
+	{ 4 * MB, 0, UINT64_MAX, false, true, true, HYB_TO_PIN, "ODP thrashes and it fits: moves" },
+	{ 4 * MB, 62 * MB, UINT64_MAX, false, true, true, HYB_ODP, "ODP thrashes, no room: stays" },
+	{ 4 * MB, 0, 2 * MB, false, true, true, HYB_ODP, "ODP thrashes, no headroom: stays" },
+	{ 4 * MB, 0, UINT64_MAX, true, true, true, HYB_ODP, "ODP thrashes under pressure: stays" },
+};
+
+static void hybrid_rows(void)
+{
+	for (size_t i = 0; i < sizeof(hyb_rows) / sizeof(hyb_rows[0]); i++) {
+		const struct hyb_row *w = &hyb_rows[i];
+		struct hybrid_in in = { .bytes = w->bytes, .pinned = w->pinned, .budget = 64 * MB,
+					.headroom = w->headroom, .pressure = w->pressure,
+					.odp_serves = w->odp_serves, .thrash = w->thrash };
+		enum hybrid_place got = hybrid_place(&in);
+
+		CHECK(got == w->want, "hybrid row %zu (%s): %d, want %d", i, w->what, got, w->want);
+	}
+}
+
 static const struct row {
 	bool odp_bad;
 	bool queried;
@@ -52,6 +93,9 @@ static const struct row {
 	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
 	{ false, false, 0, 0, 0, 0, 0, RC, ODPX_MODE_PIN, 0, 0, ODPX_MODE_PIN, "pin forced" },
 	{ false, true, IMPL, RC_ALL, 0, 0, 0, RC, ODPX_MODE_DIRECT, 0, 0, ODPX_MODE_DIRECT, "direct forced" },
+	{ false, true, ODP, RXE_RC, 0, RXE_UD, 0, RC, ODPX_MODE_HYBRID, 0, 0, ODPX_MODE_HYBRID, "hybrid forced (attributes): pinned within the budget" },
+	{ false, true, 0, 0, 0, 0, 0, RC, ODPX_MODE_HYBRID, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "hybrid forced (attributes) but no ODP" },
+	{ false, true, ODP, RXE_RC, 0, 0, 0, RC | UD, ODPX_MODE_HYBRID, 0, -EOPNOTSUPP, ODPX_MODE_PIN, "UD SEND not in ud_odp_caps" },
 	/* bad requests */
 	{ false, true, IMPL, RC_ALL, 0, 0, 0, 0, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "transports" },
 	{ false, true, IMPL, RC_ALL, 0, 0, 0, ODPX_TRANSPORT_RESERVED, ODPX_MODE_AUTO, 0, -EINVAL, ODPX_MODE_PIN, "unknown bits" },
@@ -106,8 +150,11 @@ int main(void)
 	CHECK(mode_parse("explicit", &m) == 0 && m == ODPX_MODE_EXPLICIT, "explicit");
 	CHECK(mode_parse("pin", &m) == 0 && m == ODPX_MODE_PIN, "pin");
 	CHECK(mode_parse("direct", &m) == 0 && m == ODPX_MODE_DIRECT, "direct");
+	CHECK(mode_parse("hybrid", &m) == 0 && m == ODPX_MODE_HYBRID, "hybrid");
+	CHECK(!strcmp(odpx_mode_str(ODPX_MODE_HYBRID), "hybrid"), "hybrid's name");
 	CHECK(mode_parse("Pin", &m) == -EINVAL, "case");
 	CHECK(mode_parse("odp", &m) == -EINVAL, "junk");
+	hybrid_rows();
 	printf("%zu rows\n", sizeof(rows) / sizeof(rows[0]));
 	return 0;
 }

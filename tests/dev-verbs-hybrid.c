@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dev-verbs-hybrid: hybrid mode over RC loopback on rxe.
+ * - With a pinned budget of BUDGET_BUFS buffers, NBUFS buffers registered and held at once:
+ *   the first BUDGET_BUFS are served pinned and the rest from ODP MRs (the counters say
+ *   which), and an RDMA WRITE into each, through its rkey, lands byte for byte.
+ * - The invalidation guarantee of the pinned part: a pinned buffer released to the cache,
+ *   its mapping changed (munmap + mmap, madvise(DONTNEED), mremap away and a new mapping),
+ *   registered again and written: the bytes land in the new pages.  The same rounds on a
+ *   context opened ODPX_OPEN_UNSAFE_NO_MONITOR must leave them stale, which shows the check
+ *   can fail.
+ */
+#include "dev-verbs-util.h"
+
+#define LEN (16 * 4096)
+#define NBUFS 8
+#define BUDGET_BUFS 3	/* the source buffer takes one more pinned slot */
+
+static struct odpx_ctx *open_hybrid(struct dev *d, uint32_t flags)
+{
+	struct odpx_attr a = {
+		.comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_FLAGS | ODPX_ATTR_LIMITS,
+		.mode = ODPX_MODE_HYBRID, .flags = flags,
+		.limits = { .max_pinned_bytes = (BUDGET_BUFS + 1) * LEN },
+	};
+	struct odpx_ctx *ctx;
+	const char *why;
+	enum odpx_mode m;
+	int r = odpx_open_verbs(d->pd, &a, &ctx);
+
+	if (r)
+		dev_fail("odpx_open_verbs(hybrid): %s: %s", strerror(-r), odpx_last_reason());
+	odpx_mode_get(ctx, &m, &why);
+	if (m != ODPX_MODE_HYBRID)
+		dev_fail("asked for hybrid, got %s", odpx_mode_str(m));
+	printf("context: mode %s (%s)\n", odpx_mode_str(m), why);
+	return ctx;
+}
+
+/* RDMA WRITE a fresh pattern from @src into @dst through @dmr; true if every byte landed. */
+static bool write_check(struct dev *d, struct odpx_mr *smr, unsigned char *src,
+			struct odpx_mr *dmr, unsigned char *dst, unsigned seed, const char *what)
+{
+	static unsigned char want[LEN];
+
+	dev_fill(src, LEN, seed);
+	memcpy(want, src, LEN);
+	if (dv_rdma(d, IBV_WR_RDMA_WRITE, smr, src, LEN, dst, odpx_mr_rkey(dmr)))
+		dev_fail("%s: RDMA WRITE failed", what);
+	return dev_same(what, dst, want, LEN);
+}
+
+static void budget(struct dev *d)
+{
+	struct odpx_ctx *ctx = open_hybrid(d, 0);
+	unsigned char *src = dv_map(LEN), *dst[NBUFS];
+	struct odpx_mr *smr = dv_reg(ctx, src, LEN, ACC_LW), *dmr[NBUFS];
+	struct odpx_stats st;
+
+	for (int i = 0; i < NBUFS; i++) {
+		dst[i] = dv_map(LEN);
+		memset(dst[i], 0, LEN);
+		dmr[i] = dv_reg(ctx, dst[i], LEN, ACC_REMOTE);
+		st = dv_stats(ctx);
+		printf("buffer %d: pinned %llu, ODP %llu, odp_bytes %llu\n", i,
+		       (unsigned long long)st.hybrid_pinned, (unsigned long long)st.hybrid_odp,
+		       (unsigned long long)st.odp_bytes);
+		if (st.hybrid_pinned != (uint64_t)(i < BUDGET_BUFS ? i + 2 : BUDGET_BUFS + 1) ||
+		    st.hybrid_odp != (uint64_t)(i < BUDGET_BUFS ? 0 : i - BUDGET_BUFS + 1))
+			dev_fail("buffer %d: pinned %llu, ODP %llu: want pinned while the budget "
+				 "of %d buffers holds, ODP after", i,
+				 (unsigned long long)st.hybrid_pinned,
+				 (unsigned long long)st.hybrid_odp, BUDGET_BUFS + 1);
+	}
+	if (st.odp_bytes != (uint64_t)(NBUFS - BUDGET_BUFS) * LEN)
+		dev_fail("odp_bytes %llu, want %d", (unsigned long long)st.odp_bytes,
+			 (NBUFS - BUDGET_BUFS) * LEN);
+	for (int i = 0; i < NBUFS; i++) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "buffer %d (%s)", i, i < BUDGET_BUFS ? "pinned" : "ODP");
+		if (!write_check(d, smr, src, dmr[i], dst[i], 70 + i, what))
+			dev_fail("%s: data mismatch", what);
+	}
+	printf("hybrid: %d pinned and %d ODP buffers written and verified\n", BUDGET_BUFS,
+	       NBUFS - BUDGET_BUFS);
+	/* the handles of both parts go back through odpx_dereg(); a second release fails */
+	for (int i = 0; i < NBUFS; i++)
+		dv_dereg(ctx, dmr[i]);
+	if (odpx_dereg(ctx, dmr[0]) != -EINVAL || odpx_dereg(ctx, dmr[NBUFS - 1]) != -EINVAL)
+		dev_fail("a handle released twice was accepted");
+	dv_dereg(ctx, smr);
+	for (int i = 0; i < NBUFS; i++)
+		munmap(dst[i], LEN);
+	munmap(src, LEN);
+	odpx_close(ctx);
+}
+
+/* DONTNEED last: a range DONTNEED'd in the last 100 ms is not cached, and the next round's
+ * buffers often reuse its addresses */
+enum change { MUNMAP_MMAP, MREMAP_MOVE, DONTNEED, NCHANGE };
+static const char *const change_name[] = { "munmap+mmap", "mremap move", "madvise(DONTNEED)" };
+
+static void change_mapping(unsigned char *dst, enum change c)
+{
+	void *away;
+
+	switch (c) {
+	case MUNMAP_MMAP:
+		if (munmap(dst, LEN))
+			dev_fail("munmap");
+		dev_map(LEN, dst);
+		break;
+	case DONTNEED:
+		if (madvise(dst, LEN, MADV_DONTNEED))
+			dev_fail("madvise");
+		break;
+	case MREMAP_MOVE:
+		away = mmap(NULL, LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (away == MAP_FAILED ||
+		    mremap(dst, LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED, away) != away)
+			dev_fail("mremap: %s", strerror(errno));
+		dev_map(LEN, dst);
+		munmap(away, LEN);
+		break;
+	default:
+		break;
+	}
+}
+
+/* One round on a pinned buffer: true when the write after the change reached the new pages. */
+static bool round_pinned(struct dev *d, struct odpx_ctx *ctx, enum change c, unsigned seed)
+{
+	unsigned char *src = dv_map(LEN), *dst = dv_map(LEN);
+	struct odpx_mr *smr = dv_reg(ctx, src, LEN, ACC_LW), *dmr;
+	uint64_t pinned = dv_stats(ctx).hybrid_pinned;
+	struct odpx_stats st;
+	bool ok;
+
+	memset(dst, 0, LEN);
+	dmr = dv_reg(ctx, dst, LEN, ACC_REMOTE);
+	if (dv_stats(ctx).hybrid_pinned == pinned)
+		dev_fail("%s: the buffer was not served pinned", change_name[c]);
+	if (!write_check(d, smr, src, dmr, dst, seed, "before the change"))
+		dev_fail("%s: the first write missed", change_name[c]);
+	dv_dereg(ctx, dmr);	/* unused, still cached */
+	change_mapping(dst, c);
+	st = dv_stats(ctx);
+	dmr = dv_reg(ctx, dst, LEN, ACC_REMOTE);
+	ok = write_check(d, smr, src, dmr, dst, seed + 1, change_name[c]);
+	printf("%s: registered again: pinned +%llu, ODP +%llu, hits +%llu\n", change_name[c],
+	       (unsigned long long)(dv_stats(ctx).hybrid_pinned - st.hybrid_pinned),
+	       (unsigned long long)(dv_stats(ctx).hybrid_odp - st.hybrid_odp),
+	       (unsigned long long)(dv_stats(ctx).hits - st.hits));
+	dv_dereg(ctx, dmr);
+	dv_dereg(ctx, smr);
+	munmap(src, LEN);
+	munmap(dst, LEN);
+	return ok;
+}
+
+static void invalidation(struct dev *d)
+{
+	struct odpx_ctx *ctx = open_hybrid(d, 0);
+	struct odpx_stats st;
+
+	for (int c = 0; c < NCHANGE; c++) {
+		if (!round_pinned(d, ctx, c, 80 + 2 * c))
+			dev_fail("hybrid, %s: the write through odpx missed the new pages",
+				 change_name[c]);
+		printf("hybrid, %s: the data landed in the new pages\n", change_name[c]);
+	}
+	st = dv_stats(ctx);
+	printf("hybrid: pinned %llu, ODP %llu\n", (unsigned long long)st.hybrid_pinned,
+	       (unsigned long long)st.hybrid_odp);
+	odpx_close(ctx);
+	/* the control: no monitor on the pinned part, the cache hands back the old MR */
+	for (int c = 0; c < NCHANGE; c++) {
+		ctx = open_hybrid(d, ODPX_OPEN_UNSAFE_NO_MONITOR);
+		if (round_pinned(d, ctx, c, 90 + 2 * c))
+			dev_fail("no monitor, %s: the data reached the new pages: the check cannot "
+				 "tell a stale registration", change_name[c]);
+		printf("no monitor, %s: stale registration reproduced\n", change_name[c]);
+		odpx_close(ctx);
+	}
+}
+
+int main(void)
+{
+	struct dev d;
+
+	dev_open(&d);
+	dev_require_odp(&d, IBV_ODP_SUPPORT_WRITE);
+	dev_connect_self(&d);
+	budget(&d);
+	invalidation(&d);
+	dev_close(&d);
+	return 0;
+}
