@@ -782,18 +782,12 @@ static const char *const ws_stage_names[] = {
 	"sweeping", "checking the region", "done",
 };
 
-/*
- * The hybrid mode (issue 42): pinned while the pinned bytes fit the budget and the memory
- * cgroup's headroom, ODP beyond.  Where the library has no such mode, odpx_open_verbs()
- * refuses the value and the hybrid points are recorded as not available, with its error.
- */
-#define PAGING_MODE_HYBRID	((enum odpx_mode)5)
-
 enum ws_variant { WS_ODP, WS_PINNED, WS_HYBRID, WS_NVARIANTS };
 static const char *const ws_variant_names[] = { "odp", "pinned", "hybrid" };
 static const char *const ws_variant_modes[] = { "explicit", "pin", "hybrid" };
+/* hybrid: where the device cannot serve it, odpx_open_verbs() refuses it: "not available" */
 static const enum odpx_mode ws_variant_mode[] = { ODPX_MODE_EXPLICIT, ODPX_MODE_PIN,
-						  PAGING_MODE_HYBRID };
+						  ODPX_MODE_HYBRID };
 
 /* The outcome of a point, column 8 of workingset.tsv (bench/odpx-paging.gp draws it). */
 enum ws_outcome { WS_OK, WS_REG_FAILED, WS_OOM_KILLED, WS_FAILED, WS_UNAVAILABLE, WS_FALLBACK,
@@ -804,6 +798,7 @@ struct ws_point {
 	int open_err;		/* -errno of odpx_open_verbs(), 0 */
 	int reg_err;		/* -errno of the region's registration, 0 */
 	uint64_t direct_regs, pin_failures, odp_mrs, pinned_bytes;	/* after the registration */
+	uint64_t hybrid_pinned, hybrid_odp, odp_bytes;			/* the same */
 	double secs, mb_s, refault_s, majflt_s;
 	uint64_t transfers, refaults, majflts;
 	int worst, last, events;
@@ -870,6 +865,9 @@ static int ws_child(const struct ws_cg *cg, enum ws_variant v, size_t bytes, dou
 	pt->pin_failures = s1.pin_failures - s0.pin_failures;
 	pt->odp_mrs = s1.odp_mrs - s0.odp_mrs;
 	pt->pinned_bytes = s1.pinned_bytes;
+	pt->hybrid_pinned = s1.hybrid_pinned - s0.hybrid_pinned;
+	pt->hybrid_odp = s1.hybrid_odp - s0.hybrid_odp;
+	pt->odp_bytes = s1.odp_bytes;
 	if (r < 0) {
 		pt->reg_err = r;
 		snprintf(pt->reason, sizeof(pt->reason), "%s", odpx_last_reason());
@@ -963,6 +961,10 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 		snprintf(reg, sizeof(reg), "did not return");
 	else if (pt->direct_regs)
 		snprintf(reg, sizeof(reg), "fallback: direct");
+	else if (pt->hybrid_odp)
+		snprintf(reg, sizeof(reg), "ok: served ODP");
+	else if (pt->hybrid_pinned)
+		snprintf(reg, sizeof(reg), "ok: served pinned");
 	else
 		snprintf(reg, sizeof(reg), "ok");
 	if (stalled) {
@@ -1000,12 +1002,14 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 		"\"state\":\"%s\",\"worst_state\":\"%s\",\"state_changes\":%d,\"memory_events_max\":%" PRId64
 		",\"oom_kill\":%" PRId64 ",\"registration\":\"%s\",\"direct_regs\":%" PRIu64
 		",\"pin_failures\":%" PRIu64 ",\"odp_mrs\":%" PRIu64 ",\"pinned_bytes\":%" PRIu64
+		",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64 ",\"hybrid_odp\":%" PRIu64
 		",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
 		(double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
 		(unsigned long)pt->transfers, (unsigned long)pt->refaults, (unsigned long)pt->majflts,
 		pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last), state_name((uint64_t)pt->worst),
 		pt->events, max_hit, oom, reg, pt->direct_regs, pt->pin_failures, pt->odp_mrs,
-		pt->pinned_bytes, done ? "true" : "false", outcome);
+		pt->pinned_bytes, pt->odp_bytes, pt->hybrid_pinned, pt->hybrid_odp,
+		done ? "true" : "false", outcome);
 	fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d\n", (int)v, ratio, (double)bytes / MiB,
 		pt->mb_s, pt->refault_s, pt->majflt_s, done ? pt->last : -1, (int)code);
 	printf("# workingset %-6s %6.1f MiB (%.2f M): %s", variant, (double)bytes / MiB, ratio, outcome);
@@ -1149,7 +1153,8 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 	snprintf(name, sizeof(name), "phase-%s.tsv", ws_variant_names[v]);
 	tsv = open_in(name);
 	setvbuf(tsv, NULL, _IOLBF, 0);
-	fprintf(tsv, "t mb_s state pinned_mib odp_mrs direct_regs reg_failed phase\n");
+	fprintf(tsv, "t mb_s state pinned_mib odp_mrs direct_regs reg_failed phase odp_mib "
+		"hybrid_pinned hybrid_odp hybrid_to_pin hybrid_released\n");
 	sh->stage = WS_WRITING;
 	if (ws_setup(&w, &d, ctx, 2 * R.memory_max))
 		DIE("phase: setting up the region failed");
@@ -1185,16 +1190,28 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 				fprintf(R.nd, "{\"exp\":\"phase\",\"variant\":\"%s\",\"mode\":\"%s\",\"t\":%.3f,"
 					"\"phase\":\"%s\",\"mb_s\":%.2f,\"state\":\"%s\",\"pinned_bytes\":%" PRIu64
 					",\"odp_mrs\":%" PRIu64 ",\"direct_regs\":%" PRIu64 ",\"evictions\":%" PRIu64
-					",\"reg_failed\":%" PRIu64 ",\"transfers\":%" PRIu64 "}\n",
+					",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64
+					",\"hybrid_odp\":%" PRIu64 ",\"hybrid_to_pin\":%" PRIu64
+					",\"hybrid_released\":%" PRIu64 ",\"reg_failed\":%" PRIu64
+					",\"transfers\":%" PRIu64 "}\n",
 					ws_variant_names[v], ws_variant_modes[v], (double)(t - t0) / 1e9,
 					ph_names[ph], mb, state_name(s.thrash_state), s.pinned_bytes,
 					s.odp_mrs - s0.odp_mrs, s.direct_regs - s0.direct_regs,
-					s.evictions - s0.evictions, sh->reg_failed, w.transfers);
-				fprintf(tsv, "%.3f %.2f %lu %.2f %lu %lu %lu %d\n", (double)(t - t0) / 1e9, mb,
-					(unsigned long)s.thrash_state, (double)s.pinned_bytes / MiB,
+					s.evictions - s0.evictions, s.odp_bytes,
+					s.hybrid_pinned - s0.hybrid_pinned, s.hybrid_odp - s0.hybrid_odp,
+					s.hybrid_to_pin - s0.hybrid_to_pin,
+					s.hybrid_released - s0.hybrid_released, sh->reg_failed,
+					w.transfers);
+				fprintf(tsv, "%.3f %.2f %lu %.2f %lu %lu %lu %d %.2f %lu %lu %lu %lu\n",
+					(double)(t - t0) / 1e9, mb, (unsigned long)s.thrash_state,
+					(double)s.pinned_bytes / MiB,
 					(unsigned long)(s.odp_mrs - s0.odp_mrs),
 					(unsigned long)(s.direct_regs - s0.direct_regs),
-					(unsigned long)sh->reg_failed, ph);
+					(unsigned long)sh->reg_failed, ph, (double)s.odp_bytes / MiB,
+					(unsigned long)(s.hybrid_pinned - s0.hybrid_pinned),
+					(unsigned long)(s.hybrid_odp - s0.hybrid_odp),
+					(unsigned long)(s.hybrid_to_pin - s0.hybrid_to_pin),
+					(unsigned long)(s.hybrid_released - s0.hybrid_released));
 				bytes = 0;
 				ts = t;
 			}

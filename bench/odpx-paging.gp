@@ -167,8 +167,11 @@ if (exists_file(f)) {
 }
 
 # phase-MODE.tsv (odp, pinned, hybrid): t mb_s state pinned_mib odp_mrs direct_regs
-# reg_failed phase, one line per 250 ms of the phase experiment.  Top: MB/s of each mode;
-# middle: the pinned MiB of each context and hybrid's ODP MRs made; bottom: a band per mode,
+# reg_failed phase odp_mib hybrid_pinned hybrid_odp hybrid_to_pin hybrid_released, one line
+# per 250 ms of the phase experiment.  Top: MB/s of each mode; middle: the MiB each mode
+# holds (pinned for pin mode; the ODP MRs' span for explicit ODP and hybrid: the hybrid
+# context's own counters do not include its pinned part's bytes) and hybrid's placements
+# (cumulative: served pinned, served ODP, moved from ODP to pinned); bottom: a band per mode,
 # the detector's state (OK green, WARMING orange, THRASH red).  A mode whose table is absent
 # did not run (its reason is in index.md and samples.ndjson).
 fo = dir . "/phase-odp.tsv"
@@ -180,7 +183,7 @@ if (exists_file(fo)) {
 	unset title
 	set multiplot title title . " phase change: working set M/4, then 2M, then M/4 (M = memory.max); one 64 KiB registration per chunk"
 	set lmargin 12
-	set rmargin 30
+	set rmargin 34
 	set key outside right top
 	set size 1,0.42
 	set origin 0,0.53
@@ -196,15 +199,17 @@ if (exists_file(fo)) {
 	unset logscale y
 	set size 1,0.30
 	set origin 0,0.23
-	set ylabel "pinned MiB"
-	set y2label "ODP MRs (hybrid)"
+	set ylabel "MiB"
+	set y2label "hybrid: registrations"
 	set y2tics
 	# without hybrid's table no point is on y2: a fixed range keeps gnuplot plotting
 	if (exists_file(fh)) { set autoscale y2 } else { set y2range [0:1] }
-	plot fo using 1:4 skip 1 with lines lw 2 lc rgb "#2ca02c" title "explicit ODP", \
-	     (exists_file(fp) ? fp : fo) using 1:(exists_file(fp) ? $4 : 1/0) skip 1 with lines lw 2 lc rgb "#1f77b4" title "pinned", \
-	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $4 : 1/0) skip 1 with lines lw 2 lc rgb "#9467bd" title "hybrid", \
-	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $5 : 1/0) skip 1 axes x1y2 with lines dt 2 lw 2 lc rgb "#9467bd" title "hybrid ODP MRs"
+	plot fo using 1:9 skip 1 with lines lw 2 lc rgb "#2ca02c" title "explicit ODP: ODP MiB", \
+	     (exists_file(fp) ? fp : fo) using 1:(exists_file(fp) ? $4 : 1/0) skip 1 with lines lw 2 lc rgb "#1f77b4" title "pinned: pinned MiB", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $9 : 1/0) skip 1 with lines lw 2 lc rgb "#9467bd" title "hybrid: ODP MiB", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $10 : 1/0) skip 1 axes x1y2 with lines dt 2 lw 2 lc rgb "#8c564b" title "hybrid: served pinned", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $11 : 1/0) skip 1 axes x1y2 with lines dt 3 lw 2 lc rgb "#e377c2" title "hybrid: served ODP", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $12 : 1/0) skip 1 axes x1y2 with lines dt 1 lw 1 lc rgb "#17becf" title "hybrid: moved to pinned"
 	unset y2tics
 	unset y2label
 	set autoscale y2
