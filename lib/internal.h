@@ -134,6 +134,8 @@ struct backend_ops {
 	void (*query)(struct odpx_ctx *ctx, struct odpx_caps *caps);
 	/* Optional: release ODP MRs that no registration held since @stamp (engine tick) */
 	unsigned (*reap_idle)(struct odpx_ctx *ctx, uint32_t stamp);
+	/* Optional: the backend's part of each engine tick (hybrid: memory pressure) */
+	void (*tick)(struct odpx_ctx *ctx);
 };
 
 /* The evicted-range records of a context (reserve.c): 32 KiB. */
@@ -290,6 +292,9 @@ int reg_bad_args(const void *addr, size_t len, uint32_t access, struct odpx_mr *
 int cache_init(struct odpx_ctx *ctx);
 void cache_fini(struct odpx_ctx *ctx);
 int cache_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
+	      struct entry **out);
+/* reg_ex.c: the pin cache's lookups that never block (TRY, PARTIAL); -EAGAIN if none serves */
+int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint32_t flags,
 	      struct entry **out);
 /* 1: the pages of [s, end) allow @acc now; 0: they do not; -errno (cache.c) */
 int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t acc);

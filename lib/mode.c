@@ -143,6 +143,19 @@ enum hybrid_place hybrid_place(const struct hybrid_in *in)
 	return in->thrash ? HYB_TO_PIN : HYB_ODP;
 }
 
+void hybrid_memcg(uint64_t max, uint64_t cur, uint64_t pinned, uint64_t *headroom,
+		  bool *pressure)
+{
+	*headroom = UINT64_MAX;
+	*pressure = false;
+	if (max == UINT64_MAX)
+		return;
+	uint64_t cap = max - max / 4;
+
+	*headroom = cap > pinned ? cap - pinned : 0;
+	*pressure = cur >= max - max / 16;
+}
+
 int mode_parse(const char *s, enum odpx_mode *m)
 {
 	if (!s || !*s || !strcmp(s, "auto")) {

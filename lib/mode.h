@@ -92,6 +92,17 @@ enum hybrid_place {
  */
 enum hybrid_place hybrid_place(const struct hybrid_in *in);
 
+/*
+ * hybrid_memcg - pure: the memory cgroup's part of struct hybrid_in from its
+ * limit @max and usage @cur (UINT64_MAX: no limit) and the bytes @pinned
+ * now.  At most three quarters of memory.max are pinned: the rest stays for
+ * the application's own pages, which the cgroup can reclaim or swap and
+ * pinned pages it cannot, and for what the kernel charges beside them; a
+ * working set of half of memory.max is still pinned whole.  Pressure: usage within a sixteenth of the limit.
+ */
+void hybrid_memcg(uint64_t max, uint64_t cur, uint64_t pinned, uint64_t *headroom,
+		  bool *pressure);
+
 /* "auto", "" or NULL -> AUTO; a mode name -> it; else -EINVAL. */
 int mode_parse(const char *s, enum odpx_mode *m);
 /* mode_parse() of ODPX_MODE; -EINVAL naming it */

@@ -288,7 +288,9 @@ static void sample_device(struct odpx_ctx *ctx, struct seg_priv *pv)
 	src_uverbs_read(&pv->roots, NULL, pv->dev_cur);
 	if (pv->cb)
 		sample_nl_mr(ctx, pv);
-	if (pv->cb && src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
+	/* hybrid acts on THRASH (backend_verbs.c:hybrid_reg()): it reads the memory always */
+	if ((pv->cb || ctx->mode == ODPX_MODE_HYBRID) &&
+	    src_memcg_read(&pv->roots, 0, pv->dev_cur) <= 0)
 		src_vmstat_read(&pv->roots, pv->dev_cur);
 	t = pv->dev_prev;
 	pv->dev_prev = pv->dev_cur;

@@ -12,8 +12,8 @@
 
 #include "cache.h"
 
-static int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc,
-		     uint32_t flags, struct entry **out)
+int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint32_t flags,
+	      struct entry **out)
 {
 	uintptr_t aend = a + len;
 	/* a remote class is served by exactly its pages: PARTIAL is TRY there */

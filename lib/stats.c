@@ -62,6 +62,15 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	st.pinned_bytes = ctx->pinned_bytes;
 	pthread_mutex_unlock(&ctx->lock);
 	st.unused_bytes = stats_region_unused(ctx->shards, st.pinned_bytes);
+	if (ctx->pin_part) {	/* hybrid: what its pinned part holds (counters: its own segment) */
+		struct odpx_ctx *pc = ctx->pin_part;
+
+		pthread_mutex_lock(&pc->lock);
+		st.entries += pc->nentries;
+		st.pinned_bytes = pc->pinned_bytes;
+		pthread_mutex_unlock(&pc->lock);
+		st.unused_bytes = stats_region_unused(pc->shards, st.pinned_bytes);
+	}
 	stats_seg_read_extra(ctx, &st);	/* thrash fields; publishes these gauges */
 
 	if (size > sizeof(st))

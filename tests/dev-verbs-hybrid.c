@@ -16,12 +16,12 @@
 #define NBUFS 8
 #define BUDGET_BUFS 3	/* the source buffer takes one more pinned slot */
 
-static struct odpx_ctx *open_hybrid(struct dev *d, uint32_t flags)
+static struct odpx_ctx *open_hybrid(struct dev *d, uint32_t flags, uint64_t budget)
 {
 	struct odpx_attr a = {
 		.comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_FLAGS | ODPX_ATTR_LIMITS,
 		.mode = ODPX_MODE_HYBRID, .flags = flags,
-		.limits = { .max_pinned_bytes = (BUDGET_BUFS + 1) * LEN },
+		.limits = { .max_pinned_bytes = budget },
 	};
 	struct odpx_ctx *ctx;
 	const char *why;
@@ -52,7 +52,7 @@ static bool write_check(struct dev *d, struct odpx_mr *smr, unsigned char *src,
 
 static void budget(struct dev *d)
 {
-	struct odpx_ctx *ctx = open_hybrid(d, 0);
+	struct odpx_ctx *ctx = open_hybrid(d, 0, (BUDGET_BUFS + 1) * LEN);
 	unsigned char *src = dv_map(LEN), *dst[NBUFS];
 	struct odpx_mr *smr = dv_reg(ctx, src, LEN, ACC_LW), *dmr[NBUFS];
 	struct odpx_stats st;
@@ -161,7 +161,8 @@ static bool round_pinned(struct dev *d, struct odpx_ctx *ctx, enum change c, uns
 
 static void invalidation(struct dev *d)
 {
-	struct odpx_ctx *ctx = open_hybrid(d, 0);
+	/* room for every round's buffers: released ones stay pinned, unused, until pressure */
+	struct odpx_ctx *ctx = open_hybrid(d, 0, 4 * NCHANGE * LEN);
 	struct odpx_stats st;
 
 	for (int c = 0; c < NCHANGE; c++) {
@@ -176,7 +177,7 @@ static void invalidation(struct dev *d)
 	odpx_close(ctx);
 	/* the control: no monitor on the pinned part, the cache hands back the old MR */
 	for (int c = 0; c < NCHANGE; c++) {
-		ctx = open_hybrid(d, ODPX_OPEN_UNSAFE_NO_MONITOR);
+		ctx = open_hybrid(d, ODPX_OPEN_UNSAFE_NO_MONITOR, 4 * LEN);
 		if (round_pinned(d, ctx, c, 90 + 2 * c))
 			dev_fail("no monitor, %s: the data reached the new pages: the check cannot "
 				 "tell a stale registration", change_name[c]);

@@ -56,6 +56,29 @@ static void hybrid_rows(void)
 
 		CHECK(got == w->want, "hybrid row %zu (%s): %d, want %d", i, w->what, got, w->want);
 	}
+	/* the memory cgroup's inputs: three quarters of memory.max pinned at most, pressure near it */
+	static const struct {
+		uint64_t max, cur, pinned, headroom;
+		bool pressure;
+	} mc[] = {
+		{ UINT64_MAX, 5 * MB, 100 * MB, UINT64_MAX, false },	/* no limit */
+		{ 64 * MB, 10 * MB, 0, 48 * MB, false },
+		{ 64 * MB, 10 * MB, 46 * MB, 2 * MB, false },
+		{ 64 * MB, 40 * MB, 48 * MB, 0, false },
+		{ 64 * MB, 40 * MB, 60 * MB, 0, false },		/* over: no wrap */
+		{ 64 * MB, 60 * MB - 1, 0, 48 * MB, false },
+		{ 64 * MB, 60 * MB, 0, 48 * MB, true },		/* within 1/16 of max */
+		{ 64 * MB, 70 * MB, 0, 48 * MB, true },
+	};
+	for (size_t i = 0; i < sizeof(mc) / sizeof(mc[0]); i++) {
+		uint64_t h;
+		bool p;
+
+		hybrid_memcg(mc[i].max, mc[i].cur, mc[i].pinned, &h, &p);
+		CHECK(h == mc[i].headroom && p == mc[i].pressure,
+		      "memcg row %zu: headroom %llu pressure %d, want %llu %d", i,
+		      (unsigned long long)h, p, (unsigned long long)mc[i].headroom, mc[i].pressure);
+	}
 }
 
 static const struct row {
