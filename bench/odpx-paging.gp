@@ -169,8 +169,8 @@ if (exists_file(f)) {
 # phase-MODE.tsv (odp, pinned, hybrid): t mb_s state pinned_mib odp_mrs direct_regs
 # reg_failed phase odp_mib hybrid_pinned hybrid_odp hybrid_to_pin hybrid_released, one line
 # per 250 ms of the phase experiment.  Top: MB/s of each mode; middle: the MiB each mode
-# holds (pinned for pin mode; the ODP MRs' span for explicit ODP and hybrid: the hybrid
-# context's own counters do not include its pinned part's bytes) and hybrid's placements
+# holds (pinned for pin mode; the ODP MRs' span for explicit ODP; both for hybrid) and
+# hybrid's placements
 # (cumulative: served pinned, served ODP, moved from ODP to pinned); bottom: a band per mode,
 # the detector's state (OK green, WARMING orange, THRASH red).  A mode whose table is absent
 # did not run (its reason is in index.md and samples.ndjson).
@@ -206,7 +206,8 @@ if (exists_file(fo)) {
 	if (exists_file(fh)) { set autoscale y2 } else { set y2range [0:1] }
 	plot fo using 1:9 skip 1 with lines lw 2 lc rgb "#2ca02c" title "explicit ODP: ODP MiB", \
 	     (exists_file(fp) ? fp : fo) using 1:(exists_file(fp) ? $4 : 1/0) skip 1 with lines lw 2 lc rgb "#1f77b4" title "pinned: pinned MiB", \
-	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $9 : 1/0) skip 1 with lines lw 2 lc rgb "#9467bd" title "hybrid: ODP MiB", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $4 : 1/0) skip 1 with lines lw 2 lc rgb "#9467bd" title "hybrid: pinned MiB", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $9 : 1/0) skip 1 with lines lw 2 dt 2 lc rgb "#9467bd" title "hybrid: ODP MiB", \
 	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $10 : 1/0) skip 1 axes x1y2 with lines dt 2 lw 2 lc rgb "#8c564b" title "hybrid: served pinned", \
 	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $11 : 1/0) skip 1 axes x1y2 with lines dt 3 lw 2 lc rgb "#e377c2" title "hybrid: served ODP", \
 	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? $12 : 1/0) skip 1 axes x1y2 with lines dt 1 lw 1 lc rgb "#17becf" title "hybrid: moved to pinned"
