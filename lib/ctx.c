@@ -18,6 +18,7 @@
 #include "cache.h"
 #include "../sysfs-stats/counters.h"
 #include "log.h"
+#include "memcg.h"
 #include "mode.h"
 
 _Atomic uint32_t odpx_fork_gen;
@@ -402,6 +403,7 @@ static void ctx_setup(struct odpx_ctx *ctx, const struct backend_ops *ops,
 	struct thrash_cfg tc;
 
 	ctx->fork_gen = atomic_load(&odpx_fork_gen);
+	memcg_forget();	/* the process may have moved to another cgroup since */
 	ctx->magic = CTX_MAGIC;
 	ctx->be = ops;
 	ctx->mode = a->mode;

@@ -449,6 +449,8 @@ static void *engine_main(void *arg)
 		if (reap_cq(e)) {
 			STAT_INC(ctx, engine_ticks);
 			cache_trim(ctx);
+			if (ctx->cache_enabled)
+				cache_memcg_tick(ctx);
 			idle_tick(ctx, &e->idle, odpx_now_ns());
 			prereg_tick(ctx);
 			stats_seg_tick(ctx);

@@ -377,6 +377,12 @@ struct idle_clock {
 void idle_tick(struct odpx_ctx *ctx, struct idle_clock *ic, uint64_t now_ns);
 /* reserve.c: evict the unused entries released before @stamp; how many */
 unsigned cache_reap_idle(struct odpx_ctx *ctx, uint32_t stamp);
+/* reserve.c, the memory cgroup (memcg.h): release @bytes of unused entries (UINT64_MAX: all) */
+uint64_t cache_release_unused(struct odpx_ctx *ctx, uint64_t bytes);
+/* room for a pin of [s, s+len), reserved already, after releasing unused entries: 0, -ENOMEM */
+struct memcg_view;
+int cache_memcg_room(struct odpx_ctx *ctx, uintptr_t s, uint64_t len, struct memcg_view *v);
+void cache_memcg_tick(struct odpx_ctx *ctx);	/* engine: release unused under pressure */
 
 /* engine.c */
 int engine_start(struct odpx_ctx *ctx);	/* idempotent */

@@ -351,6 +351,10 @@ struct odpx_stats {
 	uint64_t hybrid_to_pin;		/* moved from ODP to pinned: ODP thrashed, the pin fit */
 	uint64_t hybrid_released;	/* unused pinned entries released under memory pressure */
 	uint64_t odp_bytes;		/* gauge: bytes the chunk and range ODP MRs span */
+	/* the memory cgroup (odpx(7), "Memory cgroup") */
+	uint64_t memcg_refusals;	/* pins refused with -ENOMEM: past the cgroup's headroom */
+	uint64_t memcg_released;	/* bytes of unused pins released for headroom or pressure */
+	uint64_t memcg_pressure;	/* engine ticks that found the cgroup under pressure */
 };
 
 /**

@@ -21,9 +21,11 @@
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include "log.h"
 #include "cache.h"
+#include "memcg.h"
 
 #define LRU_AGE_MAX (1U << 30)
 
@@ -524,6 +526,96 @@ static int pin_entry(struct odpx_ctx *ctx, uint32_t idx, uintptr_t s, size_t len
 }
 
 /*
+ * Release unused entries (the LRU's least recently released first) until
+ * @bytes of them went, UINT64_MAX: all of them.  No lock held.  Returns
+ * the bytes released, counted in memcg_released.
+ */
+uint64_t cache_release_unused(struct odpx_ctx *ctx, uint64_t bytes)
+{
+	struct reservation rv = { .victims = NIL, .dead = NIL };
+	uint64_t held;
+
+	pthread_mutex_lock(&ctx->lock);
+	/* make_room() stops once pinned + others' releasing bytes are within the bound */
+	held = ctx->pinned_bytes + ctx->releasing_bytes;
+	make_room(ctx, UINT64_MAX, bytes >= held ? 0 : held - bytes, 0, &rv, false, NULL);
+	pthread_mutex_unlock(&ctx->lock);
+	free_victims(ctx, rv.victims, 0);
+	if (rv.victim_bytes)
+		STAT_ADD(ctx, memcg_released, rv.victim_bytes);
+	return rv.victim_bytes;
+}
+
+/* This context's pinned bytes but @bytes (its own reservation): what the cgroup cannot swap. */
+static uint64_t pinned_but(struct odpx_ctx *ctx, uint64_t bytes)
+{
+	uint64_t p;
+
+	pthread_mutex_lock(&ctx->lock);
+	p = ctx->pinned_bytes + ctx->releasing_bytes;
+	pthread_mutex_unlock(&ctx->lock);
+	return p > bytes ? p - bytes : 0;
+}
+
+/*
+ * The bytes of [s, s+len) a pin would newly charge where nothing can go to
+ * swap: its pages not resident yet (mincore); all of them if it fails.
+ */
+static uint64_t nonresident_bytes(uintptr_t s, uint64_t len)
+{
+	unsigned char vec[1024];
+	uint64_t out = 0;
+
+	while (len) {
+		uint64_t n = len < sizeof(vec) * PAGE_SIZE ? len : sizeof(vec) * PAGE_SIZE;
+		size_t pages = (n + PAGE_SIZE - 1) / PAGE_SIZE;
+
+		if (mincore((void *)s, n, vec) < 0)
+			return out + len;
+		for (size_t i = 0; i < pages; i++)
+			out += (vec[i] & 1) ? 0 : PAGE_SIZE;
+		s += n;
+		len -= n;
+	}
+	return out;
+}
+
+/*
+ * Room in the memory cgroup for a pin of [s, s+len) (memcg.h), already
+ * reserved in ctx->pinned_bytes: 0 when it fits, after releasing as many
+ * unused entries as it lacks; -ENOMEM when it does not, with the reading
+ * in @v.  With swap every pinned byte becomes unreclaimable; without, only
+ * the pages the pin brings in are new, the resident ones are charged and
+ * unreclaimable already.  One memcg reading per call, two when it
+ * releases.  Counts nothing but the release: the caller refuses (pin
+ * paths) or serves otherwise.
+ */
+int cache_memcg_room(struct odpx_ctx *ctx, uintptr_t s, uint64_t len, struct memcg_view *v)
+{
+	uint64_t room, need;
+
+	if (memcg_headroom(pinned_but(ctx, len), &room, v) < 0 || len <= room)
+		return 0;	/* unreadable: pinned as without a cgroup */
+	need = v->swap ? len : nonresident_bytes(s, len);
+	if (need <= room)
+		return 0;
+	/* without swap an unpinned page stays charged: releasing gains nothing */
+	if (v->swap && cache_release_unused(ctx, need - room) &&
+	    (memcg_headroom(pinned_but(ctx, len), &room, v) < 0 || need <= room))
+		return 0;
+	return -ENOMEM;
+}
+
+/* Engine tick: under memory cgroup pressure, the unused entries go. */
+void cache_memcg_tick(struct odpx_ctx *ctx)
+{
+	if (!memcg_pressure(pinned_but(ctx, 0)))
+		return;
+	STAT_INC(ctx, memcg_pressure);
+	cache_release_unused(ctx, UINT64_MAX);
+}
+
+/*
  * After reserve_locked(), with no lock held: unpin the victims (the reused
  * one too, unless the pin replaces it) and free them before the pin, which
  * may be slow, so that no other miss finds them charged; then pin
@@ -551,7 +643,19 @@ int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv
 				 "default is RLIMIT_MEMLOCK without CAP_IPC_LOCK): %s", len,
 				 ctx->lim.max_pinned_bytes, why);
 	}
-	r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
+	/* no pin past the memory cgroup's headroom: the OOM killer would end the process in it */
+	struct memcg_view v;
+	if ((r = cache_memcg_room(ctx, s, len, &v)) < 0) {
+		STAT_INC(ctx, memcg_refusals);
+		r = odpx_fail(-ENOMEM, "pinning %zu bytes would take memory cgroup %s (v%d) past its "
+			      "headroom: limit %" PRIu64 ", %" PRIu64 " unreclaimable, margin %" PRIu64
+			      ", %" PRIu64 " bytes may still be pinned (odpx(7), MEMORY CGROUP)", len, v.path, v.version,
+			      v.limit_bytes, v.unreclaimable_bytes, v.margin_bytes, v.headroom_bytes);
+		if (held)
+			unpin_one(ctx, (uint32_t)idx);	/* the evicted registration it holds */
+	} else {
+		r = pin_entry(ctx, (uint32_t)idx, s, len, acc, held);
+	}
 	pthread_mutex_lock(&ctx->lock);
 	if (held)	/* replaced or unpinned by now */
 		reused_free_locked(ctx, rv->reused);

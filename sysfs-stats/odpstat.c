@@ -47,6 +47,8 @@ static const struct {
 	F(direct_no_engine), F(evict_remiss), F(try_again), F(idle_released), F(prereg_repins),
 	F(repin_fresh), F(preload_passthrough), F(hybrid_pinned), F(hybrid_odp), F(hybrid_to_pin),
 	F(hybrid_released), G(odp_bytes),
+	F(repin_fresh), F(preload_passthrough), F(memcg_refusals), F(memcg_released),
+	F(memcg_pressure),
 #undef F
 #undef G
 };

@@ -34,7 +34,7 @@ static const char *const fields[] = {
 	"prefetch_failed", "unsafe_no_monitor", "thrash_state", "thrash_changes",
 	"odp_mrs", "odp_fallbacks", "prefetch_sges", "prefetch_errno", "global_rkey",
 	"direct_no_engine", "try_again", "idle_released", "prereg_repins", "evict_remiss",
-	"repin_fresh", "preload_passthrough",
+	"repin_fresh", "preload_passthrough", "memcg_refusals", "memcg_released", "memcg_pressure",
 };
 
 static uint64_t field_of(const struct odpx_stats *st, const char *name)
@@ -50,7 +50,7 @@ static uint64_t field_of(const struct odpx_stats *st, const char *name)
 	X(thrash_changes) X(engine_ticks) X(engine_wakeups) X(engine_lingers) X(odp_mrs) X(odp_fallbacks)
 	X(prefetch_sges) X(prefetch_errno) X(global_rkey)
 	X(direct_no_engine) X(try_again) X(idle_released) X(prereg_repins) X(evict_remiss)
-	X(repin_fresh) X(preload_passthrough)
+	X(repin_fresh) X(preload_passthrough) X(memcg_refusals) X(memcg_released) X(memcg_pressure)
 #undef X
 	FAIL("no field %s", name);
 }
