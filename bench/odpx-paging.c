@@ -798,7 +798,7 @@ struct ws_point {
 	int open_err;		/* -errno of odpx_open_verbs(), 0 */
 	int reg_err;		/* -errno of the region's registration, 0 */
 	uint64_t direct_regs, pin_failures, odp_mrs, pinned_bytes;	/* after the registration */
-	uint64_t hybrid_pinned, hybrid_odp, odp_bytes;			/* the same */
+	uint64_t hybrid_pinned, hybrid_odp, odp_bytes, memcg_refusals;	/* the same */
 	double secs, mb_s, refault_s, majflt_s;
 	uint64_t transfers, refaults, majflts;
 	int worst, last, events;
@@ -868,6 +868,7 @@ static int ws_child(const struct ws_cg *cg, enum ws_variant v, size_t bytes, dou
 	pt->hybrid_pinned = s1.hybrid_pinned - s0.hybrid_pinned;
 	pt->hybrid_odp = s1.hybrid_odp - s0.hybrid_odp;
 	pt->odp_bytes = s1.odp_bytes;
+	pt->memcg_refusals = s1.memcg_refusals - s0.memcg_refusals;
 	if (r < 0) {
 		pt->reg_err = r;
 		snprintf(pt->reason, sizeof(pt->reason), "%s", odpx_last_reason());
@@ -1003,13 +1004,13 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 		",\"oom_kill\":%" PRId64 ",\"registration\":\"%s\",\"direct_regs\":%" PRIu64
 		",\"pin_failures\":%" PRIu64 ",\"odp_mrs\":%" PRIu64 ",\"pinned_bytes\":%" PRIu64
 		",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64 ",\"hybrid_odp\":%" PRIu64
-		",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
+		",\"memcg_refusals\":%" PRIu64 ",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
 		(double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
 		(unsigned long)pt->transfers, (unsigned long)pt->refaults, (unsigned long)pt->majflts,
 		pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last), state_name((uint64_t)pt->worst),
 		pt->events, max_hit, oom, reg, pt->direct_regs, pt->pin_failures, pt->odp_mrs,
 		pt->pinned_bytes, pt->odp_bytes, pt->hybrid_pinned, pt->hybrid_odp,
-		done ? "true" : "false", outcome);
+		pt->memcg_refusals, done ? "true" : "false", outcome);
 	fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d\n", (int)v, ratio, (double)bytes / MiB,
 		pt->mb_s, pt->refault_s, pt->majflt_s, done ? pt->last : -1, (int)code);
 	printf("# workingset %-6s %6.1f MiB (%.2f M): %s", variant, (double)bytes / MiB, ratio, outcome);
@@ -1192,7 +1193,8 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 					",\"odp_mrs\":%" PRIu64 ",\"direct_regs\":%" PRIu64 ",\"evictions\":%" PRIu64
 					",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64
 					",\"hybrid_odp\":%" PRIu64 ",\"hybrid_to_pin\":%" PRIu64
-					",\"hybrid_released\":%" PRIu64 ",\"reg_failed\":%" PRIu64
+					",\"hybrid_released\":%" PRIu64 ",\"memcg_refusals\":%" PRIu64
+					",\"memcg_released\":%" PRIu64 ",\"reg_failed\":%" PRIu64
 					",\"transfers\":%" PRIu64 "}\n",
 					ws_variant_names[v], ws_variant_modes[v], (double)(t - t0) / 1e9,
 					ph_names[ph], mb, state_name(s.thrash_state), s.pinned_bytes,
@@ -1200,7 +1202,9 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 					s.evictions - s0.evictions, s.odp_bytes,
 					s.hybrid_pinned - s0.hybrid_pinned, s.hybrid_odp - s0.hybrid_odp,
 					s.hybrid_to_pin - s0.hybrid_to_pin,
-					s.hybrid_released - s0.hybrid_released, sh->reg_failed,
+					s.hybrid_released - s0.hybrid_released,
+					s.memcg_refusals - s0.memcg_refusals,
+					s.memcg_released - s0.memcg_released, sh->reg_failed,
 					w.transfers);
 				fprintf(tsv, "%.3f %.2f %lu %.2f %lu %lu %lu %d %.2f %lu %lu %lu %lu\n",
 					(double)(t - t0) / 1e9, mb, (unsigned long)s.thrash_state,
