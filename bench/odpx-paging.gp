@@ -230,7 +230,7 @@ if (exists_file(fo)) {
 	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) ? 2.5 : 1/0):(0.125):(0.45):(state_rgb($3)) skip 1 with boxxyerror lc rgb variable notitle
 	unset multiplot
 	set yrange [*:*]
-	set ytics
+	set ytics autofreq	# the bands' labels go
 	unset lmargin
 	unset rmargin
 	unset tmargin
@@ -250,6 +250,7 @@ if (exists_file(f)) {
 	set output dir . "/latency.png"
 	set terminal pngcairo size 1500,900 noenhanced font ",10"
 	unset title
+	set ytics autofreq
 	set multiplot layout 2,3 title title . " fault latency: one 4 KiB RDMA READ into the region, from post to completion (top: CDF; bottom: the fraction slower, the tail)"
 	set logscale x 10
 	set xlabel "latency (us)"
