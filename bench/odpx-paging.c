@@ -802,7 +802,7 @@ struct ws_point {
 	double secs, mb_s, refault_s, majflt_s;
 	uint64_t transfers, refaults, majflts;
 	int worst, last, events;
-	char reason[192];	/* odpx_last_reason() after a failed registration */
+	char reason[320];	/* odpx_last_reason() after a failed registration */
 };
 
 static struct ws_point *ws_shared;
@@ -855,8 +855,15 @@ static int ws_child(const struct ws_cg *cg, enum ws_variant v, size_t bytes, dou
 		return 0;
 	}
 	pt->stage = WS_WRITING;
-	if (ws_setup(&w, &d, ctx, bytes))
-		DIE("workingset: setting up %zu MiB failed", bytes >> 20);
+	if ((r = ws_setup(&w, &d, ctx, bytes))) {
+		/* the sink's and source's registrations are pins too: the cgroup may refuse them */
+		if (r != -ENOMEM || !odpx_last_reason()[0])
+			DIE("workingset: setting up %zu MiB failed", bytes >> 20);
+		pt->reg_err = r;
+		snprintf(pt->reason, sizeof(pt->reason), "the sink or source buffer: %s",
+			 odpx_last_reason());
+		return 0;
+	}
 	pt->stage = WS_REGISTERING;
 	struct odpx_stats s0 = stats_of(ctx), s1;
 	r = ws_register(&w);
@@ -930,7 +937,7 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 {
 	const char *variant = ws_variant_names[v];
 	size_t bytes = (size_t)((double)R.memory_max * ratio) / WS_CHUNK * WS_CHUNK;
-	char name[64], why[PATH_MAX + 128], outcome[320];
+	char name[64], why[PATH_MAX + 128], outcome[512];
 	struct ws_cg cg;
 	int st, code;
 	pid_t pid;
@@ -953,7 +960,10 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 	struct ws_point *pt = ws_shared;
 	/* what the registration returned: its -errno, or served by direct pinning (counted) */
 	char reg[64];
-	if (pt->stage < WS_REGISTERING || pt->open_err)
+	if (pt->reg_err)
+		snprintf(reg, sizeof(reg), "-%s", strerrorname_np(-pt->reg_err) ?
+			 strerrorname_np(-pt->reg_err) : "?");
+	else if (pt->stage < WS_REGISTERING || pt->open_err)
 		snprintf(reg, sizeof(reg), "not reached");
 	else if (pt->reg_err)
 		snprintf(reg, sizeof(reg), "-%s", strerrorname_np(-pt->reg_err) ?
@@ -1108,7 +1118,7 @@ static const char *const ph_names[] = { "small", "large", "small again" };
 struct ph_shared {
 	enum ws_stage stage;
 	int open_err;
-	char reason[192];
+	char reason[320];
 	uint64_t transfers, reg_failed;
 	int last_err;
 	int events;		/* the thrash callback's reports */
@@ -1157,8 +1167,16 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 	fprintf(tsv, "t mb_s state pinned_mib odp_mrs direct_regs reg_failed phase odp_mib "
 		"hybrid_pinned hybrid_odp hybrid_to_pin hybrid_released\n");
 	sh->stage = WS_WRITING;
-	if (ws_setup(&w, &d, ctx, 2 * R.memory_max))
-		DIE("phase: setting up the region failed");
+	if ((r = ws_setup(&w, &d, ctx, 2 * R.memory_max))) {
+		/* as in workingset: a refused pin of the sink or source is an outcome */
+		if (r != -ENOMEM || !odpx_last_reason()[0])
+			DIE("phase: setting up the region failed");
+		sh->reg_failed++;
+		sh->last_err = r;
+		snprintf(sh->reason, sizeof(sh->reason), "the sink or source buffer: %s",
+			 odpx_last_reason());
+		return 0;
+	}
 	sh->stage = WS_SWEEPING;
 	uint64_t t0 = now_ns(), ts = t0, bytes = 0;
 	struct odpx_stats s0 = stats_of(ctx);
@@ -1235,7 +1253,7 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 static void exp_phase(void)
 {
 	double phase_s = R.quick ? 2 : R.phase_s;
-	char why[PATH_MAX + 160], name[64], outcome[320];
+	char why[PATH_MAX + 160], name[64], outcome[512];
 	struct ph_shared *sh;
 	struct ws_cg cg;
 	bool any = false;
@@ -1277,6 +1295,9 @@ static void exp_phase(void)
 				 strerror(-sh->open_err), sh->reason);
 		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->stage == WS_DONE)
 			snprintf(outcome, sizeof(outcome), "ok");
+		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->last_err)
+			snprintf(outcome, sizeof(outcome), "registration failed: %s (%s)",
+				 strerror(-sh->last_err), sh->reason);
 		else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && oom > 0)
 			snprintf(outcome, sizeof(outcome), "OOM-killed while %s (memory.events oom_kill %"
 				 PRId64 ")", ws_stage_names[sh->stage], oom);
