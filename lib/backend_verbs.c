@@ -60,6 +60,7 @@
 #include "log.h"
 #include "backend_verbs.h"
 #include "cache.h"
+#include "memcg.h"
 
 #ifdef ODPX_HAVE_VERBS
 
@@ -662,7 +663,8 @@ static enum odpx_thrash_state odp_thrash(struct odpx_ctx *ctx)
  * The pinned part's bytes and the room the memory cgroup leaves, for
  * hybrid_place().  Unused cached entries count: they are pinned pages all
  * the same, and hybrid never evicts to pin (past the budget it pages), so
- * only pressure and idle release let them go.
+ * only the cgroup's pressure (the pinned part's engine, memcg.h) and idle
+ * release let them go.  An unreadable cgroup leaves no bound but the budget.
  */
 static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
 {
@@ -672,67 +674,9 @@ static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
 	in->pinned = pc->pinned_bytes + pc->releasing_bytes;
 	pthread_mutex_unlock(&pc->lock);
 	in->budget = pc->lim.max_pinned_bytes;
-	hybrid_memcg(LD(vbe_of(ctx)->memcg_max), LD(vbe_of(ctx)->memcg_cur), in->pinned,
-		     &in->headroom, &in->pressure);
+	if (memcg_headroom(in->pinned, &in->headroom, NULL) < 0)
+		in->headroom = UINT64_MAX;
 	in->thrash = odp_thrash(ctx) == ODPX_THRASH_THRASH;
-}
-
-/* One number from @path: "max" is UINT64_MAX; false if unreadable. */
-static bool read_u64(const char *path, uint64_t *v)
-{
-	char buf[32];
-	FILE *f = fopen(path, "re");
-	bool ok = f && fgets(buf, sizeof(buf), f);
-
-	if (f)
-		fclose(f);
-	if (!ok)
-		return false;
-	*v = strncmp(buf, "max", 3) ? strtoull(buf, NULL, 10) : UINT64_MAX;
-	return true;
-}
-
-/*
- * The limit and usage of the calling process's memory cgroup: v2's
- * memory.max and memory.current, else v1's limit_in_bytes and
- * usage_in_bytes; UINT64_MAX and 0 when there is none to read.
- */
-static void memcg_read(uint64_t *max, uint64_t *cur)
-{
-	char line[512], path[640];
-	FILE *f = fopen("/proc/self/cgroup", "re");
-
-	*max = UINT64_MAX;
-	*cur = 0;
-	while (f && fgets(line, sizeof(line), f)) {
-		char *cg = strrchr(line, ':');
-
-		if (!cg)
-			continue;
-		cg[strcspn(cg, "\n")] = '\0';
-		if (!strncmp(line, "0::", 3)) {
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", cg + 1);
-			if (!read_u64(path, max))
-				continue;
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", cg + 1);
-		} else if (strstr(line, ":memory:")) {
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes",
-				 cg + 1);
-			if (!read_u64(path, max))
-				continue;
-			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.usage_in_bytes",
-				 cg + 1);
-		} else {
-			continue;
-		}
-		if (!read_u64(path, cur))
-			*max = UINT64_MAX;
-		else if (*max >= (1ULL << 62))	/* v1's unlimited is a huge number */
-			*max = UINT64_MAX;
-		break;
-	}
-	if (f)
-		fclose(f);
 }
 
 static int hybrid_reg(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
@@ -801,30 +745,6 @@ static int hybrid_try(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 	return odp_lookup(ctx, addr, len, access, flags, out);
 }
 
-/*
- * Engine tick: under memory pressure the pinned part's unused entries go
- * first, all of them, so that what the cgroup must reclaim is reclaimable;
- * the next request for them is placed again, and with no headroom is served
- * from ODP.
- */
-static void hybrid_tick(struct odpx_ctx *ctx)
-{
-	struct odpx_ctx *pc = ctx->pin_part;
-	struct hybrid_in in = { 0 };
-	uint64_t max, cur;
-	unsigned n;
-
-	memcg_read(&max, &cur);
-	ST(vbe_of(ctx)->memcg_max, max);
-	ST(vbe_of(ctx)->memcg_cur, cur);
-	hybrid_inputs(ctx, &in);
-	if (!in.pressure)
-		return;
-	n = cache_reap_idle(pc, LD(pc->clock) + 1);
-	if (n)
-		STAT_ADD(ctx, hybrid_released, n);
-}
-
 static void hybrid_close(struct odpx_ctx *ctx)
 {
 	if (ctx->pin_part)
@@ -844,7 +764,6 @@ static const struct backend_ops verbs_hybrid_ops = {
 	.try_reg = hybrid_try,
 	.query = verbs_query,
 	.reap_idle = odp_reap_idle,
-	.tick = hybrid_tick,
 };
 
 /* The open of a hybrid context's pinned part: pin mode, the budget of @a's limits. */
@@ -853,7 +772,6 @@ static int hybrid_pin_open(struct odpx_ctx *ctx, struct ibv_pd *pd, const struct
 {
 	struct odpx_attr pa = *a;
 	struct odpx_ctx *pc;
-	uint64_t max, cur;
 	int r;
 
 	pa.comp_mask = (a->comp_mask & (ODPX_ATTR_LIMITS | ODPX_ATTR_FLAGS | ODPX_ATTR_TICK |
@@ -871,14 +789,16 @@ static int hybrid_pin_open(struct odpx_ctx *ctx, struct ibv_pd *pd, const struct
 	ctx_reason_set(pc, "the pinned part of a hybrid context: pin-down cache invalidated by "
 		       "userfaultfd");
 	vbe_of(pc)->caps = vbe_of(ctx)->caps;
-	memcg_read(&max, &cur);
-	ST(vbe_of(ctx)->memcg_max, max);
-	ST(vbe_of(ctx)->memcg_cur, cur);
 	ctx->pin_part = pc;
-	/* the engine's tick reads the detector and the cgroup's pressure from the start */
-	if ((r = engine_start(ctx)) < 0)
-		odpx_log(LOG_WARN, "hybrid: the engine did not start (%s): no release under "
-			 "pressure until a later start", strerror(-r));
+	/*
+	 * The engines from the start: the pinned part's releases its unused
+	 * entries under the cgroup's pressure (reserve.c), this one's runs the
+	 * detector whose THRASH moves ranges.  A failed start is retried by the
+	 * first miss of each.
+	 */
+	if ((r = engine_start(pc)) < 0 || (r = engine_start(ctx)) < 0)
+		odpx_log(LOG_WARN, "hybrid: an engine did not start (%s): retried at a miss",
+			 strerror(-r));
 	return 0;
 }
 

@@ -30,8 +30,6 @@ struct vbe {
 	uint32_t implicit_idx, implicit_global_idx;
 	uint32_t hand;			/* where the next eviction looks first */
 	struct mode_caps caps;		/* the device, for odpx_query() */
-	/* hybrid: the memory cgroup's limit and usage, read at each engine tick; UINT64_MAX: none */
-	_Atomic uint64_t memcg_max, memcg_cur;
 };
 
 static inline struct vbe *vbe_of(struct odpx_ctx *ctx) { return ctx->be_priv; }

@@ -454,8 +454,6 @@ static void *engine_main(void *arg)
 			idle_tick(ctx, &e->idle, odpx_now_ns());
 			prereg_tick(ctx);
 			stats_seg_tick(ctx);
-			if (ctx->be->tick)
-				ctx->be->tick(ctx);
 		}
 		if ((e->unarmed & UD_TICK) || io_uring_sq_ready(&e->ring)) {
 			arm(e);

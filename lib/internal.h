@@ -134,8 +134,6 @@ struct backend_ops {
 	void (*query)(struct odpx_ctx *ctx, struct odpx_caps *caps);
 	/* Optional: release ODP MRs that no registration held since @stamp (engine tick) */
 	unsigned (*reap_idle)(struct odpx_ctx *ctx, uint32_t stamp);
-	/* Optional: the backend's part of each engine tick (hybrid: memory pressure) */
-	void (*tick)(struct odpx_ctx *ctx);
 };
 
 /* The evicted-range records of a context (reserve.c): 32 KiB. */
@@ -312,6 +310,14 @@ void cache_detach(struct odpx_ctx *ctx);	/* from the monitor, at close */
 static inline uint32_t entry_idx(const struct odpx_ctx *ctx, const struct entry *e)
 {
 	return (uint32_t)(e - ctx->ent);
+}
+
+/* The context whose slab holds handle @e: a hybrid context's pinned part, or @ctx. */
+static inline struct odpx_ctx *ctx_of_entry(struct odpx_ctx *ctx, const struct entry *e)
+{
+	struct odpx_ctx *pc = ctx->pin_part;
+
+	return pc && e >= pc->ent && e < pc->ent + pc->max_entries ? pc : ctx;
 }
 
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */

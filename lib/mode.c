@@ -133,7 +133,7 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
 
 enum hybrid_place hybrid_place(const struct hybrid_in *in)
 {
-	bool fits = !in->pressure && in->bytes <= in->budget &&
+	bool fits = in->bytes <= in->budget &&
 		    in->pinned <= in->budget - in->bytes && in->bytes <= in->headroom;
 
 	if (!fits)
@@ -141,19 +141,6 @@ enum hybrid_place hybrid_place(const struct hybrid_in *in)
 	if (!in->odp_serves)
 		return HYB_PIN;
 	return in->thrash ? HYB_TO_PIN : HYB_ODP;
-}
-
-void hybrid_memcg(uint64_t max, uint64_t cur, uint64_t pinned, uint64_t *headroom,
-		  bool *pressure)
-{
-	*headroom = UINT64_MAX;
-	*pressure = false;
-	if (max == UINT64_MAX)
-		return;
-	uint64_t cap = max - max / 4;
-
-	*headroom = cap > pinned ? cap - pinned : 0;
-	*pressure = cur >= max - max / 16;
 }
 
 int mode_parse(const char *s, enum odpx_mode *m)

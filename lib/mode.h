@@ -67,13 +67,13 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
  * @bytes: the request, page-rounded; @pinned: what the pinned part holds
  * (in use, unused, and on its way out); @budget: its max_pinned_bytes;
  * @headroom: the bytes the memory cgroup lets be pinned beyond what is
- * pinned now without nearing memory.max (UINT64_MAX: no limit); @pressure: the cgroup is close to its limit;
+ * pinned now (memcg.h:memcg_headroom(); UINT64_MAX: no limit);
  * @odp_serves: an ODP MR already holds the range; @thrash: the detector says
  * THRASH for the context's ODP part.
  */
 struct hybrid_in {
 	uint64_t bytes, pinned, budget, headroom;
-	bool pressure, odp_serves, thrash;
+	bool odp_serves, thrash;
 };
 
 enum hybrid_place {
@@ -84,24 +84,13 @@ enum hybrid_place {
 
 /*
  * hybrid_place - pure: where a hybrid registration goes.  A pin must fit
- * both the budget and the headroom, and is never made under pressure:
- * pinned pages cannot be reclaimed, and a cgroup whose memory is pinned up
- * to memory.max answers the next charge with its OOM killer.  A range an ODP MR
+ * both the budget and the headroom: pinned pages cannot be reclaimed, and a
+ * cgroup whose memory is pinned up to memory.max answers the next charge
+ * with its OOM killer.  A range an ODP MR
  * already serves stays there while ODP does not thrash: re-registering it
  * pinned costs a registration and buys only the faults ODP is not taking.
  */
 enum hybrid_place hybrid_place(const struct hybrid_in *in);
-
-/*
- * hybrid_memcg - pure: the memory cgroup's part of struct hybrid_in from its
- * limit @max and usage @cur (UINT64_MAX: no limit) and the bytes @pinned
- * now.  At most three quarters of memory.max are pinned: the rest stays for
- * the application's own pages, which the cgroup can reclaim or swap and
- * pinned pages it cannot, and for what the kernel charges beside them; a
- * working set of half of memory.max is still pinned whole.  Pressure: usage within a sixteenth of the limit.
- */
-void hybrid_memcg(uint64_t max, uint64_t cur, uint64_t pinned, uint64_t *headroom,
-		  bool *pressure);
 
 /* "auto", "" or NULL -> AUTO; a mode name -> it; else -EINVAL. */
 int mode_parse(const char *s, enum odpx_mode *m);

@@ -345,16 +345,16 @@ struct odpx_stats {
 	uint64_t prereg_repins;		/* pre-registered regions made again after an invalidation */
 	uint64_t repin_fresh;		/* like evict_remiss, but the memory went since: new */
 	uint64_t preload_passthrough;	/* verbs registrations libodpx-preload.so passed on */
-	/* hybrid mode: where each registration that missed the pinned part went */
-	uint64_t hybrid_pinned;		/* pinned: it fit the budget and the memory headroom */
-	uint64_t hybrid_odp;		/* ODP: a pin would have passed the budget or headroom */
-	uint64_t hybrid_to_pin;		/* moved from ODP to pinned: ODP thrashed, the pin fit */
-	uint64_t hybrid_released;	/* unused pinned entries released under memory pressure */
-	uint64_t odp_bytes;		/* gauge: bytes the chunk and range ODP MRs span */
 	/* the memory cgroup (odpx(7), "Memory cgroup") */
 	uint64_t memcg_refusals;	/* pins refused with -ENOMEM: past the cgroup's headroom */
 	uint64_t memcg_released;	/* bytes of unused pins released for headroom or pressure */
 	uint64_t memcg_pressure;	/* engine ticks that found the cgroup under pressure */
+	/* hybrid mode: where each registration that missed the pinned part went */
+	uint64_t hybrid_pinned;		/* pinned: it fit the budget and the memory headroom */
+	uint64_t hybrid_odp;		/* ODP: a pin would have passed the budget or headroom */
+	uint64_t hybrid_to_pin;		/* moved from ODP to pinned: ODP thrashed, the pin fit */
+	uint64_t hybrid_released;	/* bytes of unused pins its pinned part released for the cgroup */
+	uint64_t odp_bytes;		/* gauge: bytes the chunk and range ODP MRs span */
 };
 
 /**

@@ -32,7 +32,7 @@
 #include "odpx.h"
 
 #define ODPX_SHM_MAGIC 0x54415453585044f0ULL	/* bytes "\xf0DPXSTAT" */
-#define ODPX_SHM_VERSION 11
+#define ODPX_SHM_VERSION 10
 #define ODPX_SHM_PREFIX "odpx."
 
 /* Counters bumped on the hit path: one line per thread (lib/stats.c). */
@@ -58,8 +58,8 @@ struct stat_shard {
 	X(evict_remiss) X(odp_mrs) X(odp_fallbacks) X(prefetch_sges) X(engine_lingers) \
 	X(direct_no_engine) X(try_again) X(idle_released) X(prereg_repins) X(repin_fresh) \
 	X(preload_passthrough) X(prefetch_errno) X(global_rkey) \
-	X(hybrid_pinned) X(hybrid_odp) X(hybrid_to_pin) X(hybrid_released) X(odp_bytes) \
-	X(memcg_refusals) X(memcg_released) X(memcg_pressure)
+	X(memcg_refusals) X(memcg_released) X(memcg_pressure) \
+	X(hybrid_pinned) X(hybrid_odp) X(hybrid_to_pin) X(hybrid_released) X(odp_bytes)
 
 struct cold_stats {
 #define X(f) _Atomic uint64_t f;

@@ -70,6 +70,9 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 		st.pinned_bytes = pc->pinned_bytes;
 		pthread_mutex_unlock(&pc->lock);
 		st.unused_bytes = stats_region_unused(pc->shards, st.pinned_bytes);
+		/* mirrored into this context's counters, which odpstat reads */
+		st.hybrid_released = atomic_load_explicit(&pc->cs->memcg_released, RLX);
+		atomic_store_explicit(&ctx->cs->hybrid_released, st.hybrid_released, RLX);
 	}
 	stats_seg_read_extra(ctx, &st);	/* thrash fields; publishes these gauges */
 

@@ -45,10 +45,9 @@ static const struct {
 	G(thrash_state), G(thrash_metric), G(thrash_value_milli), F(thrash_changes),
 	F(odp_mrs), F(odp_fallbacks), F(prefetch_sges), G(prefetch_errno), G(global_rkey),
 	F(direct_no_engine), F(evict_remiss), F(try_again), F(idle_released), F(prereg_repins),
-	F(repin_fresh), F(preload_passthrough), F(hybrid_pinned), F(hybrid_odp), F(hybrid_to_pin),
-	F(hybrid_released), G(odp_bytes),
 	F(repin_fresh), F(preload_passthrough), F(memcg_refusals), F(memcg_released),
-	F(memcg_pressure),
+	F(memcg_pressure), F(hybrid_pinned), F(hybrid_odp), F(hybrid_to_pin), F(hybrid_released),
+	G(odp_bytes),
 #undef F
 #undef G
 };

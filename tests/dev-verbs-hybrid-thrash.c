@@ -3,9 +3,9 @@
  * dev-verbs-hybrid-thrash: a range hybrid serves from ODP moves to pinned when the detector
  * says THRASH and the pin fits, and only then.
  *
- * A child in a cgroup v2 with memory.high 16 MiB (reclaim above it, no OOM limit) and swap
+ * A child in a cgroup v2 with memory.high 40 MiB (reclaim above it, no OOM limit) and swap
  * opens a hybrid context with a budget of 8 MiB.  A 6 MiB filler registration holds most of
- * the budget, so a 4 MiB piece P of a 48 MiB region is served from ODP.  The filler goes
+ * the budget, so a 4 MiB piece P of a 64 MiB region is served from ODP.  The filler goes
  * (released and unmapped: the monitor invalidates it and its pin goes), so P now fits; once
  * the detector has left any THRASH the region's writes caused, P registered again stays on
  * ODP (no move: the control).  Then
@@ -24,8 +24,8 @@
 #include "dev-util.h"
 #include "dev-paging-ws.h"
 
-#define HIGH_BYTES	(16UL << 20)
-#define BIG_BYTES	(48UL << 20)
+#define HIGH_BYTES	(40UL << 20)
+#define BIG_BYTES	(64UL << 20)
 #define BUDGET_BYTES	(8UL << 20)
 #define FILLER_BYTES	(6UL << 20)
 #define PIECE_BYTES	(4UL << 20)
@@ -185,7 +185,8 @@ int main(void)
 			dev_skip("no cgroup v2 to limit memory in: %s", why);
 		dev_fail("%s", why);
 	}
-	/* memory.high, not memory.max: reclaim without the pressure that stops hybrid pinning */
+	/* memory.high, not memory.max: reclaim with no OOM killer; the pins' headroom
+	 * (memcg.h: memory.high less a 16 MiB margin) stays above the 8 MiB budget */
 	snprintf(num, sizeof(num), "%lu", HIGH_BYTES);
 	if ((r = ws_write_file(cg.dir, "memory.max", "max")) ||
 	    (r = ws_write_file(cg.dir, "memory.high", num)))

@@ -19,30 +19,28 @@
 
 /*
  * Hybrid's placement (hybrid_place()): budget 64 MiB, each row a request of
- * @bytes with @pinned held, the cgroup's headroom and pressure, whether an
+ * @bytes with @pinned held, the cgroup's headroom, whether an
  * ODP MR holds the range and whether ODP thrashes.
  */
 #define MB (1ULL << 20)
 static const struct hyb_row {
 	uint64_t bytes, pinned, headroom;
-	bool pressure, odp_serves, thrash;
+	bool odp_serves, thrash;
 	enum hybrid_place want;
 	const char *what;
 } hyb_rows[] = {
-	{ 4 * MB, 0, UINT64_MAX, false, false, false, HYB_PIN, "fits an empty budget" },
-	{ 4 * MB, 60 * MB, UINT64_MAX, false, false, false, HYB_PIN, "fills the budget exactly" },
-	{ 4 * MB, 61 * MB, UINT64_MAX, false, false, false, HYB_ODP, "one page past the budget" },
-	{ 65 * MB, 0, UINT64_MAX, false, false, false, HYB_ODP, "larger than the budget" },
-	{ 4 * MB, UINT64_MAX - MB, UINT64_MAX, false, false, false, HYB_ODP, "pinned near 2^64: no wrap" },
-	{ 4 * MB, 0, 4 * MB, false, false, false, HYB_PIN, "fills the headroom exactly" },
-	{ 4 * MB, 0, 4 * MB - 4096, false, false, false, HYB_ODP, "a page past the headroom" },
-	{ 4 * MB, 0, 0, false, false, false, HYB_ODP, "no headroom" },
-	{ 4 * MB, 0, UINT64_MAX, true, false, false, HYB_ODP, "memory pressure" },
-	{ 4 * MB, 0, UINT64_MAX, false, true, false, HYB_ODP, "ODP serves it, no thrash: stays" },
-	{ 4 * MB, 0, UINT64_MAX, false, true, true, HYB_TO_PIN, "ODP thrashes and it fits: moves" },
-	{ 4 * MB, 62 * MB, UINT64_MAX, false, true, true, HYB_ODP, "ODP thrashes, no room: stays" },
-	{ 4 * MB, 0, 2 * MB, false, true, true, HYB_ODP, "ODP thrashes, no headroom: stays" },
-	{ 4 * MB, 0, UINT64_MAX, true, true, true, HYB_ODP, "ODP thrashes under pressure: stays" },
+	{ 4 * MB, 0, UINT64_MAX, false, false, HYB_PIN, "fits an empty budget" },
+	{ 4 * MB, 60 * MB, UINT64_MAX, false, false, HYB_PIN, "fills the budget exactly" },
+	{ 4 * MB, 61 * MB, UINT64_MAX, false, false, HYB_ODP, "one page past the budget" },
+	{ 65 * MB, 0, UINT64_MAX, false, false, HYB_ODP, "larger than the budget" },
+	{ 4 * MB, UINT64_MAX - MB, UINT64_MAX, false, false, HYB_ODP, "pinned near 2^64: no wrap" },
+	{ 4 * MB, 0, 4 * MB, false, false, HYB_PIN, "fills the headroom exactly" },
+	{ 4 * MB, 0, 4 * MB - 4096, false, false, HYB_ODP, "a page past the headroom" },
+	{ 4 * MB, 0, 0, false, false, HYB_ODP, "no headroom" },
+	{ 4 * MB, 0, UINT64_MAX, true, false, HYB_ODP, "ODP serves it, no thrash: stays" },
+	{ 4 * MB, 0, UINT64_MAX, true, true, HYB_TO_PIN, "ODP thrashes and it fits: moves" },
+	{ 4 * MB, 62 * MB, UINT64_MAX, true, true, HYB_ODP, "ODP thrashes, no room: stays" },
+	{ 4 * MB, 0, 2 * MB, true, true, HYB_ODP, "ODP thrashes, no headroom: stays" },
 };
 
 static void hybrid_rows(void)
@@ -50,34 +48,10 @@ static void hybrid_rows(void)
 	for (size_t i = 0; i < sizeof(hyb_rows) / sizeof(hyb_rows[0]); i++) {
 		const struct hyb_row *w = &hyb_rows[i];
 		struct hybrid_in in = { .bytes = w->bytes, .pinned = w->pinned, .budget = 64 * MB,
-					.headroom = w->headroom, .pressure = w->pressure,
-					.odp_serves = w->odp_serves, .thrash = w->thrash };
+					.headroom = w->headroom, .odp_serves = w->odp_serves, .thrash = w->thrash };
 		enum hybrid_place got = hybrid_place(&in);
 
 		CHECK(got == w->want, "hybrid row %zu (%s): %d, want %d", i, w->what, got, w->want);
-	}
-	/* the memory cgroup's inputs: three quarters of memory.max pinned at most, pressure near it */
-	static const struct {
-		uint64_t max, cur, pinned, headroom;
-		bool pressure;
-	} mc[] = {
-		{ UINT64_MAX, 5 * MB, 100 * MB, UINT64_MAX, false },	/* no limit */
-		{ 64 * MB, 10 * MB, 0, 48 * MB, false },
-		{ 64 * MB, 10 * MB, 46 * MB, 2 * MB, false },
-		{ 64 * MB, 40 * MB, 48 * MB, 0, false },
-		{ 64 * MB, 40 * MB, 60 * MB, 0, false },		/* over: no wrap */
-		{ 64 * MB, 60 * MB - 1, 0, 48 * MB, false },
-		{ 64 * MB, 60 * MB, 0, 48 * MB, true },		/* within 1/16 of max */
-		{ 64 * MB, 70 * MB, 0, 48 * MB, true },
-	};
-	for (size_t i = 0; i < sizeof(mc) / sizeof(mc[0]); i++) {
-		uint64_t h;
-		bool p;
-
-		hybrid_memcg(mc[i].max, mc[i].cur, mc[i].pinned, &h, &p);
-		CHECK(h == mc[i].headroom && p == mc[i].pressure,
-		      "memcg row %zu: headroom %llu pressure %d, want %llu %d", i,
-		      (unsigned long long)h, p, (unsigned long long)mc[i].headroom, mc[i].pressure);
 	}
 }
 
