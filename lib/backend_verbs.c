@@ -674,7 +674,8 @@ static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
 	in->pinned = pc->pinned_bytes + pc->releasing_bytes;
 	pthread_mutex_unlock(&pc->lock);
 	in->budget = pc->lim.max_pinned_bytes;
-	if (memcg_headroom(in->pinned, &in->headroom, NULL) < 0)
+	/* the cgroup's bound is the process's: every context's pins count */
+	if (memcg_headroom(ctx_pinned_total(), &in->headroom, NULL) < 0)
 		in->headroom = UINT64_MAX;
 	in->thrash = odp_thrash(ctx) == ODPX_THRASH_THRASH;
 }

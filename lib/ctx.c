@@ -138,6 +138,28 @@ static void atfork_child(void)
 	pthread_mutex_unlock(&ctx_list_lock);	/* taken by this thread in prepare */
 }
 
+/*
+ * The bytes the process's pinning contexts hold pinned or on their way to
+ * unpinned (the memory cgroup's headroom, reserve.c).  Lock order: the
+ * context list before each context's lock; no caller holds either.
+ */
+uint64_t ctx_pinned_total(void)
+{
+	uint64_t sum = 0;
+
+	pthread_mutex_lock(&ctx_list_lock);
+	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
+		/* the ODP modes pin nothing; a hybrid context's pins are its pinned part's */
+		if (c->mode != ODPX_MODE_PIN && c->mode != ODPX_MODE_DIRECT)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		sum += c->pinned_bytes + c->releasing_bytes;
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&ctx_list_lock);
+	return sum;
+}
+
 static void ctx_list_del(struct odpx_ctx *ctx)
 {
 	pthread_mutex_lock(&ctx_list_lock);

@@ -252,6 +252,8 @@ int odpx_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* ctx.c: *@attr (NULL: none) into @a, its comp_mask checked, flags 0 unless given */
 int attr_copy(const struct odpx_attr *attr, struct odpx_attr *a);
 
+/* ctx.c: bytes pinned by the process's pin and direct contexts (the memory cgroup's) */
+uint64_t ctx_pinned_total(void);
 /* ctx.c: the context's reason, under its reason_lock (see struct odpx_ctx) */
 void ctx_reason_set(struct odpx_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -100,6 +100,8 @@ static int find(const struct memcg_roots *r, struct found *fd)
 	FILE *f;
 
 	fd->version = 0;
+	fd->dir[0] = 0;
+	fd->root_len = 0;
 	if (r->pid)
 		snprintf(path, sizeof(path), "%s/%d/cgroup", r->proc, (int)r->pid);
 	else
@@ -130,6 +132,8 @@ static int find(const struct memcg_roots *r, struct found *fd)
 	for (size_t i = 0; v2[0] && i < sizeof(v2_mounts) / sizeof(v2_mounts[0]); i++) {
 		int n = snprintf(fd->dir, sizeof(fd->dir), "%s/%s", r->sys, v2_mounts[i]);
 
+		if (n < 0 || (size_t)n >= sizeof(fd->dir))
+			return -ENAMETOOLONG;
 		fd->root_len = (size_t)n;
 		snprintf(fd->dir + n, sizeof(fd->dir) - n, "%s", strcmp(v2, "/") ? v2 : "");
 		snprintf(path, sizeof(path), "%s/memory.current", fd->dir);
@@ -147,11 +151,17 @@ static int find(const struct memcg_roots *r, struct found *fd)
 	if (v1[0]) {
 		int n = snprintf(fd->dir, sizeof(fd->dir), "%s/fs/cgroup/memory", r->sys);
 
+		if (n < 0 || (size_t)n >= sizeof(fd->dir))
+			return -ENAMETOOLONG;
 		fd->root_len = (size_t)n;
 		snprintf(fd->dir + n, sizeof(fd->dir) - n, "%s", strcmp(v1, "/") ? v1 : "");
 		snprintf(path, sizeof(path), "%s/memory.usage_in_bytes", fd->dir);
 		if (access(path, R_OK) == 0)
 			fd->version = 1;
+	}
+	if (!fd->version) {
+		fd->dir[0] = 0;
+		fd->root_len = 0;
 	}
 	return 0;
 }
@@ -370,6 +380,7 @@ static uint64_t events_locked(void)
 bool memcg_pressure(uint64_t pinned)
 {
 	uint64_t now = odpx_now_ns(), ev, room;
+	struct memcg_view v;
 	bool rose;
 
 	pthread_mutex_lock(&live.lock);
@@ -383,7 +394,10 @@ bool memcg_pressure(uint64_t pinned)
 	rose = live.events != UINT64_MAX && ev > live.events;	/* the first look sets the base */
 	live.events = ev;
 	pthread_mutex_unlock(&live.lock);
-	return rose || (memcg_headroom(pinned, &room, NULL) == 0 && room == 0);
+	/* without swap an unpinned page stays charged: no pressure that a release relieves */
+	if (memcg_headroom(pinned, &room, &v) < 0 || !v.swap)
+		return false;
+	return rose || room == 0;
 }
 
 void memcg_forget(void)

@@ -80,9 +80,11 @@ int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v);
 /*
  * memcg_pressure - true when the cgroup is reclaiming at its limit: its
  * memory.events high, max or oom counts (v2; v1: memory.failcnt) rose since
- * the last look, or the headroom with @pinned is below the margin.  Reads
- * at most every MEMCG_PRESSURE_MS, else answers false without a syscall;
- * for the engine's tick.
+ * the last look, or no headroom is left with @pinned; and only where swap
+ * is available, since without it a page unpinned stays charged and a
+ * release relieves nothing.  Reads at most every MEMCG_PRESSURE_MS, else
+ * answers false without a syscall; for the engine's tick.  One state for
+ * the process: of two contexts' ticks, the first after a rise sees it.
  */
 bool memcg_pressure(uint64_t pinned);
 

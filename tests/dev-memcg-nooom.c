@@ -21,8 +21,8 @@
  *  3. reads the whole region back with the CPU.
  * The parent fails the test if the child was killed (memory.events oom_kill printed).
  *
- * Modes: pin here; a mode that serves what does not fit otherwise (ODP) joins modes[] with
- * its own expectation of step 1.
+ * Modes: pin here, with the engine's pressure release and without it; a mode that serves
+ * what does not fit otherwise (ODP) joins modes[] with its own expectation of step 1.
  *
  * Skips: no RDMA device, no swap, no writable cgroup v2 root (each a failure in the guest,
  * where TEST_REQUIRE_DEVICE is set).
@@ -41,11 +41,18 @@
 
 struct mode_case {
 	enum odpx_mode mode;
+	uint32_t tick_ms;		/* the engine's tick: 0 default */
 	int whole_rc;			/* step 1's return */
 };
 
+/*
+ * Pin mode twice: with the default tick the engine releases unused registrations under
+ * the cgroup's pressure (memcg_pressure > 0); with a tick longer than the run it never
+ * looks, and the misses release what they lack themselves (memcg_pressure 0).
+ */
 static const struct mode_case modes[] = {
-	{ ODPX_MODE_PIN, -ENOMEM },
+	{ ODPX_MODE_PIN, 0, -ENOMEM },
+	{ ODPX_MODE_PIN, 600000, -ENOMEM },
 };
 
 static struct odpx_stats stats_of(struct odpx_ctx *ctx)
@@ -60,10 +67,11 @@ static struct odpx_stats stats_of(struct odpx_ctx *ctx)
 
 static int child(const struct ws_cg *cg, const struct mode_case *mc)
 {
-	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS, .mode = mc->mode,
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS | ODPX_ATTR_TICK,
+			       .mode = mc->mode, .tick_ms = mc->tick_ms,
 			       .limits = { .max_pinned_bytes = 1UL << 30,
 					   .max_unused_bytes = 1UL << 30 } };
-	const char *mname = odpx_mode_str(mc->mode);
+	char mname[48];
 	unsigned served = 0, refused = 0;
 	struct odpx_stats st;
 	struct odpx_ctx *ctx;
@@ -71,6 +79,8 @@ static int child(const struct ws_cg *cg, const struct mode_case *mc)
 	struct ws w;
 	int r;
 
+	snprintf(mname, sizeof(mname), "%s, tick %s", odpx_mode_str(mc->mode),
+		 mc->tick_ms ? "600 s" : "default");
 	if ((r = ws_cg_enter(cg)))
 		dev_fail("cannot enter %s: %s", cg->dir, strerror(-r));
 	dev_open(&d);
@@ -132,6 +142,10 @@ static int child(const struct ws_cg *cg, const struct mode_case *mc)
 	if (!st.memcg_released)
 		dev_fail("%s: %lu MiB registered in a cgroup of %lu MiB and no unused registration "
 			 "released for it", mname, 2 * BIG_BYTES >> 20, LIMIT_BYTES >> 20);
+	if (!mc->tick_ms && !st.memcg_pressure)
+		dev_fail("%s: the engine never saw the cgroup under pressure", mname);
+	if (mc->tick_ms && st.memcg_pressure)
+		dev_fail("%s: pressure seen with a tick of %u ms", mname, mc->tick_ms);
 
 	/* 3: every byte the device wrote, read back by the CPU */
 	if (ws_check_region(&w))
