@@ -15,11 +15,19 @@
  *   warmup     (device, explicit ODP) RDMA WRITE and READ sweeps over a fresh
  *              region: throughput, latency and page faults per interval.
  *   prefetch   the same with odpx_prefetch and ODPX_PREFETCH_SYNC ahead of it.
+ *   latency    (device) the time of single one-page transfers into a pinned
+ *              page, an ODP page resident, touched first or reclaimed, with
+ *              no, asynchronous and synchronous prefetch, each row against a
+ *              pinned-hit pass of the same run.
  *   workingset (device, as root) a working set from M/4 to 4M swept in a cgroup
- *              v2 of memory.max M with swap, in explicit ODP and pinned (pin
- *              mode): throughput, the cgroup's refaults and major faults, the
- *              thrash callback's states, and whether pinning fails or the
- *              cgroup OOMs (dev-paging-ws.h has the sweep and the cgroup).
+ *              v2 of memory.max M with swap, in explicit ODP, pinned (pin
+ *              mode) and hybrid: throughput, the cgroup's refaults and major
+ *              faults, the thrash callback's states, what the registration
+ *              returned, and whether the cgroup OOMs (dev-paging-ws.h has the
+ *              sweep and the cgroup).
+ *   phase      (device, as root) per mode, a working set of M/4, 2M, M/4 in
+ *              a cgroup of memory.max M, a registration per chunk: a timeline
+ *              of throughput, the detector's state and the pinned bytes.
  *
  * Timings are printed, never asserted; the exit status reflects errors of
  * setup only.  --quick runs a small version of each, in under a minute.
@@ -41,9 +49,15 @@ struct report {
 	const char *cgroup;	/* --cgroup: the parent of the workingset cgroups */
 	uint64_t memory_max;	/* --memory-max: M of the workingset experiment */
 	uint64_t region;	/* --region: the warmup and prefetch region */
+	unsigned lat_samples;	/* --samples: transfers per latency row */
+	bool lat_spin;		/* --latency-wait poll: spin on the CQ, never sleep */
+	double phase_s;		/* --phase-secs: each phase of the phase experiment */
 	char args[512];		/* the options, for index.md */
 	uint64_t seed;
 	char skipped[1024];	/* "name: why; ..." */
+	unsigned nskipped;	/* experiments skipped */
+	unsigned failed;	/* points of workingset and phase that failed (not an OOM kill) */
+	bool require_device;	/* --require-device: a skip or a failed point is an error */
 	char ran[256];
 };
 
@@ -67,6 +81,7 @@ static void skip(const char *exp, const char *why)
 	size_t n = strlen(R.skipped);
 
 	snprintf(R.skipped + n, sizeof(R.skipped) - n, "%s%s: %s", n ? "; " : "", exp, why);
+	R.nskipped++;
 	printf("# %s skipped: %s\n", exp, why);
 	fprintf(R.nd, "{\"exp\":\"%s\",\"skipped\":\"%s\"}\n", exp, why);
 }
@@ -378,11 +393,355 @@ static void sweep(struct dev *d, const char *exp, const char *variant, size_t mi
 	munmap(rbuf, SWEEP_CHUNK);
 }
 
+/*
+ * ---- fault latency: one work request at a time ----
+ *
+ * Each transfer is one RDMA READ of a 4 KiB page from a pinned source buffer into a page of
+ * the region under test (the device writes the local page, so an ODP page that is absent is
+ * faulted in writable), posted and its completion polled for without sleeping: the time from
+ * ibv_post_send to the completion is the sample.  One transfer per page of a fresh region of
+ * `samples` pages, each page at offset 0 of its page (rxe corrupts ODP transfers that start
+ * elsewhere: dev-rxe-odp-offset).  After each pass the CPU compares every page with the source
+ * page it was read from.  The region's state before the timed pass:
+ *
+ *   pinned hit         written by the CPU, registered in pin mode (pinned), one untimed pass
+ *   ODP resident       registered in explicit ODP mode, one untimed pass: the device has it mapped
+ *   ODP first touch    registered in explicit ODP mode, never touched by the CPU or the device
+ *   ODP after reclaim  as resident, then madvise(MADV_PAGEOUT) over the region: the kernel
+ *                      writes the pages to swap and the device's mapping is invalidated
+ *
+ * and each ODP state with no prefetch, odpx_prefetch (the engine advises the MR; the timed
+ * pass starts at once) or ODPX_PREFETCH_SYNC (done before the pass starts; the call's own time
+ * is recorded beside the row).  Every row has its own reference, a pinned-hit region timed in
+ * the same pass, a transfer into it before each transfer of the row: the noise of a shared,
+ * emulated host falls on both alike, and the row's ratios against it are what the run says.
+ */
+#define LAT_PAGE	4096
+#define LAT_SRC_PAGES	64
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT	21
+#endif
+
+enum lat_kind { LAT_PINNED, LAT_RESIDENT, LAT_FIRST, LAT_RECLAIM };
+static const char *const lat_kind_names[] = { "pinned hit", "ODP resident", "ODP first touch",
+					      "ODP after reclaim" };
+static const char *const lat_kind_keys[] = { "pinned_hit", "odp_resident", "odp_first_touch",
+					     "odp_after_reclaim" };
+static const char *const lat_pf_names[] = { "none", "async", "sync" };
+
+struct lat_env {
+	struct dev *d;
+	struct odpx_ctx *pin, *odp;
+	unsigned char *src;		/* LAT_SRC_PAGES distinct pages, pinned */
+	uint32_t src_rkey;
+	unsigned n;			/* pages per pass: the samples of a row */
+	double *ref, *lat;		/* n each */
+	FILE *cdf;
+};
+
+struct lat_pass_info {
+	double prefetch_us;		/* the odpx_prefetch call, 0 without */
+	unsigned absent;		/* pages absent (mincore) before prefetch and pass */
+};
+
+/* One RDMA READ of a page into @laddr, its completion polled for: ns, or -errno (printed). */
+static int64_t lat_read(struct dev *d, uint32_t lkey, void *laddr, void *raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = LAT_PAGE, .lkey = lkey };
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_wc wc;
+	uint64_t t0, t1, deadline;
+	int n;
+
+	wr.wr_id = ++d->next_wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)raddr;
+	wr.wr.rdma.rkey = rkey;
+	t0 = now_ns();
+	deadline = t0 + DEV_WC_TIMEOUT_MS * 1000000ULL;
+	if ((n = ibv_post_send(d->qp, &wr, &bad))) {
+		printf("latency: ibv_post_send: %s\n", strerror(n));
+		return -n;
+	}
+	/*
+	 * By default the CQ is polled and, while empty, the completion channel slept on
+	 * (dev_wait_wc): rxe moves the bytes in kernel workers, and under TCG a vCPU that spins
+	 * keeps them from running (every transfer then takes about a scheduler tick in the guest).
+	 * --latency-wait poll spins on ibv_poll_cq, yielding between polls.
+	 */
+	if (!R.lat_spin) {
+		n = dev_wait_wc(d, &wc) ? -1 : 1;
+	} else {
+		while (!(n = ibv_poll_cq(d->cq, 1, &wc)) && (sched_yield(), 1))
+			if (now_ns() > deadline) {
+				printf("latency: no completion in %d ms\n", DEV_WC_TIMEOUT_MS);
+				return -ETIMEDOUT;
+			}
+	}
+	t1 = now_ns();
+	if (n < 0 || wc.wr_id != wr.wr_id || wc.status != IBV_WC_SUCCESS) {
+		printf("latency: RDMA READ completion: %s\n", n < 0 ? "poll failed" :
+		       ibv_wc_status_str(wc.status));
+		return -EIO;
+	}
+	return (int64_t)(t1 - t0);
+}
+
+/* Page @i of the region after a pass of generation @gen holds this source page. */
+static unsigned char *lat_src_page(struct lat_env *e, unsigned i, unsigned gen)
+{
+	return e->src + (size_t)((i + 7 * gen) % LAT_SRC_PAGES) * LAT_PAGE;
+}
+
+/* A region under test: its context, its registration, and its samples (us) or NULL. */
+struct lat_target {
+	enum lat_kind kind;
+	struct odpx_ctx *ctx;
+	unsigned char *region;
+	struct odpx_mr *mr;
+	double *lat;
+};
+
+/*
+ * One pass over @nt regions at once: page i of each in turn, then page i + 1, so that the
+ * row and its reference meet the same moments of a noisy host; then every byte checked.
+ */
+static int lat_pass(struct lat_env *e, struct lat_target *t, int nt, unsigned gen)
+{
+	char what[96];
+
+	for (unsigned i = 0; i < e->n; i++)
+		for (int k = 0; k < nt; k++) {
+			int64_t ns = lat_read(e->d, odpx_mr_lkey(t[k].mr),
+					      t[k].region + (size_t)i * LAT_PAGE,
+					      lat_src_page(e, i, gen), e->src_rkey);
+			if (ns < 0)
+				return (int)ns;
+			if (t[k].lat)
+				t[k].lat[i] = (double)ns / 1e3;
+		}
+	for (int k = 0; k < nt; k++)
+		for (unsigned i = 0; i < e->n; i++) {
+			unsigned char *p = t[k].region + (size_t)i * LAT_PAGE;
+			snprintf(what, sizeof(what), "latency: %s, page %u after pass %u",
+				 lat_kind_names[t[k].kind], i, gen);
+			if (memcmp(p, lat_src_page(e, i, gen), LAT_PAGE) &&
+			    !dev_same(what, p, lat_src_page(e, i, gen), LAT_PAGE))
+				return -EIO;
+		}
+	return 0;
+}
+
+/* Pages of [@p, @p + @len) mincore() reports absent. */
+static unsigned lat_absent(unsigned char *p, size_t len)
+{
+	size_t n = len / LAT_PAGE;
+	unsigned char *v = malloc(n);
+	unsigned absent = 0;
+
+	if (!v || mincore(p, len, v) < 0)
+		DIE("mincore: %s", strerror(errno));
+	for (size_t i = 0; i < n; i++)
+		absent += !(v[i] & 1);
+	free(v);
+	return absent;
+}
+
+/* A fresh region in state @k (see the top of this section), its count of absent pages. */
+static void lat_prepare(struct lat_env *e, enum lat_kind k, double *lat, struct lat_target *t,
+			unsigned *absent)
+{
+	size_t len = (size_t)e->n * LAT_PAGE;
+	int r;
+
+	t->kind = k;
+	t->ctx = k == LAT_PINNED ? e->pin : e->odp;
+	t->lat = NULL;
+	t->region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t->region == MAP_FAILED)
+		DIE("mmap %zu bytes: %s", len, strerror(errno));
+	if (k == LAT_PINNED || k == LAT_RECLAIM)
+		memset(t->region, 0x5a, len);
+	if ((r = odpx_reg(t->ctx, t->region, len, ODPX_ACCESS_LOCAL_WRITE, &t->mr)) < 0)
+		DIE("latency: odpx_reg of %zu bytes (%s): %s (%s)", len, lat_kind_names[k],
+		    strerror(-r), odpx_last_reason());
+	if (k != LAT_FIRST && (r = lat_pass(e, t, 1, 0)))
+		DIE("latency: the untimed pass (%s) failed: %s", lat_kind_names[k], strerror(-r));
+	if (k == LAT_RECLAIM && madvise(t->region, len, MADV_PAGEOUT) < 0)
+		DIE("latency: madvise(MADV_PAGEOUT): %s", strerror(errno));
+	*absent = lat_absent(t->region, len);
+	t->lat = lat;
+}
+
+static void lat_release(struct lat_env *e, struct lat_target *t)
+{
+	CHECK_ODPX(odpx_dereg(t->ctx, t->mr));
+	munmap(t->region, (size_t)e->n * LAT_PAGE);
+}
+
+/*
+ * A pinned-hit region and one in state @k, @pf's prefetch over the latter, then one timed
+ * pass over both, interleaved: the reference's samples into e->ref, the row's into e->lat.
+ */
+static void lat_measure(struct lat_env *e, enum lat_kind k, int pf, struct lat_pass_info *info)
+{
+	struct lat_target t[2];
+	unsigned ref_absent;
+	int r;
+
+	memset(info, 0, sizeof(*info));
+	lat_prepare(e, LAT_PINNED, e->ref, &t[0], &ref_absent);
+	lat_prepare(e, k, e->lat, &t[1], &info->absent);
+	if (pf) {
+		uint32_t fl = ODPX_PREFETCH_WRITE | (pf == 2 ? ODPX_PREFETCH_SYNC : 0);
+		uint64_t t0 = now_ns();
+		if ((r = odpx_prefetch(t[1].ctx, t[1].region, (size_t)e->n * LAT_PAGE, fl)) < 0)
+			DIE("latency: odpx_prefetch(%s): %s (%s)", lat_pf_names[pf], strerror(-r),
+			    odpx_last_reason());
+		info->prefetch_us = (double)(now_ns() - t0) / 1e3;
+	}
+	if ((r = lat_pass(e, t, 2, 1)))
+		DIE("latency: the timed pass (%s, prefetch %s) failed: %s", lat_kind_names[k],
+		    lat_pf_names[pf], strerror(-r));
+	lat_release(e, &t[1]);
+	lat_release(e, &t[0]);
+}
+
+struct lat_q {
+	double p50, p90, p99, p999, max, mean;
+};
+
+/* Nearest-rank percentiles of @v (sorted here). */
+static struct lat_q lat_quantiles(double *v, unsigned n)
+{
+	struct lat_q q = { 0 };
+	double sum = 0;
+
+	qsort(v, n, sizeof(*v), cmp_double);
+#define LAT_RANK(f) v[(size_t)((f) * n + 0.999999) > 0 ? (size_t)((f) * n + 0.999999) - 1 : 0]
+	q.p50 = LAT_RANK(0.50);
+	q.p90 = LAT_RANK(0.90);
+	q.p99 = LAT_RANK(0.99);
+	q.p999 = LAT_RANK(0.999);
+#undef LAT_RANK
+	q.max = v[n - 1];
+	for (unsigned i = 0; i < n; i++)
+		sum += v[i];
+	q.mean = sum / n;
+	return q;
+}
+
+/*
+ * The CDF of sorted @v as a gnuplot block: every 1% up to p99, every 0.01% up to p99.9, then
+ * every sample (the tail is what the plot is for).
+ */
+static void lat_cdf(FILE *f, const char *label, const double *v, unsigned n)
+{
+	fprintf(f, "# %s\n", label);
+	for (unsigned i = 0; i < n; i++) {
+		double fr = (double)(i + 1) / n;
+		double next = (double)(i + 2) / n;
+		bool keep = i == n - 1 || fr > 0.999 ||
+			    (fr > 0.99 ? (unsigned)(fr * 10000) != (unsigned)(next * 10000) :
+			     (unsigned)(fr * 100) != (unsigned)(next * 100));
+		if (keep || i == 0)
+			fprintf(f, "%.3f %.5f\n", v[i], fr);
+	}
+	fprintf(f, "\n\n");
+}
+
+static void lat_row(struct lat_env *e, FILE *tsv, enum lat_kind k, int pf)
+{
+	struct lat_pass_info info;
+	struct lat_q ref, q;
+	char label[80];
+
+	lat_measure(e, k, pf, &info);
+	/*
+	 * Where in the pass the slow transfers are: those over the reference's p99 in the first
+	 * tenth of the pass and in the rest (an asynchronous prefetch still running meets the
+	 * first ones).  Before the samples are sorted.
+	 */
+	unsigned slow_first = 0, slow_rest = 0;
+	ref = lat_quantiles(e->ref, e->n);
+	for (unsigned i = 0; i < e->n; i++)
+		if (e->lat[i] > ref.p99)
+			*(i < e->n / 10 ? &slow_first : &slow_rest) += 1;
+	q = lat_quantiles(e->lat, e->n);
+	snprintf(label, sizeof(label), "%s, prefetch %s", lat_kind_names[k], lat_pf_names[pf]);
+	lat_cdf(e->cdf, label, e->lat, e->n);
+	fprintf(R.nd, "{\"exp\":\"latency\",\"device\":\"%s\",\"row\":\"%s\",\"prefetch\":\"%s\","
+		"\"op\":\"RDMA READ into the region\",\"transfer_bytes\":%d,\"samples\":%u,"
+		"\"bytes_checked\":%zu,\"absent_before\":%u,\"prefetch_call_us\":%.1f,"
+		"\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
+		"\"mean_us\":%.2f,\"ref\":{\"row\":\"pinned_hit\",\"p50_us\":%.2f,\"p90_us\":%.2f,"
+		"\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f},"
+		"\"ratio\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,"
+		"\"mean\":%.3f},\"over_ref_p99_first_tenth\":%u,\"over_ref_p99_rest\":%u}\n",
+		e->d->name, lat_kind_keys[k], lat_pf_names[pf], LAT_PAGE, e->n,
+		(size_t)2 * e->n * LAT_PAGE, info.absent, info.prefetch_us, q.p50, q.p90, q.p99,
+		q.p999, q.max, q.mean, ref.p50, ref.p90, ref.p99, ref.p999, ref.max, ref.mean,
+		q.p50 / ref.p50, q.p90 / ref.p90, q.p99 / ref.p99, q.p999 / ref.p999,
+		q.max / ref.max, q.mean / ref.mean, slow_first, slow_rest);
+	fprintf(tsv, "\"%s\" %s %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.1f %u\n",
+		lat_kind_names[k], lat_pf_names[pf], q.p50, q.p90, q.p99, q.p999, q.max, ref.p50,
+		q.p50 / ref.p50, q.p99 / ref.p99, q.p999 / ref.p999, q.max / ref.max,
+		info.prefetch_us, info.absent);
+	printf("# latency %-17s prefetch %-5s p50 %8.1f us (x%5.2f) p99 %8.1f (x%5.2f) "
+	       "p99.9 %8.1f (x%5.2f) max %8.1f; ref p50 %.1f us; %u absent before\n",
+	       lat_kind_names[k], lat_pf_names[pf], q.p50, q.p50 / ref.p50, q.p99, q.p99 / ref.p99,
+	       q.p999, q.p999 / ref.p999, q.max, ref.p50, info.absent);
+}
+
+static void exp_latency(struct dev *d)
+{
+	struct odpx_attr pa = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_PIN };
+	struct odpx_attr oa = { .comp_mask = ODPX_ATTR_MODE, .mode = ODPX_MODE_EXPLICIT };
+	struct lat_env e = { .d = d, .n = R.lat_samples };
+	struct odpx_mr *smr;
+	FILE *tsv;
+	int r;
+
+	if ((r = odpx_open_verbs(d->pd, &pa, &e.pin)) || (r = odpx_open_verbs(d->pd, &oa, &e.odp)))
+		DIE("latency: odpx_open_verbs: %s (%s)", strerror(-r), odpx_last_reason());
+	e.src = dev_map((size_t)LAT_SRC_PAGES * LAT_PAGE, NULL);
+	for (unsigned i = 0; i < LAT_SRC_PAGES; i++)
+		dev_fill(e.src + (size_t)i * LAT_PAGE, LAT_PAGE, 1000 + i);
+	CHECK_ODPX(odpx_reg(e.pin, e.src, (size_t)LAT_SRC_PAGES * LAT_PAGE,
+			    ODPX_ACCESS_LOCAL_WRITE | ODPX_ACCESS_REMOTE_READ, &smr));
+	e.src_rkey = odpx_mr_rkey(smr);
+	e.ref = calloc(e.n, sizeof(double));
+	e.lat = calloc(e.n, sizeof(double));
+	if (!e.ref || !e.lat)
+		DIE("calloc");
+	e.cdf = open_in("latency-cdf.tsv");
+	fprintf(e.cdf, "# latency us, cumulative fraction; one block per row of latency.tsv\n");
+	tsv = open_in("latency.tsv");
+	fprintf(tsv, "row prefetch p50_us p90_us p99_us p999_us max_us ref_p50_us ratio_p50 "
+		"ratio_p99 ratio_p999 ratio_max prefetch_call_us absent_before\n");
+	/* the pinned hit against itself first: the spread of two passes of the same thing */
+	lat_row(&e, tsv, LAT_PINNED, 0);
+	for (int pf = 0; pf < 3; pf++)
+		for (int k = LAT_RESIDENT; k <= LAT_RECLAIM; k++)
+			lat_row(&e, tsv, (enum lat_kind)k, pf);
+	fclose(tsv);
+	fclose(e.cdf);
+	free(e.ref);
+	free(e.lat);
+	CHECK_ODPX(odpx_dereg(e.pin, smr));
+	CHECK_ODPX(odpx_close(e.odp));
+	CHECK_ODPX(odpx_close(e.pin));
+	munmap(e.src, (size_t)LAT_SRC_PAGES * LAT_PAGE);
+}
+
 /* The device experiments, in a child: dev-util.h exits on a missing device or an error. */
 static int run_device(const struct bench_opts *sel)
 {
 	struct dev d;
-	bool w = selected(sel, "warmup"), p = selected(sel, "prefetch");
+	bool w = selected(sel, "warmup"), p = selected(sel, "prefetch"), l = selected(sel, "latency");
 	size_t mib = R.region / MiB;
 	int passes = R.quick ? 3 : 5;
 	FILE *tsv;
@@ -405,6 +764,8 @@ static int run_device(const struct bench_opts *sel)
 		      R.quick ? 20 : 50, tsv);
 		fclose(tsv);
 	}
+	if (l)
+		exp_latency(&d);
 	dev_close(&d);
 	return 0;
 }
@@ -421,13 +782,27 @@ static const char *const ws_stage_names[] = {
 	"sweeping", "checking the region", "done",
 };
 
+enum ws_variant { WS_ODP, WS_PINNED, WS_HYBRID, WS_NVARIANTS };
+static const char *const ws_variant_names[] = { "odp", "pinned", "hybrid" };
+static const char *const ws_variant_modes[] = { "explicit", "pin", "hybrid" };
+/* hybrid: where the device cannot serve it, odpx_open_verbs() refuses it: "not available" */
+static const enum odpx_mode ws_variant_mode[] = { ODPX_MODE_EXPLICIT, ODPX_MODE_PIN,
+						  ODPX_MODE_HYBRID };
+
+/* The outcome of a point, column 8 of workingset.tsv (bench/odpx-paging.gp draws it). */
+enum ws_outcome { WS_OK, WS_REG_FAILED, WS_OOM_KILLED, WS_FAILED, WS_UNAVAILABLE, WS_FALLBACK,
+		  WS_STALLED };
+
 struct ws_point {
 	enum ws_stage stage;
+	int open_err;		/* -errno of odpx_open_verbs(), 0 */
 	int reg_err;		/* -errno of the region's registration, 0 */
+	uint64_t direct_regs, pin_failures, odp_mrs, pinned_bytes;	/* after the registration */
+	uint64_t hybrid_pinned, hybrid_odp, odp_bytes, memcg_refusals;	/* the same */
 	double secs, mb_s, refault_s, majflt_s;
 	uint64_t transfers, refaults, majflts;
 	int worst, last, events;
-	char reason[192];	/* odpx_last_reason() after a failed registration */
+	char reason[320];	/* odpx_last_reason() after a failed registration */
 };
 
 static struct ws_point *ws_shared;
@@ -449,12 +824,12 @@ static int64_t cg_stat(const struct ws_cg *cg, const char *key)
 }
 
 /* One point, in the child: exits 0 with the results in ws_shared, 77 without a device. */
-static int ws_child(const struct ws_cg *cg, bool pinned, size_t bytes, double secs)
+static int ws_child(const struct ws_cg *cg, enum ws_variant v, size_t bytes, double secs)
 {
 	struct ws_point *pt = ws_shared;
 	struct odpx_attr a = {
 		.comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_THRASH_CB | ODPX_ATTR_LIMITS,
-		.mode = pinned ? ODPX_MODE_PIN : ODPX_MODE_EXPLICIT,
+		.mode = ws_variant_mode[v],
 		.thrash_cb = ws_on_thrash, .thrash_arg = pt,
 	};
 	struct odpx_ctx *ctx;
@@ -471,14 +846,37 @@ static int ws_child(const struct ws_cg *cg, bool pinned, size_t bytes, double se
 	dev_connect_self(&d);
 	/* pinning is bounded by the cgroup here, not by odpx's own budget */
 	a.limits.max_pinned_bytes = 4 * bytes + 16 * MiB;
-	if ((r = odpx_open_verbs(d.pd, &a, &ctx)))
-		DIE("odpx_open_verbs(%s): %s (%s)", pinned ? "pin" : "explicit", strerror(-r),
-		    odpx_last_reason());
+	if ((r = odpx_open_verbs(d.pd, &a, &ctx))) {
+		if (v != WS_HYBRID)
+			DIE("odpx_open_verbs(%s): %s (%s)", ws_variant_modes[v], strerror(-r),
+			    odpx_last_reason());
+		pt->open_err = r;
+		snprintf(pt->reason, sizeof(pt->reason), "%s", odpx_last_reason());
+		return 0;
+	}
 	pt->stage = WS_WRITING;
-	if (ws_setup(&w, &d, ctx, bytes))
-		DIE("workingset: setting up %zu MiB failed", bytes >> 20);
+	if ((r = ws_setup(&w, &d, ctx, bytes))) {
+		/* the sink's and source's registrations are pins too: the cgroup may refuse them */
+		if (r != -ENOMEM || !odpx_last_reason()[0])
+			DIE("workingset: setting up %zu MiB failed", bytes >> 20);
+		pt->reg_err = r;
+		snprintf(pt->reason, sizeof(pt->reason), "the sink or source buffer: %s",
+			 odpx_last_reason());
+		return 0;
+	}
 	pt->stage = WS_REGISTERING;
-	if ((r = ws_register(&w)) < 0) {
+	struct odpx_stats s0 = stats_of(ctx), s1;
+	r = ws_register(&w);
+	s1 = stats_of(ctx);
+	pt->direct_regs = s1.direct_regs - s0.direct_regs;
+	pt->pin_failures = s1.pin_failures - s0.pin_failures;
+	pt->odp_mrs = s1.odp_mrs - s0.odp_mrs;
+	pt->pinned_bytes = s1.pinned_bytes;
+	pt->hybrid_pinned = s1.hybrid_pinned - s0.hybrid_pinned;
+	pt->hybrid_odp = s1.hybrid_odp - s0.hybrid_odp;
+	pt->odp_bytes = s1.odp_bytes;
+	pt->memcg_refusals = s1.memcg_refusals - s0.memcg_refusals;
+	if (r < 0) {
 		pt->reg_err = r;
 		snprintf(pt->reason, sizeof(pt->reason), "%s", odpx_last_reason());
 		return 0;
@@ -506,12 +904,40 @@ static int ws_child(const struct ws_cg *cg, bool pinned, size_t bytes, double se
 	return 0;
 }
 
-/* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
-static bool ws_point(FILE *tsv, bool pinned, double ratio, double secs)
+/*
+ * A child that does not end @secs after it started is killed and reported as stalled: with
+ * most of the cgroup's memory pinned, reclaim swaps the rest of the process (its code, the
+ * part of the region not pinned) in and out, and a transfer can take seconds.  true if so.
+ */
+#define WS_STALL_MARGIN_S	120	/* writing and checking a region of 4M under TCG */
+static bool wait_or_kill(pid_t pid, int *st, double secs)
 {
-	const char *variant = pinned ? "pinned" : "odp";
+	uint64_t end = now_ns() + (uint64_t)(secs * 1e9);
+
+	for (;;) {
+		struct timespec ts = { 0, 50 * 1000000L };
+		pid_t r = waitpid(pid, st, WNOHANG);
+
+		if (r == pid)
+			return false;
+		if (r < 0)
+			DIE("waitpid: %s", strerror(errno));
+		if (now_ns() > end) {
+			kill(pid, SIGKILL);
+			if (waitpid(pid, st, 0) != pid)
+				DIE("waitpid: %s", strerror(errno));
+			return true;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
+static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, double *mb_s)
+{
+	const char *variant = ws_variant_names[v];
 	size_t bytes = (size_t)((double)R.memory_max * ratio) / WS_CHUNK * WS_CHUNK;
-	char name[64], why[PATH_MAX + 128], outcome[320];
+	char name[64], why[PATH_MAX + 128], outcome[512];
 	struct ws_cg cg;
 	int st, code;
 	pid_t pid;
@@ -522,45 +948,83 @@ static bool ws_point(FILE *tsv, bool pinned, double ratio, double secs)
 	memset(ws_shared, 0, sizeof(*ws_shared));
 	fflush(NULL);
 	if ((pid = fork()) == 0)
-		_exit(ws_child(&cg, pinned, bytes, secs));
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		DIE("fork/waitpid: %s", strerror(errno));
+		_exit(ws_child(&cg, v, bytes, secs));
+	if (pid < 0)
+		DIE("fork: %s", strerror(errno));
+	bool stalled = wait_or_kill(pid, &st, secs + WS_STALL_MARGIN_S);
 	int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
 	int64_t max_hit = ws_cg_value(&cg, "memory.events", "max");
 	ws_cg_remove(&cg);
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+	if (!stalled && WIFEXITED(st) && WEXITSTATUS(st) == 77)
 		return false;
 	struct ws_point *pt = ws_shared;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->stage == WS_DONE) {
-		snprintf(outcome, sizeof(outcome), "ok");
-		code = 0;
+	/* what the registration returned: its -errno, or served by direct pinning (counted) */
+	char reg[64];
+	if (pt->reg_err)
+		snprintf(reg, sizeof(reg), "-%s", strerrorname_np(-pt->reg_err) ?
+			 strerrorname_np(-pt->reg_err) : "?");
+	else if (pt->stage < WS_REGISTERING || pt->open_err)
+		snprintf(reg, sizeof(reg), "not reached");
+	else if (pt->reg_err)
+		snprintf(reg, sizeof(reg), "-%s", strerrorname_np(-pt->reg_err) ?
+			 strerrorname_np(-pt->reg_err) : "?");
+	else if (pt->stage == WS_REGISTERING)
+		snprintf(reg, sizeof(reg), "did not return");
+	else if (pt->direct_regs)
+		snprintf(reg, sizeof(reg), "fallback: direct");
+	else if (pt->hybrid_odp)
+		snprintf(reg, sizeof(reg), "ok: served ODP");
+	else if (pt->hybrid_pinned)
+		snprintf(reg, sizeof(reg), "ok: served pinned");
+	else
+		snprintf(reg, sizeof(reg), "ok");
+	if (stalled) {
+		snprintf(outcome, sizeof(outcome), "stalled: killed after %.0f s while %s "
+			 "(memory.events oom_kill %" PRId64 ")", secs + WS_STALL_MARGIN_S,
+			 ws_stage_names[pt->stage], oom);
+		code = WS_STALLED;
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->open_err) {
+		snprintf(outcome, sizeof(outcome), "not available: %s (%s)", strerror(-pt->open_err),
+			 pt->reason);
+		code = WS_UNAVAILABLE;
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->stage == WS_DONE) {
+		snprintf(outcome, sizeof(outcome), pt->direct_regs ? "ok, served direct" : "ok");
+		code = pt->direct_regs ? WS_FALLBACK : WS_OK;
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && pt->reg_err) {
 		snprintf(outcome, sizeof(outcome), "registration failed: %s (%s)",
 			 strerror(-pt->reg_err), pt->reason);
-		code = 1;
+		code = WS_REG_FAILED;
 	} else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && oom > 0) {
 		snprintf(outcome, sizeof(outcome), "OOM-killed while %s (memory.events oom_kill %" PRId64 ")",
 			 ws_stage_names[pt->stage], oom);
-		code = 2;
+		code = WS_OOM_KILLED;
 	} else {
 		snprintf(outcome, sizeof(outcome), "failed while %s: %s %d (see the output above)",
 			 ws_stage_names[pt->stage], WIFSIGNALED(st) ? "signal" : "exit status",
 			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-		code = 3;
+		code = WS_FAILED;
+		R.failed++;
 	}
+	bool done = code == WS_OK || code == WS_FALLBACK;
+	*mb_s = done ? pt->mb_s : -1;
 	fprintf(R.nd, "{\"exp\":\"workingset\",\"variant\":\"%s\",\"mode\":\"%s\",\"memory_max_mib\":%.1f,"
 		"\"ws_mib\":%.1f,\"ws_ratio\":%.3f,\"secs\":%.3f,\"mb_s\":%.2f,\"transfers\":%lu,"
 		"\"refaults\":%lu,\"pgmajfault\":%lu,\"refault_s\":%.1f,\"majflt_s\":%.1f,"
 		"\"state\":\"%s\",\"worst_state\":\"%s\",\"state_changes\":%d,\"memory_events_max\":%" PRId64
-		",\"oom_kill\":%" PRId64 ",\"outcome\":\"%s\"}\n", variant, pinned ? "pin" : "explicit",
+		",\"oom_kill\":%" PRId64 ",\"registration\":\"%s\",\"direct_regs\":%" PRIu64
+		",\"pin_failures\":%" PRIu64 ",\"odp_mrs\":%" PRIu64 ",\"pinned_bytes\":%" PRIu64
+		",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64 ",\"hybrid_odp\":%" PRIu64
+		",\"memcg_refusals\":%" PRIu64 ",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
 		(double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
 		(unsigned long)pt->transfers, (unsigned long)pt->refaults, (unsigned long)pt->majflts,
 		pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last), state_name((uint64_t)pt->worst),
-		pt->events, max_hit, oom, outcome);
-	fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d\n", pinned, ratio, (double)bytes / MiB,
-		pt->mb_s, pt->refault_s, pt->majflt_s, code ? -1 : pt->last, code);
+		pt->events, max_hit, oom, reg, pt->direct_regs, pt->pin_failures, pt->odp_mrs,
+		pt->pinned_bytes, pt->odp_bytes, pt->hybrid_pinned, pt->hybrid_odp,
+		pt->memcg_refusals, done ? "true" : "false", outcome);
+	fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d\n", (int)v, ratio, (double)bytes / MiB,
+		pt->mb_s, pt->refault_s, pt->majflt_s, done ? pt->last : -1, (int)code);
 	printf("# workingset %-6s %6.1f MiB (%.2f M): %s", variant, (double)bytes / MiB, ratio, outcome);
-	if (!code)
+	if (done)
 		printf(", %.1f MB/s, %.0f refaults/s, %.0f major faults/s, %s (worst %s)", pt->mb_s,
 		       pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last),
 		       state_name((uint64_t)pt->worst));
@@ -589,7 +1053,8 @@ static const char *ws_unavailable(char *why, size_t len)
 static void exp_workingset(void)
 {
 	static const double ratios[] = { 0.25, 0.5, 1, 2, 4 };
-	double secs = R.quick ? 1.0 : 4.0;
+	const size_t nr = sizeof(ratios) / sizeof(ratios[0]);
+	double secs = R.quick ? 1.0 : 4.0, mb[WS_NVARIANTS][sizeof(ratios) / sizeof(ratios[0])];
 	char why[PATH_MAX + 160];
 	FILE *tsv;
 
@@ -602,11 +1067,13 @@ static void exp_workingset(void)
 	if (ws_shared == MAP_FAILED)
 		DIE("mmap: %s", strerror(errno));
 	tsv = open_in("workingset.tsv");
-	fprintf(tsv, "# pinned ws_ratio ws_mib mb_s refault_s majflt_s state outcome"
-		" (memory.max %.0f MiB)\n", (double)R.memory_max / MiB);
-	for (int pinned = 0; pinned < 2; pinned++) {
-		for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++)
-			if (!ws_point(tsv, pinned, ratios[i], secs)) {
+	fprintf(tsv, "# variant ws_ratio ws_mib mb_s refault_s majflt_s state outcome"
+		" (variant: 0 explicit ODP, 1 pinned, 2 hybrid; outcome: 0 ok, 1 registration failed,"
+		" 2 OOM-killed, 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled;"
+		" memory.max %.0f MiB)\n", (double)R.memory_max / MiB);
+	for (int v = 0; v < WS_NVARIANTS; v++) {
+		for (size_t i = 0; i < nr; i++)
+			if (!ws_point(tsv, (enum ws_variant)v, ratios[i], secs, &mb[v][i])) {
 				fclose(tsv);
 				skip("workingset", "no usable RDMA device (loopback GID or ODP missing: see above)");
 				return;
@@ -614,9 +1081,249 @@ static void exp_workingset(void)
 		fprintf(tsv, "\n\n");	/* a gnuplot data block per variant */
 	}
 	fclose(tsv);
+	/* hybrid against the better of the other two at each point (-1: did not run; null) */
+	for (size_t i = 0; i < nr; i++) {
+		double best = mb[WS_ODP][i] > mb[WS_PINNED][i] ? mb[WS_ODP][i] : mb[WS_PINNED][i];
+		char vs[32] = "null";
+		if (best > 0 && mb[WS_HYBRID][i] >= 0)
+			snprintf(vs, sizeof(vs), "%.3f", mb[WS_HYBRID][i] / best);
+		fprintf(R.nd, "{\"exp\":\"workingset\",\"summary\":true,\"ws_ratio\":%.3f,"
+			"\"odp_mb_s\":%.2f,\"pinned_mb_s\":%.2f,\"hybrid_mb_s\":%.2f,"
+			"\"hybrid_vs_best\":%s}\n", ratios[i], mb[WS_ODP][i], mb[WS_PINNED][i],
+			mb[WS_HYBRID][i], vs);
+		printf("# workingset %.2f M: hybrid against the better of pinned and ODP: %s\n",
+		       ratios[i], strcmp(vs, "null") ? vs : "hybrid or both others did not run");
+	}
 	munmap(ws_shared, sizeof(*ws_shared));
 	ran("workingset");
 }
+/*
+ * ---- phase: a working set that grows past memory.max and shrinks back ----
+ *
+ * Per mode (explicit ODP, pinned, hybrid), in a fresh cgroup of memory.max M with swap, a
+ * child writes a region of 2M with the CPU, then sweeps its first M/4 (small), all of it
+ * (large) and its first M/4 again (small again), PH_PHASE_S each.  Each 64 KiB chunk is
+ * registered for its two transfers and released after them (odpx_reg, odpx_dereg): the
+ * cache keeps what the mode lets it keep, and hybrid chooses per registration whether a
+ * range is served pinned or ODP.  A registration that fails is counted and its chunk left
+ * for the next pass; every transfer's bytes are checked, and the whole region at the end.
+ * Every PH_STEP_MS the child writes a sample: MB/s, the thrash detector's state, the
+ * context's pinned bytes, ODP MRs made, registrations served direct and failed.  The
+ * parent records how the child ended (an OOM kill included).
+ */
+#define PH_STEP_MS	250
+enum ph_phase { PH_SMALL, PH_LARGE, PH_SMALL_AGAIN, PH_NPHASES };
+static const char *const ph_names[] = { "small", "large", "small again" };
+
+struct ph_shared {
+	enum ws_stage stage;
+	int open_err;
+	char reason[320];
+	uint64_t transfers, reg_failed;
+	int last_err;
+	int events;		/* the thrash callback's reports */
+};
+
+/* The ODP modes read the cgroup's refaults only while a thrash callback is set. */
+static void ph_on_thrash(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev, void *arg)
+{
+	struct ph_shared *sh = arg;
+
+	sh->events++;
+}
+
+static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, struct ph_shared *sh)
+{
+	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS | ODPX_ATTR_THRASH_CB,
+			       .mode = ws_variant_mode[v], .thrash_cb = ph_on_thrash, .thrash_arg = sh };
+	size_t n[PH_NPHASES] = { R.memory_max / 4 / WS_CHUNK, 2 * R.memory_max / WS_CHUNK,
+				 R.memory_max / 4 / WS_CHUNK };
+	char name[64];
+	struct odpx_ctx *ctx;
+	struct dev d;
+	struct ws w;
+	FILE *tsv;
+	int r;
+
+	if ((r = ws_cg_enter(cg)))
+		DIE("cannot enter %s: %s", cg->dir, strerror(-r));
+	sh->stage = WS_OPENING;
+	dev_open(&d);
+	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
+	dev_connect_self(&d);
+	/* as in workingset: the cgroup bounds pinning, not odpx's own budget */
+	a.limits.max_pinned_bytes = 8 * R.memory_max + 16 * MiB;
+	if ((r = odpx_open_verbs(d.pd, &a, &ctx))) {
+		if (v != WS_HYBRID)
+			DIE("odpx_open_verbs(%s): %s (%s)", ws_variant_modes[v], strerror(-r),
+			    odpx_last_reason());
+		sh->open_err = r;
+		snprintf(sh->reason, sizeof(sh->reason), "%s", odpx_last_reason());
+		return 0;
+	}
+	snprintf(name, sizeof(name), "phase-%s.tsv", ws_variant_names[v]);
+	tsv = open_in(name);
+	setvbuf(tsv, NULL, _IOLBF, 0);
+	fprintf(tsv, "t mb_s state pinned_mib odp_mrs direct_regs reg_failed phase odp_mib "
+		"hybrid_pinned hybrid_odp hybrid_to_pin hybrid_released\n");
+	sh->stage = WS_WRITING;
+	if ((r = ws_setup(&w, &d, ctx, 2 * R.memory_max))) {
+		/* as in workingset: a refused pin of the sink or source is an outcome */
+		if (r != -ENOMEM || !odpx_last_reason()[0])
+			DIE("phase: setting up the region failed");
+		sh->reg_failed++;
+		sh->last_err = r;
+		snprintf(sh->reason, sizeof(sh->reason), "the sink or source buffer: %s",
+			 odpx_last_reason());
+		return 0;
+	}
+	sh->stage = WS_SWEEPING;
+	uint64_t t0 = now_ns(), ts = t0, bytes = 0;
+	struct odpx_stats s0 = stats_of(ctx);
+	for (int ph = 0; ph < PH_NPHASES; ph++) {
+		uint64_t end = now_ns() + (uint64_t)(phase_s * 1e9);
+		size_t i = 0;
+		while (now_ns() < end) {
+			struct odpx_mr *mr;
+			if (i >= n[ph])
+				i = 0;
+			r = odpx_reg(ctx, w.region + i * WS_CHUNK, WS_CHUNK, ODPX_ACCESS_LOCAL_WRITE, &mr);
+			if (r < 0) {
+				sh->reg_failed++;
+				sh->last_err = r;
+			} else {
+				uint64_t b0 = w.bytes;
+				w.mr = mr;
+				if ((r = ws_step(&w, i)))
+					DIE("phase: %s, chunk %zu: %s", ph_names[ph], i, strerror(-r));
+				w.mr = NULL;
+				CHECK_ODPX(odpx_dereg(ctx, mr));
+				bytes += w.bytes - b0;
+				sh->transfers = w.transfers;
+			}
+			i++;
+			uint64_t t = now_ns();
+			if (t - ts >= PH_STEP_MS * 1000000ULL) {
+				struct odpx_stats s = stats_of(ctx);
+				double mb = (double)bytes / ((double)(t - ts) / 1e9) / 1e6;
+				fprintf(R.nd, "{\"exp\":\"phase\",\"variant\":\"%s\",\"mode\":\"%s\",\"t\":%.3f,"
+					"\"phase\":\"%s\",\"mb_s\":%.2f,\"state\":\"%s\",\"pinned_bytes\":%" PRIu64
+					",\"odp_mrs\":%" PRIu64 ",\"direct_regs\":%" PRIu64 ",\"evictions\":%" PRIu64
+					",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64
+					",\"hybrid_odp\":%" PRIu64 ",\"hybrid_to_pin\":%" PRIu64
+					",\"hybrid_released\":%" PRIu64 ",\"memcg_refusals\":%" PRIu64
+					",\"memcg_released\":%" PRIu64 ",\"reg_failed\":%" PRIu64
+					",\"transfers\":%" PRIu64 "}\n",
+					ws_variant_names[v], ws_variant_modes[v], (double)(t - t0) / 1e9,
+					ph_names[ph], mb, state_name(s.thrash_state), s.pinned_bytes,
+					s.odp_mrs - s0.odp_mrs, s.direct_regs - s0.direct_regs,
+					s.evictions - s0.evictions, s.odp_bytes,
+					s.hybrid_pinned - s0.hybrid_pinned, s.hybrid_odp - s0.hybrid_odp,
+					s.hybrid_to_pin - s0.hybrid_to_pin,
+					s.hybrid_released - s0.hybrid_released,
+					s.memcg_refusals - s0.memcg_refusals,
+					s.memcg_released - s0.memcg_released, sh->reg_failed,
+					w.transfers);
+				fprintf(tsv, "%.3f %.2f %lu %.2f %lu %lu %lu %d %.2f %lu %lu %lu %lu\n",
+					(double)(t - t0) / 1e9, mb, (unsigned long)s.thrash_state,
+					(double)s.pinned_bytes / MiB,
+					(unsigned long)(s.odp_mrs - s0.odp_mrs),
+					(unsigned long)(s.direct_regs - s0.direct_regs),
+					(unsigned long)sh->reg_failed, ph, (double)s.odp_bytes / MiB,
+					(unsigned long)(s.hybrid_pinned - s0.hybrid_pinned),
+					(unsigned long)(s.hybrid_odp - s0.hybrid_odp),
+					(unsigned long)(s.hybrid_to_pin - s0.hybrid_to_pin),
+					(unsigned long)(s.hybrid_released - s0.hybrid_released));
+				bytes = 0;
+				ts = t;
+			}
+		}
+	}
+	sh->stage = WS_CHECKING;
+	if (ws_check_region(&w))
+		DIE("phase: the region differs from what the transfers wrote");
+	sh->stage = WS_DONE;
+	fclose(tsv);
+	ws_teardown(&w);
+	CHECK_ODPX(odpx_close(ctx));
+	dev_close(&d);
+	return 0;
+}
+
+static void exp_phase(void)
+{
+	double phase_s = R.quick ? 2 : R.phase_s;
+	char why[PATH_MAX + 160], name[64], outcome[512];
+	struct ph_shared *sh;
+	struct ws_cg cg;
+	bool any = false;
+
+	if (ws_unavailable(why, sizeof(why))) {
+		skip("phase", why);
+		return;
+	}
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		DIE("mmap: %s", strerror(errno));
+	for (int v = 0; v < WS_NVARIANTS; v++) {
+		int st = 0;
+		pid_t pid;
+
+		snprintf(name, sizeof(name), "odpx-phase.%d", (int)getpid());
+		if (ws_cg_create(&cg, R.cgroup, name, R.memory_max, why, sizeof(why)))
+			DIE("phase: %s", why);
+		memset(sh, 0, sizeof(*sh));
+		fflush(NULL);
+		if ((pid = fork()) == 0)
+			_exit(ph_child(&cg, (enum ws_variant)v, phase_s, sh));
+		if (pid < 0)
+			DIE("fork: %s", strerror(errno));
+		bool stalled = wait_or_kill(pid, &st, 3 * phase_s + WS_STALL_MARGIN_S);
+		int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
+		ws_cg_remove(&cg);
+		if (!stalled && WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+			skip("phase", "no usable RDMA device (loopback GID or ODP missing: see above)");
+			munmap(sh, sizeof(*sh));
+			return;
+		}
+		if (stalled)
+			snprintf(outcome, sizeof(outcome), "stalled: killed after %.0f s while %s "
+				 "(memory.events oom_kill %" PRId64 ")", 3 * phase_s + WS_STALL_MARGIN_S,
+				 ws_stage_names[sh->stage], oom);
+		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->open_err)
+			snprintf(outcome, sizeof(outcome), "not available: %s (%s)",
+				 strerror(-sh->open_err), sh->reason);
+		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->stage == WS_DONE)
+			snprintf(outcome, sizeof(outcome), "ok");
+		else if (WIFEXITED(st) && !WEXITSTATUS(st) && sh->last_err)
+			snprintf(outcome, sizeof(outcome), "registration failed: %s (%s)",
+				 strerror(-sh->last_err), sh->reason);
+		else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && oom > 0)
+			snprintf(outcome, sizeof(outcome), "OOM-killed while %s (memory.events oom_kill %"
+				 PRId64 ")", ws_stage_names[sh->stage], oom);
+		else {
+			snprintf(outcome, sizeof(outcome), "failed while %s: %s %d (see the output above)",
+				 ws_stage_names[sh->stage], WIFSIGNALED(st) ? "signal" : "exit status",
+				 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+			R.failed++;
+		}
+		any |= !sh->open_err;
+		fprintf(R.nd, "{\"exp\":\"phase\",\"summary\":true,\"variant\":\"%s\",\"mode\":\"%s\","
+			"\"memory_max_mib\":%.1f,\"phase_s\":%.1f,\"transfers\":%" PRIu64 ",\"reg_failed\":%"
+			PRIu64 ",\"last_reg_err\":\"%s\",\"state_changes\":%d,\"oom_kill\":%" PRId64
+			",\"outcome\":\"%s\"}\n", ws_variant_names[v], ws_variant_modes[v],
+			(double)R.memory_max / MiB, phase_s, sh->transfers, sh->reg_failed,
+			sh->last_err ? strerror(-sh->last_err) : "", sh->events, oom, outcome);
+		printf("# phase %-6s: %s; %" PRIu64 " transfers checked, %" PRIu64
+		       " registrations failed%s%s\n", ws_variant_names[v], outcome, sh->transfers,
+		       sh->reg_failed, sh->last_err ? ", the last with " : "",
+		       sh->last_err ? strerror(-sh->last_err) : "");
+	}
+	munmap(sh, sizeof(*sh));
+	if (any)
+		ran("phase");
+}
+
 /*
  * ---- memtrace: a memory cgroup's counters recorded while an ODP working set pages ----
  *
@@ -808,15 +1515,16 @@ static void exp_memtrace(void)
 }
 #endif
 
-/* warmup and prefetch: in a child, the report's files shared; a failure is recorded */
+/* warmup, prefetch and latency: in a child, the report's files shared; a failure is recorded */
 static void run_device_experiments(const struct bench_opts *sel, bool rdma)
 {
-	static const char *const exps[] = { "warmup", "prefetch" };
+	static const char *const exps[] = { "warmup", "prefetch", "latency" };
+	const size_t nexps = sizeof(exps) / sizeof(exps[0]);
 	const char *why = NULL;
 	char buf[96];
 	int st = 0;
 
-	if (!selected(sel, "warmup") && !selected(sel, "prefetch"))
+	if (!selected(sel, "warmup") && !selected(sel, "prefetch") && !selected(sel, "latency"))
 		return;
 #ifdef ODPX_HAVE_VERBS
 	if (rdma) {
@@ -828,7 +1536,7 @@ static void run_device_experiments(const struct bench_opts *sel, bool rdma)
 		if (pid < 0 || waitpid(pid, &st, 0) != pid)
 			DIE("fork/waitpid: %s", strerror(errno));
 		if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-			for (size_t i = 0; i < 2; i++)
+			for (size_t i = 0; i < nexps; i++)
 				if (selected(sel, exps[i]))
 					ran(exps[i]);
 			return;
@@ -848,12 +1556,12 @@ static void run_device_experiments(const struct bench_opts *sel, bool rdma)
 	(void)buf;
 	why = "built without libibverbs";
 #endif
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < nexps; i++)
 		if (selected(sel, exps[i]))
 			skip(exps[i], why);
 }
 
-/* workingset or memtrace: a device and a memory cgroup */
+/* workingset, phase or memtrace: a device and a memory cgroup */
 static void run_workingset(bool rdma, const char *name)
 {
 #ifdef ODPX_HAVE_VERBS
@@ -861,6 +1569,8 @@ static void run_workingset(bool rdma, const char *name)
 		skip(name, "no RDMA device (/sys/class/infiniband is empty)");
 	else if (!strcmp(name, "memtrace"))
 		exp_memtrace();
+	else if (!strcmp(name, "phase"))
+		exp_phase();
 	else
 		exp_workingset();
 #else
@@ -929,7 +1639,9 @@ static void write_index(const char *src, const char *dev, double secs)
 		{ "timeline.png", "detector timeline: warm-up, steady, thrash, recovery" },
 		{ "warmup.png", "warm-up: RDMA throughput, latency and page faults of a fresh ODP region" },
 		{ "prefetch.png", "prefetch impact: none, odpx_prefetch, ODPX_PREFETCH_SYNC" },
-		{ "workingset.png", "working set against memory.max: explicit ODP and pinned" },
+		{ "latency.png", "fault latency: CDF of one-page transfers, per page state and prefetch" },
+		{ "workingset.png", "working set against memory.max: explicit ODP, pinned and hybrid" },
+		{ "phase.png", "phase change: the working set grows past memory.max and shrinks back" },
 	};
 
 	uname(&u);
@@ -942,11 +1654,14 @@ static void write_index(const char *src, const char *dev, double secs)
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
 	fprintf(f, "# odpx-paging report\n\n");
 	fprintf(f, "| | |\n|---|---|\n| date | %s |\n| host | %s |\n| kernel | %s %s |\n"
-		"| device | %s |\n| mode | pin (uring backend): pincache, timeline%s%s |\n"
+		"| device | %s |\n| mode | pin (uring backend): pincache, timeline%s%s%s |\n"
 		"| commit | %s |\n| run | %s%s, %.1f s |\n\n", date, u.nodename, u.release, u.machine,
 		dev[0] ? dev : "none", strstr(R.ran, "warmup") || strstr(R.ran, "prefetch") ?
 		"; explicit ODP (verbs backend): warmup, prefetch" : "",
-		strstr(R.ran, "workingset") ? "; explicit ODP and pin (verbs backend): workingset" : "", commit, R.quick ? "--quick" : "full", R.args, secs);
+		strstr(R.ran, "latency") ? "; pin and explicit ODP (verbs backend): latency" : "",
+		strstr(R.ran, "workingset") || strstr(R.ran, "phase") ?
+		"; explicit ODP, pin and hybrid (verbs backend): workingset, phase" : "", commit,
+		R.quick ? "--quick" : "full", R.args, secs);
 	fprintf(f, "Experiments run: %s.\n\n", R.ran[0] ? R.ran : "none");
 	if (strstr(R.ran, "workingset"))
 		fprintf(f, "Working set: memory.max %.0f MiB, cgroups under %s.\n\n",
@@ -965,8 +1680,10 @@ static void write_index(const char *src, const char *dev, double secs)
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f, "usage: %s [--quick] [--out DIR] [--only EXP[,EXP]] [--seed N] [--no-plots]\n"
-		"       [--cgroup DIR] [--memory-max SIZE] [--region SIZE] [--thrash SPEC]\n"
-		"  EXP: pincache, timeline, warmup, prefetch, workingset; memtrace (only by name)\n", prog);
+		"       [--cgroup DIR] [--memory-max SIZE] [--region SIZE] [--thrash SPEC] [--samples N]\n"
+		"       [--latency-wait sleep|poll] [--phase-secs S] [--require-device]\n"
+		"  EXP: pincache, timeline, warmup, prefetch, latency, workingset, phase;\n"
+		"       memtrace (only by name)\n", prog);
 }
 
 int main(int argc, char **argv)
@@ -977,6 +1694,9 @@ int main(int argc, char **argv)
 		{ "no-plots", no_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' },
 		{ "cgroup", required_argument, NULL, 'c' }, { "memory-max", required_argument, NULL, 'm' },
 		{ "region", required_argument, NULL, 'r' }, { "thrash", required_argument, NULL, 't' },
+		{ "samples", required_argument, NULL, 'S' }, { "latency-wait", required_argument, NULL, 'W' },
+		{ "phase-secs", required_argument, NULL, 'P' },
+		{ "require-device", no_argument, NULL, 'D' },
 		{ 0 },
 	};
 	struct bench_opts sel = { 0 };
@@ -1003,6 +1723,24 @@ int main(int argc, char **argv)
 			if ((R.region = parse_size(optarg)) < MiB || R.region % MiB)
 				return fprintf(stderr, "--region %s: whole MiB, at least 1M\n", optarg), 2;
 			break;
+		case 'S': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v < 16 || v > 1000000)
+				return fprintf(stderr, "--samples %s: 16 to 1000000\n", optarg), 2;
+			R.lat_samples = (unsigned)v;
+			break;
+		}
+		case 'W':
+			if (strcmp(optarg, "poll") && strcmp(optarg, "sleep"))
+				return fprintf(stderr, "--latency-wait %s: poll or sleep\n", optarg), 2;
+			R.lat_spin = !strcmp(optarg, "poll");
+			break;
+		case 'P':
+			if ((R.phase_s = strtod(optarg, NULL)) < 1 || R.phase_s > 3600)
+				return fprintf(stderr, "--phase-secs %s: 1 to 3600\n", optarg), 2;
+			break;
+		case 'D': R.require_device = true; break;
 		case 'h': usage(stdout, argv[0]); return 0;
 		default: usage(stderr, argv[0]); return 2;
 		}
@@ -1013,6 +1751,10 @@ int main(int argc, char **argv)
 		R.memory_max = R.quick ? 16 * MiB : 64 * MiB;
 	if (!R.region)
 		R.region = R.quick ? 8 * MiB : 128 * MiB;
+	if (!R.phase_s)
+		R.phase_s = 15;
+	if (!R.lat_samples)
+		R.lat_samples = R.quick ? 64 : 5000;
 	for (int i = 1; i < argc; i++) {
 		size_t n = strlen(R.args);
 		snprintf(R.args + n, sizeof(R.args) - n, "%s%s", n ? " " : ": odpx-paging ", argv[i]);
@@ -1037,6 +1779,8 @@ int main(int argc, char **argv)
 	run_device_experiments(&sel, rdma);
 	if (selected(&sel, "workingset"))
 		run_workingset(rdma, "workingset");
+	if (selected(&sel, "phase"))
+		run_workingset(rdma, "phase");
 	if (sel.only && selected(&sel, "memtrace"))	/* a recording, never in the default set */
 		run_workingset(rdma, "memtrace");
 	fclose(R.nd);
@@ -1044,5 +1788,11 @@ int main(int argc, char **argv)
 		plot(src);
 	write_index(src, dev, (double)(now_ns() - t0) / 1e9);
 	printf("# report in %s: index.md, samples.ndjson%s\n", R.dir, plots ? ", *.png" : "");
+	/* where the device must be there (the test guest), nothing may be skipped or fail */
+	if (R.require_device && (R.nskipped || R.failed)) {
+		printf("# --require-device: %u experiment(s) skipped, %u point(s) failed\n", R.nskipped,
+		       R.failed);
+		return 1;
+	}
 	return 0;
 }

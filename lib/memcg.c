@@ -207,12 +207,24 @@ static uint64_t level_headroom(uint64_t limit, uint64_t usage, uint64_t anon, ui
 	return room;
 }
 
-static int read_v2(const struct found *fd, bool swap_sys, uint64_t pinned, struct memcg_view *v)
+/* The level's headroom were nothing reclaimable: a lower bound, no memory.stat read. */
+static bool level_enough(uint64_t limit, uint64_t usage, uint64_t enough)
+{
+	uint64_t margin = limit >> MEMCG_MARGIN_SHIFT;
+
+	if (margin < MEMCG_MARGIN_MIN_BYTES)
+		margin = MEMCG_MARGIN_MIN_BYTES;
+	return enough != UINT64_MAX && limit > margin + usage && limit - margin - usage >= enough;
+}
+
+/* /proc/meminfo is slow to read: only where the page cache and swap are looked at */
+static int read_v2(const struct memcg_roots *rt, const struct found *fd, uint64_t pinned,
+		   uint64_t enough, struct memcg_view *v)
 {
 	static const char *const keys[] = { "anon", "file", "shmem" };
 	char dir[PATH_MAX], path[PATH_MAX + 16];
 	uint64_t swap_room = UINT64_MAX;
-	struct { uint64_t limit, usage, st[3]; } lv[MEMCG_LEVELS];
+	struct { uint64_t limit, usage, st[3]; bool lower; } lv[MEMCG_LEVELS];
 	unsigned n = 0;
 	int r;
 
@@ -237,20 +249,29 @@ static int read_v2(const struct found *fd, bool swap_sys, uint64_t pinned, struc
 			if ((r = read_u64(dir, "memory.current", &lv[n].usage)) < 0)
 				return r;
 			memset(lv[n].st, 0, sizeof(lv[n].st));
+			lv[n].lower = level_enough(max, lv[n].usage, enough);
 			snprintf(path, sizeof(path), "%s/memory.stat", dir);
-			if ((r = read_kv(path, keys, lv[n].st, 3)) < 0)
+			if (!lv[n].lower && (r = read_kv(path, keys, lv[n].st, 3)) < 0)
 				return r;
 			n++;
 		}
 		*strrchr(dir, '/') = 0;
 	}
+	bool swap_sys = false;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!lv[i].lower) {
+			swap_sys = swap_free(rt);
+			break;
+		}
 	for (unsigned i = 0; i < n; i++)
 		level_headroom(lv[i].limit, lv[i].usage, lv[i].st[0], lv[i].st[1], lv[i].st[2],
-			       swap_sys && swap_room > 0, pinned, v);
+			       !lv[i].lower && swap_sys && swap_room > 0, pinned, v);
 	return 0;
 }
 
-static int read_v1(const struct found *fd, bool swap_sys, uint64_t pinned, struct memcg_view *v)
+static int read_v1(const struct memcg_roots *rt, const struct found *fd, uint64_t pinned,
+		   uint64_t enough, struct memcg_view *v)
 {
 	static const char *const keys[] = { "hierarchical_memory_limit", "hierarchical_memsw_limit",
 					    "total_rss", "total_cache", "total_shmem" };
@@ -258,6 +279,33 @@ static int read_v1(const struct found *fd, bool swap_sys, uint64_t pinned, struc
 	char path[PATH_MAX + 16];
 	int r;
 
+	/*
+	 * memory.stat is slow to read in v1 (the kernel sums the hierarchy): first each
+	 * level's own limit and usage, enough where every level has room enough anyway
+	 */
+	if (enough != UINT64_MAX) {
+		char dir[PATH_MAX];
+		uint64_t lim, use;
+		bool all = true;
+
+		/* the root has no limit, and its usage is summed over the whole machine */
+		snprintf(dir, sizeof(dir), "%s", fd->dir);
+		for (unsigned n = 0; all && strlen(dir) > fd->root_len && n < MEMCG_LEVELS; n++) {
+			if (read_u64(dir, "memory.limit_in_bytes", &lim) < 0)
+				all = false;
+			else if (lim >= V1_NO_LIMIT)
+				;	/* no limit at this level */
+			else if (read_u64(dir, "memory.usage_in_bytes", &use) < 0 ||
+				 !level_enough(lim, use, enough))
+				all = false;
+			else	/* the least of the levels' lower bounds */
+				level_headroom(lim, use, 0, 0, 0, false, pinned, v);
+			*strrchr(dir, '/') = 0;
+		}
+		if (all)
+			return 0;
+		v->limit_bytes = v->headroom_bytes = NO_LIMIT;	/* the whole reading decides */
+	}
 	snprintf(path, sizeof(path), "%s/memory.stat", fd->dir);
 	if ((r = read_kv(path, keys, st, 5)) < 0)
 		return r;
@@ -266,21 +314,21 @@ static int read_v1(const struct found *fd, bool swap_sys, uint64_t pinned, struc
 	if ((r = read_u64(fd->dir, "memory.usage_in_bytes", &usage)) < 0)
 		return r;
 	/* memory+swap limited to the memory limit: no swap for this cgroup */
-	level_headroom(st[0], usage, st[2], st[3], st[4], swap_sys && st[1] > st[0], pinned, v);
+	level_headroom(st[0], usage, st[2], st[3], st[4], st[1] > st[0] && swap_free(rt), pinned, v);
 	return 0;
 }
 
 static int read_found(const struct memcg_roots *r, const struct found *fd, uint64_t pinned,
-		      struct memcg_view *v)
+		      uint64_t enough, struct memcg_view *v)
 {
 	memset(v, 0, sizeof(*v));
 	v->version = fd->version;
 	v->limit_bytes = v->headroom_bytes = NO_LIMIT;
 	snprintf(v->path, sizeof(v->path), "%s", fd->dir[fd->root_len] ? fd->dir + fd->root_len : "/");
 	if (fd->version == 2)
-		return read_v2(fd, swap_free(r), pinned, v);
+		return read_v2(r, fd, pinned, enough, v);
 	if (fd->version == 1)
-		return read_v1(fd, swap_free(r), pinned, v);
+		return read_v1(r, fd, pinned, enough, v);
 	return 0;
 }
 
@@ -291,7 +339,7 @@ int memcg_read(const struct memcg_roots *r, uint64_t pinned, struct memcg_view *
 
 	if (err < 0)
 		return err;
-	return read_found(r, &fd, pinned, v);
+	return read_found(r, &fd, pinned, UINT64_MAX, v);
 }
 
 /*
@@ -327,7 +375,8 @@ static int live_find_locked(void)
 	return r;
 }
 
-int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v)
+int memcg_headroom_atleast(uint64_t pinned, uint64_t enough, uint64_t *bytes,
+			   struct memcg_view *v)
 {
 	struct memcg_view mine;
 	uint64_t now = odpx_now_ns();
@@ -341,7 +390,7 @@ int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v)
 		memset(v, 0, sizeof(*v));
 		v->version = live.fd.version;
 		v->limit_bytes = v->headroom_bytes = NO_LIMIT;
-	} else if (r == 0 && (r = read_found(&live_roots, &live.fd, pinned, v)) == 0 &&
+	} else if (r == 0 && (r = read_found(&live_roots, &live.fd, pinned, enough, v)) == 0 &&
 		   v->limit_bytes == NO_LIMIT) {
 		live.no_limit_until = now + MEMCG_LIMITS_MS * 1000000ULL;
 	}
@@ -350,6 +399,11 @@ int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v)
 		return r;
 	*bytes = v->headroom_bytes;
 	return 0;
+}
+
+int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v)
+{
+	return memcg_headroom_atleast(pinned, UINT64_MAX, bytes, v);
 }
 
 /* The cgroup's reclaim events: v2 high + max + oom of every level, v1 failcnt. */

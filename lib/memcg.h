@@ -78,6 +78,18 @@ int memcg_read(const struct memcg_roots *r, uint64_t pinned, struct memcg_view *
 int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v);
 
 /*
+ * memcg_headroom_atleast - memcg_headroom(), but where each level's limit
+ * less its margin and its whole usage leaves @enough bytes, the page
+ * cache and swap are not looked at (v2: no memory.stat read; v1: no
+ * memory.stat, which the kernel sums over the hierarchy, only each
+ * level's memory.limit_in_bytes and memory.usage_in_bytes): then *@bytes
+ * is a lower bound, at least @enough, and @v's swap false.  For the pin
+ * paths, whose common case is a pin far under the limit.
+ */
+int memcg_headroom_atleast(uint64_t pinned, uint64_t enough, uint64_t *bytes,
+			   struct memcg_view *v);
+
+/*
  * memcg_pressure - true when the cgroup is reclaiming at its limit: its
  * memory.events high, max or oom counts (v2; v1: memory.failcnt) rose since
  * the last look, or no headroom is left with @pinned; and only where swap

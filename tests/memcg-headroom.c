@@ -110,6 +110,13 @@ static int child(void *arg)
 	      v.version, v.limit_bytes);
 	CHECK(h1 <= LIVE_LIMIT - v.margin_bytes && v.margin_bytes >= 16 * MiB,
 	      "headroom %" PRIu64 " above limit - margin (%" PRIu64 ")", h1, v.margin_bytes);
+	/* the pin paths' reading: a lower bound once it is enough, the whole reading else */
+	uint64_t q;
+	CHECK(memcg_headroom_atleast(0, MiB, &q, NULL) == 0 && q >= MiB && q <= h1 + 2 * MiB,
+	      "memcg_headroom_atleast(1 MiB) = %" PRIu64 ", headroom %" PRIu64, q, h1);
+	CHECK(memcg_headroom_atleast(0, LIVE_LIMIT, &q, NULL) == 0 && q + 2 * MiB >= h1 &&
+	      q <= h1 + 2 * MiB, "memcg_headroom_atleast(the limit) = %" PRIu64 ", headroom %"
+	      PRIu64, q, h1);
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(p != MAP_FAILED, "mmap");
 	memset(p, 1, len);

@@ -3,9 +3,11 @@
 #
 # Every line of samples.ndjson is a JSON object (python3's json module reads
 # it); the host experiments (pincache: both series; timeline: its four
-# phases) have samples; every device experiment has samples or a "skipped"
-# line with its reason; index.md names the host, kernel, device, mode and
-# commit; every plot named in index.md exists and is a non-empty PNG file
+# phases) have samples; every device experiment (warmup, prefetch, latency,
+# workingset, phase) has samples or a "skipped" line with its reason; the
+# latency rows, where they ran, are the ten of odpx-paging(1) with ordered
+# percentiles and ratios against their reference; the sweep has its three
+# modes; index.md names the host, kernel, device, mode and commit; every plot named in index.md exists and is a non-empty PNG file
 # (its 8 magic bytes).  And bench/odpstat-plot draws a PNG from odpstat
 # --json output.  Skips (77) only when gnuplot or python3 is absent.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,12 +49,28 @@ for r in of("pincache"):
 phases = {r["phase"] for r in of("timeline")}
 if phases != {"warm-up", "steady", "thrash", "recovery"}:
     fail("timeline phases %s" % sorted(phases))
-for exp in ("warmup", "prefetch", "workingset"):
+for exp in ("warmup", "prefetch", "latency", "workingset", "phase"):
     rs = of(exp)
     if not rs:
         fail("%s: neither samples nor a skip" % exp)
     if any("skipped" in r for r in rs) and not all(r.get("skipped") for r in rs if "skipped" in r):
         fail("%s: skipped with no reason" % exp)
+# the latency rows, where they ran: all ten, each with its reference and ratios, every byte checked
+lat = [r for r in of("latency") if "skipped" not in r]
+if lat:
+    rows_seen = {(r["row"], r["prefetch"]) for r in lat}
+    want = {("pinned_hit", "none")} | {(k, p) for k in ("odp_resident", "odp_first_touch",
+            "odp_after_reclaim") for p in ("none", "async", "sync")}
+    if rows_seen != want:
+        fail("latency rows %s" % sorted(rows_seen))
+    for r in lat:
+        if not (r["p50_us"] <= r["p90_us"] <= r["p99_us"] <= r["p999_us"] <= r["max_us"]) or \
+           r["ref"]["p50_us"] <= 0 or abs(r["ratio"]["p50"] - r["p50_us"] / r["ref"]["p50_us"]) > 0.01:
+            fail("latency row %s" % r)
+# the sweep: every variant at every point, with what its registration returned
+ws = [r for r in of("workingset") if "variant" in r]
+if ws and {r["variant"] for r in ws} != {"odp", "pinned", "hybrid"}:
+    fail("workingset variants %s" % sorted({r["variant"] for r in ws}))
 idx = open(os.path.join(d, "index.md")).read()
 for key in ("| host |", "| kernel |", "| device |", "| mode |", "| commit |"):
     if key not in idx:

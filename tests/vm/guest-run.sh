@@ -87,7 +87,7 @@ fi
 # arguments in paging/args if the share has that file (a full run for docs/paging.md); its
 # report stays in the share for odpx-vm to keep
 if [ -x paging/odpx-paging ]; then
-	args=--quick
+	args="--quick --require-device"	# rxe0 is here: a device experiment skipped is a failure
 	[ -f paging/args ] && args=$(cat paging/args)
 	mkdir -p paging-report
 	# shellcheck disable=SC2086  # $args is a word list
