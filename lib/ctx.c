@@ -138,7 +138,7 @@ static void atfork_child(void)
 }
 
 /*
- * The bytes the process's pinning contexts hold pinned or on their way to
+ * The bytes the process's contexts hold pinned or on their way to
  * unpinned (the memory cgroup's headroom, reserve.c).  Lock order: the
  * context list before each context's lock; no caller holds either.
  */
@@ -147,9 +147,8 @@ uint64_t ctx_pinned_total(void)
 	uint64_t sum = 0;
 
 	pthread_mutex_lock(&ctx_list_lock);
+	/* every context: one that pins nothing holds 0, and the verbs backend pins in pin mode */
 	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
-		if (c->be->reg)	/* the ODP modes pin nothing */
-			continue;
 		pthread_mutex_lock(&c->lock);
 		sum += c->pinned_bytes + c->releasing_bytes;
 		pthread_mutex_unlock(&c->lock);
