@@ -140,7 +140,7 @@ static void atfork_child(void)
 }
 
 /*
- * The bytes the process's pinning contexts hold pinned or on their way to
+ * The bytes the process's contexts hold pinned or on their way to
  * unpinned (the memory cgroup's headroom, reserve.c).  Lock order: the
  * context list before each context's lock; no caller holds either.
  */
@@ -149,6 +149,7 @@ uint64_t ctx_pinned_total(void)
 	uint64_t sum = 0;
 
 	pthread_mutex_lock(&ctx_list_lock);
+	/* pin and direct contexts, the verbs backend's and a hybrid context's pinned part included */
 	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
 		/* the ODP modes pin nothing; a hybrid context's pins are its pinned part's */
 		if (c->mode != ODPX_MODE_PIN && c->mode != ODPX_MODE_DIRECT)
