@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -356,6 +357,28 @@ static struct {
 	uint64_t no_limit_until, events, next_ns;
 } live = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/*
+ * live.no_limit_until as the pin paths read it without the lock, and the
+ * fork generation it holds for: a miss where no cgroup limits the process
+ * pays one clock read for the whole check.
+ */
+static _Atomic uint64_t unlimited_until;
+static _Atomic uint32_t unlimited_gen;
+
+bool memcg_unlimited(void)
+{
+	uint64_t until = atomic_load_explicit(&unlimited_until, memory_order_acquire);
+
+	struct timespec ts;
+
+	if (!until || atomic_load_explicit(&unlimited_gen, memory_order_relaxed) !=
+		      atomic_load_explicit(&odpx_fork_gen, memory_order_relaxed))
+		return false;
+	/* the coarse clock (a tick behind at most) costs a miss less than the precise one */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec < until;
+}
+
 static const struct memcg_roots live_roots = { .proc = "/proc", .sys = "/sys" };
 
 static int live_find_locked(void)
@@ -390,10 +413,15 @@ int memcg_headroom_atleast(uint64_t pinned, uint64_t enough, uint64_t *bytes,
 		memset(v, 0, sizeof(*v));
 		v->version = live.fd.version;
 		v->limit_bytes = v->headroom_bytes = NO_LIMIT;
+		if (!live.fd.version)
+			live.no_limit_until = now + MEMCG_LIMITS_MS * 1000000ULL;
 	} else if (r == 0 && (r = read_found(&live_roots, &live.fd, pinned, enough, v)) == 0 &&
 		   v->limit_bytes == NO_LIMIT) {
 		live.no_limit_until = now + MEMCG_LIMITS_MS * 1000000ULL;
 	}
+	atomic_store_explicit(&unlimited_gen, live.fork_gen, memory_order_relaxed);
+	atomic_store_explicit(&unlimited_until, r == 0 && v->limit_bytes == NO_LIMIT ?
+			      live.no_limit_until : 0, memory_order_release);
 	pthread_mutex_unlock(&live.lock);
 	if (r < 0)
 		return r;

@@ -77,6 +77,9 @@ int memcg_read(const struct memcg_roots *r, uint64_t pinned, struct memcg_view *
  */
 int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v);
 
+/* Lock-free: the last reading, less than MEMCG_LIMITS_MS ago, found no limit. */
+bool memcg_unlimited(void);
+
 /*
  * memcg_headroom_atleast - memcg_headroom(), but where each level's limit
  * less its margin and its whole usage leaves @enough bytes, the page

@@ -595,6 +595,8 @@ int cache_memcg_room(struct odpx_ctx *ctx, uintptr_t s, uint64_t len, struct mem
 {
 	uint64_t room, need;
 
+	if (memcg_unlimited())
+		return 0;	/* no limit anywhere, read less than MEMCG_LIMITS_MS ago */
 	if (memcg_headroom_atleast(pinned_but(ctx, len), len, &room, v) < 0 || len <= room)
 		return 0;	/* unreadable: pinned as without a cgroup */
 	need = v->swap ? len : nonresident_bytes(s, len);
