@@ -25,56 +25,6 @@
 
 #define LEN (1 << 20)
 
-static int odpx_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	while (d && (e = readdir(d))) {
-		char p[300], comm[32] = "";
-		FILE *f;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
-		if (e->d_name[0] == '.' || !(f = fopen(p, "r")))
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "odpx-", 5))
-			n++;
-		fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
-static bool threads_are(int n)
-{
-	double end = now_s() + 20;
-
-	while (odpx_threads() != n) {
-		if (now_s() > end)
-			return false;
-		usleep(1000);
-	}
-	return true;
-}
-
-static int uffds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	while (d && (e = readdir(d))) {
-		char p[300], t[64] = "";
-		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
-		if (readlink(p, t, sizeof(t) - 1) > 0 && strstr(t, "userfaultfd"))
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
 static struct odpx_fabric_stats stats(void)
 {
 	struct odpx_fabric_stats st = { 0 };
@@ -122,7 +72,7 @@ static int scenario(void *arg)
 	CHECK((r = fi_fabric(info->fabric_attr, &fab, NULL)) == 0, "fi_fabric: %s", fi_strerror(-r));
 	CHECK((r = fi_domain(fab, info, &dom, NULL)) == 0, "fi_domain(%s): %s",
 	      info->domain_attr->name, fi_strerror(-r));
-	CHECK(stats().running && threads_are(2) && uffds() == 1,
+	CHECK(stats().running && threads_are(2, 20) && uffds() == 1,
 	      "the domain's cache did not start odpx's monitor: running %u, %d threads, %d uffds",
 	      stats().running, odpx_threads(), uffds());
 
@@ -168,7 +118,7 @@ static int scenario(void *arg)
 	CHECK(reg(dom, p) == 3, "after fork the parent's cache missed a remap");
 
 	CHECK(fi_close(&dom->fid) == 0 && fi_close(&fab->fid) == 0, "fi_close");
-	CHECK(threads_are(0) && uffds() == 0 && !stats().running && stats().subscriptions == 0,
+	CHECK(threads_are(0, 20) && uffds() == 0 && !stats().running && stats().subscriptions == 0,
 	      "after the domain and fabric closed: %d odpx threads, %d uffds, running %u, %llu "
 	      "subscriptions", odpx_threads(), uffds(), stats().running,
 	      (unsigned long long)stats().subscriptions);

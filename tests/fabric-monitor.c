@@ -212,57 +212,6 @@ static int refused(void *arg)
 	return 0;
 }
 
-static int odpx_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	while (d && (e = readdir(d))) {
-		char p[300], comm[32] = "";
-		FILE *f;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
-		if (e->d_name[0] == '.' || !(f = fopen(p, "r")))
-			continue;
-		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "odpx-", 5))
-			n++;
-		fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
-/* the threads name themselves once they run: wait for @n, 10 s at most */
-static bool threads_are(int n)
-{
-	double end = now_s() + 10;
-
-	while (odpx_threads() != n) {
-		if (now_s() > end)
-			return false;
-		usleep(1000);
-	}
-	return true;
-}
-
-static int uffds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	while (d && (e = readdir(d))) {
-		char p[300], t[64] = "";
-		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
-		if (readlink(p, t, sizeof(t) - 1) > 0 && strstr(t, "userfaultfd"))
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
 /* fork: the child trusts nothing it inherited and hangs on nothing; then stop and close. */
 static int fork_stop(void *arg)
 {
@@ -274,7 +223,7 @@ static int fork_stop(void *arg)
 	import();
 	p = map(NULL, 0);
 	CHECK_RC(sub(p, LEN), 0);
-	CHECK(threads_are(2) && uffds() == 1, "running: %d odpx threads, %d uffds",
+	CHECK(threads_are(2, 10) && uffds() == 1, "running: %d odpx threads, %d uffds",
 	      odpx_threads(), uffds());
 	fflush(stdout);
 	pid = fork();

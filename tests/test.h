@@ -180,6 +180,61 @@ static inline unsigned count_fds(void)
 	return n - 1;
 }
 
+/* The process's odpx threads (they name themselves "odpx-..." once they run). */
+static inline int odpx_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d))) {
+		char p[300], comm[32] = "";
+		FILE *f;
+
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		if (e->d_name[0] == '.' || !(f = fopen(p, "r")))
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "odpx-", 5))
+			n++;
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Wait for @n odpx threads, @secs at most. */
+static inline bool threads_are(int n, double secs)
+{
+	double end = now_s() + secs;
+
+	while (odpx_threads() != n) {
+		if (now_s() > end)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+/* The process's userfaultfd descriptors. */
+static inline int uffds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d))) {
+		char p[300], t[64] = "";
+
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		if (readlink(p, t, sizeof(t) - 1) > 0 && strstr(t, "userfaultfd"))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 static inline void *map_anon(void *at, size_t len)
 {
 	void *p = mmap(at, len, PROT_READ | PROT_WRITE,
