@@ -355,6 +355,9 @@ static struct {
 	uint32_t fork_gen;
 	struct found fd;
 	uint64_t no_limit_until, events, next_ns;
+	/* the last full reading under a limit, for memcg_headroom_atleast() */
+	struct memcg_view last;
+	uint64_t last_until, last_pinned;
 } live = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
@@ -368,7 +371,6 @@ static _Atomic uint32_t unlimited_gen;
 bool memcg_unlimited(void)
 {
 	uint64_t until = atomic_load_explicit(&unlimited_until, memory_order_acquire);
-
 	struct timespec ts;
 
 	if (!until || atomic_load_explicit(&unlimited_gen, memory_order_relaxed) !=
@@ -390,6 +392,7 @@ static int live_find_locked(void)
 		return 0;
 	live.fork_gen = gen;
 	live.no_limit_until = 0;
+	live.last_until = 0;
 	live.events = UINT64_MAX;	/* no look yet */
 	live.next_ns = 0;
 	if ((r = find(&live_roots, &live.fd)) < 0)
@@ -415,9 +418,23 @@ int memcg_headroom_atleast(uint64_t pinned, uint64_t enough, uint64_t *bytes,
 		v->limit_bytes = v->headroom_bytes = NO_LIMIT;
 		if (!live.fd.version)
 			live.no_limit_until = now + MEMCG_LIMITS_MS * 1000000ULL;
-	} else if (r == 0 && (r = read_found(&live_roots, &live.fd, pinned, enough, v)) == 0 &&
-		   v->limit_bytes == NO_LIMIT) {
-		live.no_limit_until = now + MEMCG_LIMITS_MS * 1000000ULL;
+	} else if (r == 0 && enough != UINT64_MAX && now < live.last_until &&
+		   live.last.headroom_bytes >= enough +
+			(pinned > live.last_pinned ? pinned - live.last_pinned : 0)) {
+		/*
+		 * The last reading, less its own pins since, still leaves enough: no
+		 * file is read.  What the application charged meanwhile (at most
+		 * MEMCG_REUSE_MS of it) is what the margin is for.
+		 */
+		*v = live.last;
+		v->headroom_bytes -= pinned > live.last_pinned ? pinned - live.last_pinned : 0;
+	} else if (r == 0 && (r = read_found(&live_roots, &live.fd, pinned, enough, v)) == 0) {
+		if (v->limit_bytes == NO_LIMIT)
+			live.no_limit_until = now + MEMCG_LIMITS_MS * 1000000ULL;
+		/* a cheap reading's headroom is a lower bound (usage for unreclaimable): kept too */
+		live.last_until = v->limit_bytes != NO_LIMIT ? now + MEMCG_REUSE_MS * 1000000ULL : 0;
+		live.last = *v;
+		live.last_pinned = pinned;
 	}
 	atomic_store_explicit(&unlimited_gen, live.fork_gen, memory_order_relaxed);
 	atomic_store_explicit(&unlimited_until, r == 0 && v->limit_bytes == NO_LIMIT ?

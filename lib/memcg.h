@@ -41,6 +41,7 @@
 #define MEMCG_MARGIN_SHIFT 3		/* margin: limit >> 3, at least the above */
 #define MEMCG_PRESSURE_MS 100		/* memcg_pressure() reads at most this often */
 #define MEMCG_LIMITS_MS 100		/* the limits are read again after this */
+#define MEMCG_REUSE_MS 10		/* a full reading's headroom serves pins this long */
 #define MEMCG_LEVELS 16			/* levels looked at, the process's first */
 
 /* What one reading found, for the reason text and the tests. */
