@@ -103,17 +103,19 @@ ODPX_EXPORT const char *odpx_mode_str(enum odpx_mode m)
 	return (unsigned)m < ODPX_MODE_RESERVED ? names[m] : "invalid";
 }
 
-/* The lock order: the context list, the engine, the monitor, the segments' list. */
+/* The lock order: the context list, the engine, the monitor, the segments' list, memcg's. */
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&ctx_list_lock);
 	engine_atfork_prepare();
 	monitor_atfork_prepare();
 	stats_atfork_prepare();
+	memcg_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
+	memcg_atfork_done();
 	stats_atfork_parent();
 	monitor_atfork_parent();
 	engine_atfork_done();
@@ -127,6 +129,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	atomic_fetch_add(&odpx_fork_gen, 1);
+	memcg_atfork_done();
 	monitor_atfork_child();
 	engine_atfork_done();
 	for (struct odpx_ctx *c = ctx_list; c; c = c->list_next) {
@@ -647,11 +650,12 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
-	/* a hybrid context's pinned registrations are entries of its pin cache */
-	if (ctx->pin_part && (e = handle_entry(ctx->pin_part, mr)))
-		return cache_dereg(ctx->pin_part, e);
-	if (unlikely(!(e = handle_entry(ctx, mr))))
+	if (unlikely(!(e = handle_entry(ctx, mr)))) {
+		/* a hybrid context's pinned registrations are entries of its pin cache */
+		if (ctx->pin_part && (e = handle_entry(ctx->pin_part, mr)))
+			return cache_dereg(ctx->pin_part, e);
 		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
+	}
 	return ctx->be->dereg ? ctx->be->dereg(ctx, e) : cache_dereg(ctx, e);
 }
 

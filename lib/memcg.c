@@ -499,6 +499,22 @@ bool memcg_pressure(uint64_t pinned)
 	return rose || room == 0;
 }
 
+/*
+ * fork: a thread in the middle of a reading holds live.lock, which the
+ * child's first open (memcg_forget()) would wait for forever.  The lock is
+ * taken last in ctx.c's prepare (no holder of it takes another lock) and
+ * given back on both sides.
+ */
+void memcg_atfork_prepare(void)
+{
+	pthread_mutex_lock(&live.lock);
+}
+
+void memcg_atfork_done(void)
+{
+	pthread_mutex_unlock(&live.lock);
+}
+
 void memcg_forget(void)
 {
 	pthread_mutex_lock(&live.lock);

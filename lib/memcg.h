@@ -81,6 +81,10 @@ int memcg_headroom(uint64_t pinned, uint64_t *bytes, struct memcg_view *v);
 /* Lock-free: the last reading, less than MEMCG_LIMITS_MS ago, found no limit. */
 bool memcg_unlimited(void);
 
+/* ctx.c's fork handlers: the memcg lock across fork() */
+void memcg_atfork_prepare(void);
+void memcg_atfork_done(void);	/* parent and child */
+
 /*
  * memcg_headroom_atleast - memcg_headroom(), but where each level's limit
  * less its margin and its whole usage leaves @enough bytes, the page
