@@ -623,6 +623,16 @@ static inline void pre_conformance(const struct pre_conf_prog *progs, size_t n)
 
 			pre_conf_pair(c, p, (int)(m * n + i), &d, sout, cout, sizeof(sout),
 				      c->mode ? ref[i] : NULL, &r);
+			/*
+			 * The native run is the reference, not what is tested: one that failed
+			 * and was not expected to (UD multicast loses datagrams on a loaded
+			 * host, and mckey then waits for them until killed) runs once more.
+			 */
+			if (!c->mode && !r.ok && !p->native_fails) {
+				printf("%s (native): %s; once more\n", p->name, r.why);
+				pre_conf_pair(c, p, (int)(m * n + i), &d, sout, cout, sizeof(sout),
+					      NULL, &r);
+			}
 			if (!c->mode)
 				nat[i] = r;
 			if (!c->mode && p->check == PRE_CHECK_PING)
