@@ -173,12 +173,15 @@ static int find(struct prereg_set *p, uintptr_t s, uintptr_t end, uint32_t acces
 
 ODPX_EXPORT int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t access)
 {
-	struct prereg_set *p = &ctx->prereg;
+	struct prereg_set *p;
 	uintptr_t s, end;
 	int r;
 
 	if ((r = check(ctx, addr, len, access, &s, &end)) < 0)
 		return r;
+	if (ctx->pin_part)	/* hybrid: pre-registered regions are pinned, in its pinned part */
+		ctx = ctx->pin_part;
+	p = &ctx->prereg;
 	pthread_mutex_lock(&p->lock);
 	if (find(p, s, end, access) >= 0) {
 		r = odpx_fail(-EEXIST, "%#lx-%#lx is pre-registered already", (unsigned long)s,
@@ -197,12 +200,15 @@ ODPX_EXPORT int odpx_prereg_add(struct odpx_ctx *ctx, void *addr, size_t len, ui
 ODPX_EXPORT int odpx_prereg_release(struct odpx_ctx *ctx, void *addr, size_t len,
 				    uint32_t access)
 {
-	struct prereg_set *p = &ctx->prereg;
+	struct prereg_set *p;
 	uintptr_t s, end;
 	int r, i;
 
 	if ((r = check(ctx, addr, len, access, &s, &end)) < 0)
 		return r;
+	if (ctx->pin_part)
+		ctx = ctx->pin_part;
+	p = &ctx->prereg;
 	pthread_mutex_lock(&p->lock);
 	if ((i = find(p, s, end, access)) < 0) {
 		pthread_mutex_unlock(&p->lock);

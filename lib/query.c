@@ -25,11 +25,14 @@ ODPX_EXPORT int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps)
 		return odpx_fail(-EINVAL, "unknown query bits %#llx",
 				 (unsigned long long)(want & ~(uint64_t)(ODPX_QUERY_RESERVED - 1)));
 	caps->comp_mask = 0;
+	/* hybrid: the pins, their budget, the pre-registered regions and the monitor are its pinned part's */
+	struct odpx_ctx *pc = ctx->pin_part ? ctx->pin_part : ctx;
 	if (want & ODPX_QUERY_LIMITS) {
 		struct rlimit rl;
 
 		caps->limits = ctx->lim;
-		caps->max_pinned_source = ctx->lim_source;
+		caps->limits.max_pinned_bytes = pc->lim.max_pinned_bytes;
+		caps->max_pinned_source = pc->lim_source;
 		caps->idle_ms = ctx->idle_ms;
 		caps->rlimit_memlock = UINT64_MAX;
 		if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
@@ -39,16 +42,19 @@ ODPX_EXPORT int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps)
 	if (want & ODPX_QUERY_USAGE) {
 		pthread_mutex_lock(&ctx->lock);
 		caps->entries = ctx->nentries;
-		caps->pinned_bytes = ctx->pinned_bytes;
 		pthread_mutex_unlock(&ctx->lock);
-		caps->unused_bytes = stats_region_unused(ctx->shards, caps->pinned_bytes);
-		prereg_usage(ctx, &caps->prereg_regions, &caps->prereg_bytes);
+		pthread_mutex_lock(&pc->lock);
+		caps->entries += pc != ctx ? pc->nentries : 0;
+		caps->pinned_bytes = pc->pinned_bytes;
+		pthread_mutex_unlock(&pc->lock);
+		caps->unused_bytes = stats_region_unused(pc->shards, caps->pinned_bytes);
+		prereg_usage(pc, &caps->prereg_regions, &caps->prereg_bytes);
 		caps->comp_mask |= ODPX_QUERY_USAGE;
 	}
 	if ((want & ODPX_QUERY_DEVICE) && ctx->be->query)
 		ctx->be->query(ctx, caps);	/* sets ODPX_QUERY_DEVICE */
-	if ((want & ODPX_QUERY_WATCH) && ctx->cache_enabled &&
-	    atomic_load_explicit(&ctx->sub.attached, ACQ)) {
+	if ((want & ODPX_QUERY_WATCH) && pc->cache_enabled &&
+	    atomic_load_explicit(&pc->sub.attached, ACQ)) {
 		struct monitor_usage u;
 
 		monitor_usage(&u);

@@ -9,6 +9,9 @@
  *   registered again and written: the bytes land in the new pages.  The same rounds on a
  *   context opened ODPX_OPEN_UNSAFE_NO_MONITOR must leave them stale, which shows the check
  *   can fail.
+ * - What odpx_query() and odpx_prereg_add() see of it: the pinned part's budget, pins and
+ *   pre-registered regions; a pre-registered buffer is served pinned past the budget's
+ *   other users and written through its rkey.
  */
 #include "dev-verbs-util.h"
 
@@ -186,6 +189,71 @@ static void invalidation(struct dev *d)
 	}
 }
 
+static struct odpx_caps query(struct odpx_ctx *ctx)
+{
+	struct odpx_caps c = { .comp_mask = ODPX_QUERY_LIMITS | ODPX_QUERY_USAGE | ODPX_QUERY_WATCH };
+	int r = odpx_query(ctx, &c);
+
+	if (r)
+		dev_fail("odpx_query: %s", strerror(-r));
+	if (!(c.comp_mask & ODPX_QUERY_WATCH))
+		dev_fail("odpx_query: no WATCH: the pinned part's monitor is attached after a pin");
+	return c;
+}
+
+static void query_prereg(struct dev *d)
+{
+	struct odpx_ctx *ctx = open_hybrid(d, 0, 2 * LEN);
+	unsigned char *src = dv_map(LEN), *pre = dv_map(LEN), *other = dv_map(LEN);
+	struct odpx_mr *smr = dv_reg(ctx, src, LEN, ACC_LW), *pmr, *omr;
+	struct odpx_caps c = query(ctx);
+	uint64_t pinned0;
+
+	printf("query: max_pinned_bytes %llu, pinned %llu, entries %llu\n",
+	       (unsigned long long)c.limits.max_pinned_bytes, (unsigned long long)c.pinned_bytes,
+	       (unsigned long long)c.entries);
+	if (c.limits.max_pinned_bytes != 2 * LEN || c.pinned_bytes != LEN)
+		dev_fail("odpx_query: max_pinned_bytes %llu and pinned_bytes %llu, want %d and %d "
+			 "(the source buffer, pinned)", (unsigned long long)c.limits.max_pinned_bytes,
+			 (unsigned long long)c.pinned_bytes, 2 * LEN, LEN);
+	memset(pre, 0, LEN);
+	if (odpx_prereg_add(ctx, pre, LEN, ACC_REMOTE))
+		dev_fail("odpx_prereg_add: %s", odpx_last_reason());
+	c = query(ctx);
+	if (c.prereg_regions != 1 || c.prereg_bytes != LEN || c.pinned_bytes != 2 * LEN)
+		dev_fail("after odpx_prereg_add: %llu regions of %llu bytes, %llu pinned; want 1, %d, %d",
+			 (unsigned long long)c.prereg_regions, (unsigned long long)c.prereg_bytes,
+			 (unsigned long long)c.pinned_bytes, LEN, 2 * LEN);
+	pinned0 = dv_stats(ctx).hybrid_pinned;
+	pmr = dv_reg(ctx, pre, LEN, ACC_REMOTE);	/* the region's entry: a pinned hit */
+	if (dv_stats(ctx).hybrid_pinned != pinned0 || dv_stats(ctx).odp_bytes)
+		dev_fail("the pre-registered buffer was not served by its pinned entry");
+	if (!write_check(d, smr, src, pmr, pre, 90, "pre-registered buffer"))
+		dev_fail("pre-registered buffer: data mismatch");
+	/* the budget is full: another buffer is served from ODP */
+	omr = dv_reg(ctx, other, LEN, ACC_REMOTE);
+	if (dv_stats(ctx).hybrid_odp != 1)
+		dev_fail("past the budget, hybrid_odp %llu, want 1",
+			 (unsigned long long)dv_stats(ctx).hybrid_odp);
+	if (!write_check(d, smr, src, omr, other, 91, "ODP buffer beside a pre-registered one"))
+		dev_fail("ODP buffer: data mismatch");
+	dv_dereg(ctx, pmr);
+	dv_dereg(ctx, omr);
+	if (odpx_prereg_release(ctx, pre, LEN, ACC_REMOTE))
+		dev_fail("odpx_prereg_release: %s", odpx_last_reason());
+	if (odpx_prereg_release(ctx, pre, LEN, ACC_REMOTE) != -ENOENT)
+		dev_fail("a second odpx_prereg_release did not return -ENOENT");
+	c = query(ctx);
+	if (c.prereg_regions != 0)
+		dev_fail("after odpx_prereg_release: %llu regions", (unsigned long long)c.prereg_regions);
+	printf("hybrid: odpx_query shows the pinned part; a pre-registered buffer served pinned\n");
+	dv_dereg(ctx, smr);
+	munmap(src, LEN);
+	munmap(pre, LEN);
+	munmap(other, LEN);
+	odpx_close(ctx);
+}
+
 int main(void)
 {
 	struct dev d;
@@ -194,6 +262,7 @@ int main(void)
 	dev_require_odp(&d, IBV_ODP_SUPPORT_WRITE);
 	dev_connect_self(&d);
 	budget(&d);
+	query_prereg(&d);	/* before the DONTNEED rounds: their ranges are not cached for 100 ms */
 	invalidation(&d);
 	dev_close(&d);
 	return 0;
