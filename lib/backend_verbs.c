@@ -674,8 +674,12 @@ static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
 	in->pinned = pc->pinned_bytes + pc->releasing_bytes;
 	pthread_mutex_unlock(&pc->lock);
 	in->budget = pc->lim.max_pinned_bytes;
-	/* the cgroup's bound is the process's: every context's pins count */
-	if (memcg_headroom(ctx_pinned_total(), &in->headroom, NULL) < 0)
+	/*
+	 * The cgroup's bound is the process's: every context's pins count.  Only
+	 * whether in->bytes fits matters, which a cheap reading often tells.
+	 */
+	if (memcg_unlimited() ||
+	    memcg_headroom_atleast(ctx_pinned_total(), in->bytes, &in->headroom, NULL) < 0)
 		in->headroom = UINT64_MAX;
 	in->thrash = odp_thrash(ctx) == ODPX_THRASH_THRASH;
 }
