@@ -7,10 +7,10 @@
 #   bench/odpx-paging-guest.sh OUT [ODPX-PAGING ARGUMENTS...]
 #
 # docs/plots/paging-guest is the full run of docs/paging.md:
-#   bench/odpx-paging-guest.sh docs/plots/paging-guest --region 32M \
+#   bench/odpx-paging-guest.sh docs/plots/paging-guest --region 32M --rounds 5 \
 #       --thrash window_ms=100,mem_refault_rate=100 --require-device
-# The run's length follows the arguments: --samples (latency), --phase-secs (phase), --region
-# (warmup, prefetch), --quick; --only picks experiments.  The guest run's deadline is
+# The run's length follows the arguments: --samples (latency), --phase-secs (phase), --rounds
+# (workingset), --region (warmup, prefetch), --quick; --only picks experiments.  The guest run's deadline is
 # ODPX_VM_TIMEOUT (default here 2400 s: a full run under TCG).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 OUT [ODPX-PAGING ARGUMENTS...]" >&2; exit 2; }

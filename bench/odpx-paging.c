@@ -24,7 +24,8 @@
  *              mode) and hybrid: throughput, the cgroup's refaults and major
  *              faults, the thrash callback's states, what the registration
  *              returned, and whether the cgroup OOMs (dev-paging-ws.h has the
- *              sweep and the cgroup).
+ *              sweep and the cgroup); the three modes interleaved at each point,
+ *              --rounds times, each mode's median reported.
  *   phase      (device, as root) per mode, a working set of M/4, 2M, M/4 in
  *              a cgroup of memory.max M, a registration per chunk: a timeline
  *              of throughput, the detector's state and the pinned bytes.
@@ -52,6 +53,7 @@ struct report {
 	unsigned lat_samples;	/* --samples: transfers per latency row */
 	bool lat_spin;		/* --latency-wait poll: spin on the CQ, never sleep */
 	double phase_s;		/* --phase-secs: each phase of the phase experiment */
+	unsigned ws_rounds;	/* --rounds: of each workingset point (0: 3, --quick 1) */
 	char args[512];		/* the options, for index.md */
 	uint64_t seed;
 	char skipped[1024];	/* "name: why; ..." */
@@ -933,7 +935,14 @@ static bool wait_or_kill(pid_t pid, int *st, double secs)
 }
 
 /* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
-static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, double *mb_s)
+/* What one point gave: workingset.tsv's columns; mb_s < 0 where it did not run to its end. */
+struct ws_res {
+	double mb_s, refault_s, majflt_s;
+	int state, code;
+};
+
+static bool ws_point(enum ws_variant v, double ratio, double secs, unsigned round,
+		     struct ws_res *res)
 {
 	const char *variant = ws_variant_names[v];
 	size_t bytes = (size_t)((double)R.memory_max * ratio) / WS_CHUNK * WS_CHUNK;
@@ -1006,24 +1015,24 @@ static bool ws_point(FILE *tsv, enum ws_variant v, double ratio, double secs, do
 		R.failed++;
 	}
 	bool done = code == WS_OK || code == WS_FALLBACK;
-	*mb_s = done ? pt->mb_s : -1;
-	fprintf(R.nd, "{\"exp\":\"workingset\",\"variant\":\"%s\",\"mode\":\"%s\",\"memory_max_mib\":%.1f,"
-		"\"ws_mib\":%.1f,\"ws_ratio\":%.3f,\"secs\":%.3f,\"mb_s\":%.2f,\"transfers\":%lu,"
+	*res = (struct ws_res){ done ? pt->mb_s : -1, pt->refault_s, pt->majflt_s,
+				done ? pt->last : -1, code };
+	fprintf(R.nd, "{\"exp\":\"workingset\",\"variant\":\"%s\",\"mode\":\"%s\",\"round\":%u,"
+		"\"memory_max_mib\":%.1f,\"ws_mib\":%.1f,\"ws_ratio\":%.3f,\"secs\":%.3f,\"mb_s\":%.2f,\"transfers\":%lu,"
 		"\"refaults\":%lu,\"pgmajfault\":%lu,\"refault_s\":%.1f,\"majflt_s\":%.1f,"
 		"\"state\":\"%s\",\"worst_state\":\"%s\",\"state_changes\":%d,\"memory_events_max\":%" PRId64
 		",\"oom_kill\":%" PRId64 ",\"registration\":\"%s\",\"direct_regs\":%" PRIu64
 		",\"pin_failures\":%" PRIu64 ",\"odp_mrs\":%" PRIu64 ",\"pinned_bytes\":%" PRIu64
 		",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64 ",\"hybrid_odp\":%" PRIu64
 		",\"memcg_refusals\":%" PRIu64 ",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
-		(double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
+		round, (double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
 		(unsigned long)pt->transfers, (unsigned long)pt->refaults, (unsigned long)pt->majflts,
 		pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last), state_name((uint64_t)pt->worst),
 		pt->events, max_hit, oom, reg, pt->direct_regs, pt->pin_failures, pt->odp_mrs,
 		pt->pinned_bytes, pt->odp_bytes, pt->hybrid_pinned, pt->hybrid_odp,
 		pt->memcg_refusals, done ? "true" : "false", outcome);
-	fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d\n", (int)v, ratio, (double)bytes / MiB,
-		pt->mb_s, pt->refault_s, pt->majflt_s, done ? pt->last : -1, (int)code);
-	printf("# workingset %-6s %6.1f MiB (%.2f M): %s", variant, (double)bytes / MiB, ratio, outcome);
+	printf("# workingset %-6s %6.1f MiB (%.2f M, round %u): %s", variant, (double)bytes / MiB,
+	       ratio, round + 1, outcome);
 	if (done)
 		printf(", %.1f MB/s, %.0f refaults/s, %.0f major faults/s, %s (worst %s)", pt->mb_s,
 		       pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last),
@@ -1050,11 +1059,37 @@ static const char *ws_unavailable(char *why, size_t len)
 	return NULL;
 }
 
+/* The round of @r[0, n) whose MB/s is the median (the lower of the middle two). */
+static const struct ws_res *ws_median(const struct ws_res *r, unsigned n)
+{
+	const struct ws_res *m = &r[0];
+
+	for (unsigned i = 0; i < n; i++) {
+		unsigned below = 0, same = 0;
+
+		for (unsigned j = 0; j < n; j++) {
+			below += r[j].mb_s < r[i].mb_s;
+			same += r[j].mb_s == r[i].mb_s && j < i;
+		}
+		if (below + same == (n - 1) / 2)
+			m = &r[i];
+	}
+	return m;
+}
+
+/*
+ * Each point runs the three modes one after the other, each in its own child and cgroup,
+ * in an order that rotates with the point and the round, and again for each round: a
+ * mode's figure is the median of its rounds, so that a host's slow minute lands on every
+ * mode alike.  A point counts as run only where every round of it ran to its end.
+ */
 static void exp_workingset(void)
 {
 	static const double ratios[] = { 0.25, 0.5, 1, 2, 4 };
-	const size_t nr = sizeof(ratios) / sizeof(ratios[0]);
-	double secs = R.quick ? 1.0 : 4.0, mb[WS_NVARIANTS][sizeof(ratios) / sizeof(ratios[0])];
+	enum { NR = sizeof(ratios) / sizeof(ratios[0]), MAX_ROUNDS = 9 };
+	unsigned rounds = R.ws_rounds ? R.ws_rounds : R.quick ? 1 : 3;
+	double secs = R.quick ? 1.0 : 4.0, mb[WS_NVARIANTS][NR];
+	static struct ws_res res[WS_NVARIANTS][NR][MAX_ROUNDS];
 	char why[PATH_MAX + 160];
 	FILE *tsv;
 
@@ -1066,33 +1101,66 @@ static void exp_workingset(void)
 			 -1, 0);
 	if (ws_shared == MAP_FAILED)
 		DIE("mmap: %s", strerror(errno));
-	tsv = open_in("workingset.tsv");
-	fprintf(tsv, "# variant ws_ratio ws_mib mb_s refault_s majflt_s state outcome"
-		" (variant: 0 explicit ODP, 1 pinned, 2 hybrid; outcome: 0 ok, 1 registration failed,"
-		" 2 OOM-killed, 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled;"
-		" memory.max %.0f MiB)\n", (double)R.memory_max / MiB);
-	for (int v = 0; v < WS_NVARIANTS; v++) {
-		for (size_t i = 0; i < nr; i++)
-			if (!ws_point(tsv, (enum ws_variant)v, ratios[i], secs, &mb[v][i])) {
-				fclose(tsv);
+	for (unsigned i = 0; i < NR; i++)
+		for (unsigned k = 0; k < rounds * WS_NVARIANTS; k++) {
+			unsigned round = k / WS_NVARIANTS, v = (k + round + i) % WS_NVARIANTS;
+
+			if (!ws_point((enum ws_variant)v, ratios[i], secs, round, &res[v][i][round])) {
 				skip("workingset", "no usable RDMA device (loopback GID or ODP missing: see above)");
+				munmap(ws_shared, sizeof(*ws_shared));
 				return;
 			}
+		}
+	tsv = open_in("workingset.tsv");
+	fprintf(tsv, "# variant ws_ratio ws_mib mb_s refault_s majflt_s state outcome mb_min mb_max"
+		" (variant: 0 explicit ODP, 1 pinned, 2 hybrid; outcome: 0 ok, 1 registration failed,"
+		" 2 OOM-killed, 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled;"
+		" the median of %u rounds, the least and most MB/s of them; memory.max %.0f MiB)\n",
+		rounds, (double)R.memory_max / MiB);
+	for (int v = 0; v < WS_NVARIANTS; v++) {
+		for (unsigned i = 0; i < NR; i++) {
+			const struct ws_res *r = res[v][i], *m = ws_median(r, rounds);
+			double lo = r[0].mb_s, hi = r[0].mb_s;
+
+			for (unsigned k = 0; k < rounds; k++) {
+				lo = r[k].mb_s < lo ? r[k].mb_s : lo;
+				hi = r[k].mb_s > hi ? r[k].mb_s : hi;
+				if (r[k].mb_s < 0)	/* one round that did not run: the point did not */
+					m = &r[k];
+			}
+			mb[v][i] = m->mb_s;
+			fprintf(tsv, "%d %.3f %.1f %.2f %.1f %.1f %d %d %.2f %.2f\n", v, ratios[i],
+				(double)((size_t)((double)R.memory_max * ratios[i]) / WS_CHUNK * WS_CHUNK) / MiB,
+				m->mb_s, m->refault_s, m->majflt_s, m->state, m->code, lo, hi);
+		}
 		fprintf(tsv, "\n\n");	/* a gnuplot data block per variant */
 	}
 	fclose(tsv);
 	/* hybrid against the better of the other two at each point (-1: did not run; null) */
-	for (size_t i = 0; i < nr; i++) {
+	for (unsigned i = 0; i < NR; i++) {
 		double best = mb[WS_ODP][i] > mb[WS_PINNED][i] ? mb[WS_ODP][i] : mb[WS_PINNED][i];
-		char vs[32] = "null";
+		char vs[32] = "null", each[MAX_ROUNDS * 8 + 2] = "";
+
 		if (best > 0 && mb[WS_HYBRID][i] >= 0)
 			snprintf(vs, sizeof(vs), "%.3f", mb[WS_HYBRID][i] / best);
+		/* and round by round, each against the others of its own round */
+		for (unsigned k = 0; k < rounds; k++) {
+			double b = res[WS_ODP][i][k].mb_s > res[WS_PINNED][i][k].mb_s ?
+				   res[WS_ODP][i][k].mb_s : res[WS_PINNED][i][k].mb_s;
+			double h = res[WS_HYBRID][i][k].mb_s;
+
+			snprintf(each + strlen(each), sizeof(each) - strlen(each), "%s%s", k ? "," : "",
+				 b > 0 && h >= 0 ? "" : "null");
+			if (b > 0 && h >= 0)
+				snprintf(each + strlen(each), sizeof(each) - strlen(each), "%.3f", h / b);
+		}
 		fprintf(R.nd, "{\"exp\":\"workingset\",\"summary\":true,\"ws_ratio\":%.3f,"
-			"\"odp_mb_s\":%.2f,\"pinned_mb_s\":%.2f,\"hybrid_mb_s\":%.2f,"
-			"\"hybrid_vs_best\":%s}\n", ratios[i], mb[WS_ODP][i], mb[WS_PINNED][i],
-			mb[WS_HYBRID][i], vs);
-		printf("# workingset %.2f M: hybrid against the better of pinned and ODP: %s\n",
-		       ratios[i], strcmp(vs, "null") ? vs : "hybrid or both others did not run");
+			"\"rounds\":%u,\"odp_mb_s\":%.2f,\"pinned_mb_s\":%.2f,\"hybrid_mb_s\":%.2f,"
+			"\"hybrid_vs_best\":%s,\"hybrid_vs_best_each_round\":[%s]}\n", ratios[i], rounds,
+			mb[WS_ODP][i], mb[WS_PINNED][i], mb[WS_HYBRID][i], vs, each);
+		printf("# workingset %.2f M: hybrid against the better of pinned and ODP (medians of %u "
+		       "rounds): %s; round by round: %s\n", ratios[i], rounds,
+		       strcmp(vs, "null") ? vs : "hybrid or both others did not run", each);
 	}
 	munmap(ws_shared, sizeof(*ws_shared));
 	ran("workingset");
@@ -1681,7 +1749,7 @@ static void usage(FILE *f, const char *prog)
 {
 	fprintf(f, "usage: %s [--quick] [--out DIR] [--only EXP[,EXP]] [--seed N] [--no-plots]\n"
 		"       [--cgroup DIR] [--memory-max SIZE] [--region SIZE] [--thrash SPEC] [--samples N]\n"
-		"       [--latency-wait sleep|poll] [--phase-secs S] [--require-device]\n"
+		"       [--latency-wait sleep|poll] [--phase-secs S] [--rounds N] [--require-device]\n"
 		"  EXP: pincache, timeline, warmup, prefetch, latency, workingset, phase;\n"
 		"       memtrace (only by name)\n", prog);
 }
@@ -1695,7 +1763,7 @@ int main(int argc, char **argv)
 		{ "cgroup", required_argument, NULL, 'c' }, { "memory-max", required_argument, NULL, 'm' },
 		{ "region", required_argument, NULL, 'r' }, { "thrash", required_argument, NULL, 't' },
 		{ "samples", required_argument, NULL, 'S' }, { "latency-wait", required_argument, NULL, 'W' },
-		{ "phase-secs", required_argument, NULL, 'P' },
+		{ "phase-secs", required_argument, NULL, 'P' }, { "rounds", required_argument, NULL, 'R' },
 		{ "require-device", no_argument, NULL, 'D' },
 		{ 0 },
 	};
@@ -1736,6 +1804,14 @@ int main(int argc, char **argv)
 				return fprintf(stderr, "--latency-wait %s: poll or sleep\n", optarg), 2;
 			R.lat_spin = !strcmp(optarg, "poll");
 			break;
+		case 'R': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v < 1 || v > 9)
+				return fprintf(stderr, "--rounds %s: 1 to 9\n", optarg), 2;
+			R.ws_rounds = (unsigned)v;
+			break;
+		}
 		case 'P':
 			if ((R.phase_s = strtod(optarg, NULL)) < 1 || R.phase_s > 3600)
 				return fprintf(stderr, "--phase-secs %s: 1 to 3600\n", optarg), 2;

@@ -134,8 +134,9 @@ if (exists_file(f)) {
 
 # workingset.tsv: block 0 explicit ODP, block 1 pinned, block 2 hybrid; columns variant ws_ratio
 # ws_mib mb_s refault_s majflt_s state outcome (0 ok, 1 registration failed, 2 OOM-killed,
-# 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled).  A point that did not run is drawn at
-# the bottom as a cross, labelled with its outcome.
+# 3 failed, 4 mode not available, 5 ok, served direct, 6 stalled) mb_min mb_max: the median
+# round and the range of the rounds, drawn as error bars.  A point that did not run is drawn
+# at the bottom as a cross, labelled with its outcome.
 f = dir . "/workingset.tsv"
 if (exists_file(f)) {
 	set output dir . "/workingset.png"
@@ -153,6 +154,9 @@ if (exists_file(f)) {
 	plot f index 0 using 2:(ran($8) ? $4 : 1/0):(state_rgb($7)) with linespoints pt 7 ps 1.8 lc rgb variable title "explicit ODP MB/s", \
 	     f index 1 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 5 ps 1.5 lc rgb "#1f77b4" title "pinned MB/s", \
 	     f index 2 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 9 ps 1.8 lw 2 lc rgb "#9467bd" title "hybrid MB/s", \
+	     f index 0 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 0 lc rgb "#2ca02c" notitle, \
+	     f index 1 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 0 lc rgb "#1f77b4" notitle, \
+	     f index 2 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 0 lc rgb "#9467bd" notitle, \
 	     f index 1 using 2:(!ran($8) ? 0 : 1/0) with points pt 2 ps 2.5 lw 2 lc rgb "#1f77b4" title "pinned: did not run", \
 	     f index 1 using 2:(!ran($8) ? 0 : 1/0):(outcome($8)) with labels rotate by 90 left offset -1,1.5 notitle, \
 	     f index 2 using 2:(!ran($8) ? 0 : 1/0) with points pt 3 ps 2.5 lw 2 lc rgb "#9467bd" title "hybrid: did not run", \
