@@ -140,7 +140,7 @@ if (exists_file(f)) {
 f = dir . "/workingset.tsv"
 if (exists_file(f)) {
 	set output dir . "/workingset.png"
-	set title title . " working set against memory.max (cgroup v2, swap): RDMA WRITE+READ of 64 KiB, bytes checked\nODP point colour: the thrash callback's last state"
+	set title title . " working set against memory.max (cgroup v2, swap): RDMA WRITE+READ of 64 KiB, bytes checked\nthe median of the rounds, bars: their range; ODP point colour: the thrash callback's last state"
 	set logscale x 2
 	set xrange [0.2:5]
 	set xlabel "working set / memory.max"
@@ -154,9 +154,9 @@ if (exists_file(f)) {
 	plot f index 0 using 2:(ran($8) ? $4 : 1/0):(state_rgb($7)) with linespoints pt 7 ps 1.8 lc rgb variable title "explicit ODP MB/s", \
 	     f index 1 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 5 ps 1.5 lc rgb "#1f77b4" title "pinned MB/s", \
 	     f index 2 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 9 ps 1.8 lw 2 lc rgb "#9467bd" title "hybrid MB/s", \
-	     f index 0 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 0 lc rgb "#2ca02c" notitle, \
-	     f index 1 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 0 lc rgb "#1f77b4" notitle, \
-	     f index 2 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 0 lc rgb "#9467bd" notitle, \
+	     f index 0 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 7 ps 0 lc rgb "#2ca02c" notitle, \
+	     f index 1 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 7 ps 0 lc rgb "#1f77b4" notitle, \
+	     f index 2 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 7 ps 0 lc rgb "#9467bd" notitle, \
 	     f index 1 using 2:(!ran($8) ? 0 : 1/0) with points pt 2 ps 2.5 lw 2 lc rgb "#1f77b4" title "pinned: did not run", \
 	     f index 1 using 2:(!ran($8) ? 0 : 1/0):(outcome($8)) with labels rotate by 90 left offset -1,1.5 notitle, \
 	     f index 2 using 2:(!ran($8) ? 0 : 1/0) with points pt 3 ps 2.5 lw 2 lc rgb "#9467bd" title "hybrid: did not run", \
