@@ -672,6 +672,8 @@ static void hybrid_inputs(struct odpx_ctx *ctx, struct hybrid_in *in)
 
 	pthread_mutex_lock(&pc->lock);
 	in->pinned = pc->pinned_bytes + pc->releasing_bytes;
+	in->churn = pc->memcg_release_ns &&
+		    odpx_now_ns() - pc->memcg_release_ns < HYBRID_CHURN_MS * 1000000ULL;
 	pthread_mutex_unlock(&pc->lock);
 	in->budget = pc->lim.max_pinned_bytes;
 	/*

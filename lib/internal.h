@@ -201,6 +201,7 @@ struct odpx_ctx {
 	uint64_t nentries, pinned_bytes;	/* cached + direct, incl. reserved */
 	/* evicted, not yet unpinned: charged to every miss but the evicting one (reserve.c) */
 	uint64_t releasing_bytes, releasing_entries;
+	uint64_t memcg_release_ns;	/* the last release of unused pins for the cgroup */
 	/* ranges evicted lately, for the thrash detector (reserve.c; ctx->lock) */
 	struct evicted_rec {
 		uintptr_t start;	/* 0: empty */

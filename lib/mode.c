@@ -136,7 +136,7 @@ enum hybrid_place hybrid_place(const struct hybrid_in *in)
 	bool fits = in->bytes <= in->budget &&
 		    in->pinned <= in->budget - in->bytes && in->bytes <= in->headroom;
 
-	if (!fits)
+	if (!fits || in->churn)
 		return HYB_ODP;
 	if (!in->odp_serves)
 		return HYB_PIN;

@@ -69,12 +69,14 @@ int mode_decide(const struct mode_caps *c, const struct mode_request *rq,
  * @headroom: the bytes the memory cgroup lets be pinned beyond what is
  * pinned now (memcg.h:memcg_headroom(); UINT64_MAX: no limit);
  * @odp_serves: an ODP MR already holds the range; @thrash: the detector says
- * THRASH for the context's ODP part.
+ * THRASH for the context's ODP part; @churn: the pinned part released unused
+ * pins for the memory cgroup within HYBRID_CHURN_MS.
  */
 struct hybrid_in {
 	uint64_t bytes, pinned, budget, headroom;
-	bool odp_serves, thrash;
+	bool odp_serves, thrash, churn;
 };
+#define HYBRID_CHURN_MS 1000
 
 enum hybrid_place {
 	HYB_PIN,	/* pin it: it fits the budget and leaves headroom */
@@ -89,6 +91,10 @@ enum hybrid_place {
  * with its OOM killer.  A range an ODP MR
  * already serves stays there while ODP does not thrash: re-registering it
  * pinned costs a registration and buys only the faults ODP is not taking.
+ * While the cgroup takes back unused pins (@churn) nothing new is pinned:
+ * the headroom counts the cold part of the cgroup as room, but a pin made
+ * now would be released before it is used again, and a pin and its release
+ * cost more than the device's faults on an ODP MR.
  */
 enum hybrid_place hybrid_place(const struct hybrid_in *in);
 

@@ -20,27 +20,30 @@
 /*
  * Hybrid's placement (hybrid_place()): budget 64 MiB, each row a request of
  * @bytes with @pinned held, the cgroup's headroom, whether an
- * ODP MR holds the range and whether ODP thrashes.
+ * ODP MR holds the range, whether ODP thrashes and whether the cgroup took
+ * unused pins back lately.
  */
 #define MB (1ULL << 20)
 static const struct hyb_row {
 	uint64_t bytes, pinned, headroom;
-	bool odp_serves, thrash;
+	bool odp_serves, thrash, churn;
 	enum hybrid_place want;
 	const char *what;
 } hyb_rows[] = {
-	{ 4 * MB, 0, UINT64_MAX, false, false, HYB_PIN, "fits an empty budget" },
-	{ 4 * MB, 60 * MB, UINT64_MAX, false, false, HYB_PIN, "fills the budget exactly" },
-	{ 4 * MB, 61 * MB, UINT64_MAX, false, false, HYB_ODP, "one page past the budget" },
-	{ 65 * MB, 0, UINT64_MAX, false, false, HYB_ODP, "larger than the budget" },
-	{ 4 * MB, UINT64_MAX - MB, UINT64_MAX, false, false, HYB_ODP, "pinned near 2^64: no wrap" },
-	{ 4 * MB, 0, 4 * MB, false, false, HYB_PIN, "fills the headroom exactly" },
-	{ 4 * MB, 0, 4 * MB - 4096, false, false, HYB_ODP, "a page past the headroom" },
-	{ 4 * MB, 0, 0, false, false, HYB_ODP, "no headroom" },
-	{ 4 * MB, 0, UINT64_MAX, true, false, HYB_ODP, "ODP serves it, no thrash: stays" },
-	{ 4 * MB, 0, UINT64_MAX, true, true, HYB_TO_PIN, "ODP thrashes and it fits: moves" },
-	{ 4 * MB, 62 * MB, UINT64_MAX, true, true, HYB_ODP, "ODP thrashes, no room: stays" },
-	{ 4 * MB, 0, 2 * MB, true, true, HYB_ODP, "ODP thrashes, no headroom: stays" },
+	{ 4 * MB, 0, UINT64_MAX, false, false, false, HYB_PIN, "fits an empty budget" },
+	{ 4 * MB, 60 * MB, UINT64_MAX, false, false, false, HYB_PIN, "fills the budget exactly" },
+	{ 4 * MB, 61 * MB, UINT64_MAX, false, false, false, HYB_ODP, "one page past the budget" },
+	{ 65 * MB, 0, UINT64_MAX, false, false, false, HYB_ODP, "larger than the budget" },
+	{ 4 * MB, UINT64_MAX - MB, UINT64_MAX, false, false, false, HYB_ODP, "pinned near 2^64: no wrap" },
+	{ 4 * MB, 0, 4 * MB, false, false, false, HYB_PIN, "fills the headroom exactly" },
+	{ 4 * MB, 0, 4 * MB - 4096, false, false, false, HYB_ODP, "a page past the headroom" },
+	{ 4 * MB, 0, 0, false, false, false, HYB_ODP, "no headroom" },
+	{ 4 * MB, 0, UINT64_MAX, true, false, false, HYB_ODP, "ODP serves it, no thrash: stays" },
+	{ 4 * MB, 0, UINT64_MAX, true, true, false, HYB_TO_PIN, "ODP thrashes and it fits: moves" },
+	{ 4 * MB, 62 * MB, UINT64_MAX, true, true, false, HYB_ODP, "ODP thrashes, no room: stays" },
+	{ 4 * MB, 0, 2 * MB, true, true, false, HYB_ODP, "ODP thrashes, no headroom: stays" },
+	{ 4 * MB, 0, UINT64_MAX, false, false, true, HYB_ODP, "fits, but the cgroup takes pins back" },
+	{ 4 * MB, 0, UINT64_MAX, true, true, true, HYB_ODP, "ODP thrashes, the cgroup takes pins back: stays" },
 };
 
 static void hybrid_rows(void)
@@ -48,7 +51,8 @@ static void hybrid_rows(void)
 	for (size_t i = 0; i < sizeof(hyb_rows) / sizeof(hyb_rows[0]); i++) {
 		const struct hyb_row *w = &hyb_rows[i];
 		struct hybrid_in in = { .bytes = w->bytes, .pinned = w->pinned, .budget = 64 * MB,
-					.headroom = w->headroom, .odp_serves = w->odp_serves, .thrash = w->thrash };
+					.headroom = w->headroom, .odp_serves = w->odp_serves, .thrash = w->thrash,
+					.churn = w->churn };
 		enum hybrid_place got = hybrid_place(&in);
 
 		CHECK(got == w->want, "hybrid row %zu (%s): %d, want %d", i, w->what, got, w->want);
