@@ -934,13 +934,13 @@ static bool wait_or_kill(pid_t pid, int *st, double secs)
 	}
 }
 
-/* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
 /* What one point gave: workingset.tsv's columns; mb_s < 0 where it did not run to its end. */
 struct ws_res {
 	double mb_s, refault_s, majflt_s;
 	int state, code;
 };
 
+/* One point: a fresh cgroup, a child in it, what became of it.  false: no device (77). */
 static bool ws_point(enum ws_variant v, double ratio, double secs, unsigned round,
 		     struct ws_res *res)
 {

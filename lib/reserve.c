@@ -539,14 +539,12 @@ uint64_t cache_release_unused(struct odpx_ctx *ctx, uint64_t bytes)
 	/* make_room() stops once pinned + others' releasing bytes are within the bound */
 	held = ctx->pinned_bytes + ctx->releasing_bytes;
 	make_room(ctx, UINT64_MAX, bytes >= held ? 0 : held - bytes, 0, &rv, false, NULL);
+	if (rv.victim_bytes)
+		ctx->memcg_release_ns = odpx_now_ns();	/* hybrid pins nothing new for a while */
 	pthread_mutex_unlock(&ctx->lock);
 	free_victims(ctx, rv.victims, 0);
-	if (rv.victim_bytes) {
+	if (rv.victim_bytes)
 		STAT_ADD(ctx, memcg_released, rv.victim_bytes);
-		pthread_mutex_lock(&ctx->lock);
-		ctx->memcg_release_ns = odpx_now_ns();
-		pthread_mutex_unlock(&ctx->lock);
-	}
 	return rv.victim_bytes;
 }
 
