@@ -137,9 +137,13 @@ static inline uint64_t put_ref(struct odpx_ctx *ctx, struct entry *e)
 	/*
 	 * Stamped before the reference goes: an evictor that sees no reference
 	 * sees the stamp too, and never takes the entry released just now for
-	 * one unused since it was linked (reserve.c:make_room()).
+	 * one unused since it was linked (reserve.c:make_room()).  Written
+	 * only when it changes: a locked instruction waits for the stores
+	 * before it, and between misses the clock stands still.
 	 */
-	ST(e->last_use, LD(ctx->clock));
+	uint32_t now = LD(ctx->clock);
+	if (LD(e->last_use) != now)
+		ST(e->last_use, now);
 	uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_acq_rel) - 1;
 
 	if (W_REF(w))
