@@ -27,11 +27,7 @@
  * Skips: no RDMA device, no swap, no writable cgroup v2 root (each a failure in the guest,
  * where TEST_REQUIRE_DEVICE is set).
  */
-#include <signal.h>
-#include <sys/wait.h>
-
-#include "dev-util.h"
-#include "dev-paging-ws.h"
+#include "dev-cgroup.h"
 
 #define LIMIT_BYTES	(32UL << 20)
 #define BIG_BYTES	(64UL << 20)
@@ -65,8 +61,9 @@ static struct odpx_stats stats_of(struct odpx_ctx *ctx)
 	return st;
 }
 
-static int child(const struct ws_cg *cg, const struct mode_case *mc)
+static int child(const struct ws_cg *cg, void *arg)
 {
+	const struct mode_case *mc = arg;
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS | ODPX_ATTR_TICK,
 			       .mode = mc->mode, .tick_ms = mc->tick_ms,
 			       .limits = { .max_pinned_bytes = 1UL << 30,
@@ -161,11 +158,9 @@ static int child(const struct ws_cg *cg, const struct mode_case *mc)
 
 int main(void)
 {
-	char why[PATH_MAX + 128], name[64];
-	struct ws_cg cg;
 	struct dev d;
-	int st, r;
-	pid_t pid;
+	int64_t oom;
+	int r;
 
 	dev_open(&d);
 	dev_close(&d);
@@ -173,25 +168,12 @@ int main(void)
 		dev_skip("less than %lu MiB of swap free (/proc/meminfo SwapFree): pages over "
 			 "memory.max have nowhere to go", 2 * BIG_BYTES >> 20);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-		snprintf(name, sizeof(name), "odpx-test-nooom.%d.%zu", (int)getpid(), m);
-		if ((r = ws_cg_create(&cg, NULL, name, LIMIT_BYTES, why, sizeof(why)))) {
-			if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EROFS)
-				dev_skip("no cgroup v2 to limit memory in: %s", why);
-			dev_fail("%s", why);
-		}
-		fflush(NULL);
-		if ((pid = fork()) == 0)
-			_exit(child(&cg, &modes[m]));
-		if (pid < 0 || waitpid(pid, &st, 0) != pid)
-			dev_fail("fork/waitpid: %s", strerror(errno));
-		int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
-		ws_cg_remove(&cg);
-		if (WIFSIGNALED(st))
-			dev_fail("%s: the child was killed by signal %d (%s); memory.events oom_kill %"
-				 PRId64, odpx_mode_str(modes[m].mode), WTERMSIG(st),
-				 strsignal(WTERMSIG(st)), oom);
-		if (!WIFEXITED(st) || WEXITSTATUS(st))
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		char tag[32];
+
+		snprintf(tag, sizeof(tag), "nooom.%zu", m);
+		r = dev_in_cgroup(tag, LIMIT_BYTES, 0, child, (void *)&modes[m], &oom);
+		if ((r = dev_child_status(odpx_mode_str(modes[m].mode), r, oom)))
+			return r;
 	}
 	printf("PASS: never killed, refused or released past the memory cgroup's headroom, every "
 	       "byte right\n");

@@ -27,12 +27,9 @@
  * Skips: no RDMA device with explicit RC ODP, no swap, no writable cgroup v2 root (each a
  * failure in the guest, where TEST_REQUIRE_DEVICE is set).
  */
-#include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
-#include "dev-util.h"
-#include "dev-paging-ws.h"
+#include "dev-cgroup.h"
 #include "../sysfs-stats/counters.h"	/* nl_pid_mr_stats */
 
 #define LIMIT_BYTES	(32UL << 20)
@@ -122,8 +119,9 @@ static void per_mr_stats(struct dev *d)
 	ctr_set_free(&cs);
 }
 
-static int child(const struct ws_cg *cg)
+static int child(const struct ws_cg *cg, void *arg)
 {
+	(void)arg;
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_THRASH_CB,
 			       .mode = ODPX_MODE_EXPLICIT, .thrash_cb = on_thrash };
 	struct odpx_ctx *ctx;
@@ -165,11 +163,9 @@ static int child(const struct ws_cg *cg)
 
 int main(void)
 {
-	char why[PATH_MAX + 128], name[64];
-	struct ws_cg cg;
 	struct dev d;
-	int st, r;
-	pid_t pid;
+	int64_t oom;
+	int r;
 
 	dev_open(&d);
 	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
@@ -177,24 +173,9 @@ int main(void)
 	if (ws_swap_bytes() < 2 * BIG_BYTES)
 		dev_skip("less than %lu MiB of swap free (/proc/meminfo SwapFree): pages over "
 			 "memory.max have nowhere to go", 2 * BIG_BYTES >> 20);
-	snprintf(name, sizeof(name), "odpx-test-ws.%d", (int)getpid());
-	if ((r = ws_cg_create(&cg, NULL, name, LIMIT_BYTES, why, sizeof(why)))) {
-		if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EROFS)
-			dev_skip("no cgroup v2 to limit memory in: %s", why);
-		dev_fail("%s", why);
-	}
-	fflush(NULL);
-	if ((pid = fork()) == 0)
-		_exit(child(&cg));
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		dev_fail("fork/waitpid: %s", strerror(errno));
-	int64_t oom = ws_cg_value(&cg, "memory.events", "oom_kill");
-	ws_cg_remove(&cg);
-	if (WIFSIGNALED(st))
-		dev_fail("the child was killed by signal %d (%s); memory.events oom_kill %" PRId64,
-			 WTERMSIG(st), strsignal(WTERMSIG(st)), oom);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	r = dev_in_cgroup("ws", LIMIT_BYTES, 0, child, NULL, &oom);
+	if ((r = dev_child_status("workingset", r, oom)))
+		return r;
 	printf("PASS: THRASH over memory.max, OK under it, every byte right\n");
 	return 0;
 }

@@ -18,11 +18,7 @@
  * Skips: no RDMA device with explicit RC ODP, no swap, no writable cgroup v2 root (each a
  * failure in the guest, where TEST_REQUIRE_DEVICE is set).
  */
-#include <signal.h>
-#include <sys/wait.h>
-
-#include "dev-util.h"
-#include "dev-paging-ws.h"
+#include "dev-cgroup.h"
 
 #define LIMIT_BYTES	(32UL << 20)
 #define BIG_BYTES	(64UL << 20)
@@ -32,7 +28,7 @@
 #define NPIECES		(BIG_BYTES / PIECE_BYTES)
 #define PER_PIECE	(PIECE_BYTES / WS_CHUNK)
 
-static int hybrid_child(const struct ws_cg *cg)
+static int hybrid_child(const struct ws_cg *cg, void *arg)
 {
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS,
 			       .mode = ODPX_MODE_HYBRID,
@@ -103,7 +99,7 @@ static int hybrid_child(const struct ws_cg *cg)
 }
 
 /* The control: the region pinned by ibv_reg_mr() alone. */
-static int pin_child(const struct ws_cg *cg)
+static int pin_child(const struct ws_cg *cg, void *arg)
 {
 	unsigned char *region;
 	struct ibv_mr *mr;
@@ -125,30 +121,6 @@ static int pin_child(const struct ws_cg *cg)
 	return 0;
 }
 
-/* Run @fn in a child in a fresh cgroup; its wait status, memory.events' oom_kill in *@oom. */
-static int in_cgroup(int (*fn)(const struct ws_cg *), const char *tag, int64_t *oom)
-{
-	char why[PATH_MAX + 128], name[64];
-	struct ws_cg cg;
-	int st, r;
-	pid_t pid;
-
-	snprintf(name, sizeof(name), "odpx-test-hyb-%s.%d", tag, (int)getpid());
-	if ((r = ws_cg_create(&cg, NULL, name, LIMIT_BYTES, why, sizeof(why)))) {
-		if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EROFS)
-			dev_skip("no cgroup v2 to limit memory in: %s", why);
-		dev_fail("%s", why);
-	}
-	fflush(NULL);
-	if ((pid = fork()) == 0)
-		_exit(fn(&cg));
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		dev_fail("fork/waitpid: %s", strerror(errno));
-	*oom = ws_cg_value(&cg, "memory.events", "oom_kill");
-	ws_cg_remove(&cg);
-	return st;
-}
-
 int main(void)
 {
 	struct dev d;
@@ -162,7 +134,7 @@ int main(void)
 		dev_skip("less than %lu MiB of swap free (/proc/meminfo SwapFree): pages over "
 			 "memory.max have nowhere to go", 2 * BIG_BYTES >> 20);
 
-	st = in_cgroup(pin_child, "pin", &oom);
+	st = dev_in_cgroup("hyb-pin", LIMIT_BYTES, 0, pin_child, NULL, &oom);
 	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL || oom < 1)
 		dev_fail("control: a process pinning %lu MiB under memory.max %lu MiB was not "
 			 "OOM-killed (status %#x, oom_kill %" PRId64 "): the test cannot tell",
@@ -170,12 +142,9 @@ int main(void)
 	printf("control: pinning %lu MiB with ibv_reg_mr under memory.max %lu MiB: OOM-killed "
 	       "(oom_kill %" PRId64 ")\n", BIG_BYTES >> 20, LIMIT_BYTES >> 20, oom);
 
-	st = in_cgroup(hybrid_child, "hybrid", &oom);
-	if (WIFSIGNALED(st))
-		dev_fail("hybrid: the child was killed by signal %d (%s); memory.events oom_kill %"
-			 PRId64, WTERMSIG(st), strsignal(WTERMSIG(st)), oom);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	st = dev_in_cgroup("hyb-hybrid", LIMIT_BYTES, 0, hybrid_child, NULL, &oom);
+	if ((st = dev_child_status("hybrid", st, oom)))
+		return st;
 	if (oom)
 		dev_fail("hybrid: memory.events oom_kill %" PRId64 " in its cgroup", oom);
 	printf("PASS: hybrid under memory.max: not killed, pinned within its headroom, every byte "

@@ -18,11 +18,7 @@
  * Skips: no RDMA device with explicit RC ODP, no swap, no writable cgroup v2 root (each a
  * failure in the guest, where TEST_REQUIRE_DEVICE is set).
  */
-#include <signal.h>
-#include <sys/wait.h>
-
-#include "dev-util.h"
-#include "dev-paging-ws.h"
+#include "dev-cgroup.h"
 
 #define HIGH_BYTES	(40UL << 20)
 #define BIG_BYTES	(64UL << 20)
@@ -68,7 +64,7 @@ static void through(struct ws *w, struct odpx_mr *mr, const char *what)
 	w->mr = keep;
 }
 
-static int child(const struct ws_cg *cg)
+static int child(const struct ws_cg *cg, void *arg)
 {
 	struct odpx_attr a = { .comp_mask = ODPX_ATTR_MODE | ODPX_ATTR_LIMITS,
 			       .mode = ODPX_MODE_HYBRID,
@@ -167,11 +163,9 @@ static int child(const struct ws_cg *cg)
 
 int main(void)
 {
-	char why[PATH_MAX + 128], name[64], num[32];
-	struct ws_cg cg;
 	struct dev d;
-	int st, r;
-	pid_t pid;
+	int64_t oom;
+	int r;
 
 	dev_open(&d);
 	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
@@ -179,29 +173,11 @@ int main(void)
 	if (ws_swap_bytes() < 2 * BIG_BYTES)
 		dev_skip("less than %lu MiB of swap free (/proc/meminfo SwapFree): pages over "
 			 "memory.high have nowhere to go", 2 * BIG_BYTES >> 20);
-	snprintf(name, sizeof(name), "odpx-test-hyb-thrash.%d", (int)getpid());
-	if ((r = ws_cg_create(&cg, NULL, name, HIGH_BYTES, why, sizeof(why)))) {
-		if (r == -ENOENT || r == -EACCES || r == -EPERM || r == -EROFS)
-			dev_skip("no cgroup v2 to limit memory in: %s", why);
-		dev_fail("%s", why);
-	}
 	/* memory.high, not memory.max: reclaim with no OOM killer; the pins' headroom
 	 * (memcg.h: memory.high less a 16 MiB margin) stays above the 8 MiB budget */
-	snprintf(num, sizeof(num), "%lu", HIGH_BYTES);
-	if ((r = ws_write_file(cg.dir, "memory.max", "max")) ||
-	    (r = ws_write_file(cg.dir, "memory.high", num)))
-		dev_fail("%s: memory.max and memory.high: %s", cg.dir, strerror(-r));
-	fflush(NULL);
-	if ((pid = fork()) == 0)
-		_exit(child(&cg));
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		dev_fail("fork/waitpid: %s", strerror(errno));
-	ws_cg_remove(&cg);
-	if (WIFSIGNALED(st))
-		dev_fail("the child was killed by signal %d (%s)", WTERMSIG(st),
-			 strsignal(WTERMSIG(st)));
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	r = dev_in_cgroup("hyb-thrash", 0, HIGH_BYTES, child, NULL, &oom);
+	if ((r = dev_child_status("hybrid", r, oom)))
+		return r;
 	printf("PASS: ODP under THRASH moved to pinned, not before; every byte right\n");
 	return 0;
 }
