@@ -103,33 +103,7 @@ static void budget(struct dev *d)
  * buffers often reuse its addresses */
 enum change { MUNMAP_MMAP, MREMAP_MOVE, DONTNEED, NCHANGE };
 static const char *const change_name[] = { "munmap+mmap", "mremap move", "madvise(DONTNEED)" };
-
-static void change_mapping(unsigned char *dst, enum change c)
-{
-	void *away;
-
-	switch (c) {
-	case MUNMAP_MMAP:
-		if (munmap(dst, LEN))
-			dev_fail("munmap");
-		dev_map(LEN, dst);
-		break;
-	case DONTNEED:
-		if (madvise(dst, LEN, MADV_DONTNEED))
-			dev_fail("madvise");
-		break;
-	case MREMAP_MOVE:
-		away = mmap(NULL, LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (away == MAP_FAILED ||
-		    mremap(dst, LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED, away) != away)
-			dev_fail("mremap: %s", strerror(errno));
-		dev_map(LEN, dst);
-		munmap(away, LEN);
-		break;
-	default:
-		break;
-	}
-}
+static const enum dv_change change_of[] = { DV_MUNMAP_MMAP, DV_MREMAP_MOVE, DV_DONTNEED };
 
 /* One round on a pinned buffer: true when the write after the change reached the new pages. */
 static bool round_pinned(struct dev *d, struct odpx_ctx *ctx, enum change c, unsigned seed)
@@ -147,7 +121,7 @@ static bool round_pinned(struct dev *d, struct odpx_ctx *ctx, enum change c, uns
 	if (!write_check(d, smr, src, dmr, dst, seed, "before the change"))
 		dev_fail("%s: the first write missed", change_name[c]);
 	dv_dereg(ctx, dmr);	/* unused, still cached */
-	change_mapping(dst, c);
+	dv_change_mapping(dst, LEN, change_of[c]);
 	st = dv_stats(ctx);
 	dmr = dv_reg(ctx, dst, LEN, ACC_REMOTE);
 	ok = write_check(d, smr, src, dmr, dst, seed + 1, change_name[c]);

@@ -48,23 +48,14 @@ static void change_mapping(struct odpx_ctx *ctx, unsigned char *dst, enum change
 		}
 		break;
 	case MUNMAP_MMAP:
-		if (munmap(dst, LEN))
-			dev_fail("munmap");
-		dev_map(LEN, dst);
+		dv_change_mapping(dst, LEN, DV_MUNMAP_MMAP);
 		break;
 	case DONTNEED:
-		if (madvise(dst, LEN, MADV_DONTNEED))
-			dev_fail("madvise");
+		dv_change_mapping(dst, LEN, DV_DONTNEED);
 		break;
-	case MREMAP_MOVE: {
-		void *away = mmap(NULL, LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (away == MAP_FAILED ||
-		    mremap(dst, LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED, away) != away)
-			dev_fail("mremap: %s", strerror(errno));
-		dev_map(LEN, dst);
-		munmap(away, LEN);
+	case MREMAP_MOVE:
+		dv_change_mapping(dst, LEN, DV_MREMAP_MOVE);
 		break;
-	}
 	default:
 		break;
 	}

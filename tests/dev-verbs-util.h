@@ -105,4 +105,34 @@ static inline void *dv_map(size_t len)
 	return dev_map(len, NULL);
 }
 
+/*
+ * Change the mapping under [@p, @p + @len) the ways a registration cache must notice: unmap
+ * and map anew, zap (madvise DONTNEED), or move the pages away and map anew in their place.
+ */
+enum dv_change { DV_MUNMAP_MMAP, DV_MREMAP_MOVE, DV_DONTNEED };
+
+static inline void dv_change_mapping(unsigned char *p, size_t len, enum dv_change c)
+{
+	void *away;
+
+	switch (c) {
+	case DV_MUNMAP_MMAP:
+		if (munmap(p, len))
+			dev_fail("munmap");
+		dev_map(len, p);
+		break;
+	case DV_DONTNEED:
+		if (madvise(p, len, MADV_DONTNEED))
+			dev_fail("madvise");
+		break;
+	case DV_MREMAP_MOVE:
+		away = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (away == MAP_FAILED || mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, away) != away)
+			dev_fail("mremap: %s", strerror(errno));
+		dev_map(len, p);
+		munmap(away, len);
+		break;
+	}
+}
+
 #endif
