@@ -13,7 +13,7 @@
 #include "dev-paging-ws.h"
 
 /*
- * Run @fn(@cg, @arg) in a child in a fresh cgroup odpx-test-<tag>.<pid> under the cgroup2
+ * Run @fn(@cg, @arg) in a child that entered a fresh cgroup odpx-test-<tag>.<pid> under the cgroup2
  * root: memory.max @max_bytes, or with @high_bytes, memory.high @high_bytes and no
  * memory.max (reclaim above it, no OOM killer).  Skips where no cgroup v2 can be made;
  * returns the child's wait status, memory.events' oom_kill in *@oom.
@@ -38,8 +38,11 @@ static inline int dev_in_cgroup(const char *tag, uint64_t max_bytes, uint64_t hi
 			   (r = ws_write_file(cg.dir, "memory.high", num))))
 		dev_fail("%s: memory.max and memory.high: %s", cg.dir, strerror(-r));
 	fflush(NULL);
-	if ((pid = fork()) == 0)
+	if ((pid = fork()) == 0) {
+		if ((r = ws_cg_enter(&cg)))
+			dev_fail("cannot enter %s: %s", cg.dir, strerror(-r));
 		_exit(fn(&cg, arg));
+	}
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		dev_fail("fork/waitpid: %s", strerror(errno));
 	*oom = ws_cg_value(&cg, "memory.events", "oom_kill");

@@ -78,8 +78,6 @@ static int child(const struct ws_cg *cg, void *arg)
 
 	snprintf(mname, sizeof(mname), "%s, tick %s", odpx_mode_str(mc->mode),
 		 mc->tick_ms ? "600 s" : "default");
-	if ((r = ws_cg_enter(cg)))
-		dev_fail("cannot enter %s: %s", cg->dir, strerror(-r));
 	dev_open(&d);
 	dev_connect_self(&d);
 	if ((r = odpx_open_verbs(d.pd, &a, &ctx)))

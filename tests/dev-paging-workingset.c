@@ -129,8 +129,6 @@ static int child(const struct ws_cg *cg, void *arg)
 	struct ws w;
 	int r;
 
-	if ((r = ws_cg_enter(cg)))
-		dev_fail("cannot enter %s: %s", cg->dir, strerror(-r));
 	setenv("ODPX_THRASH", "window_ms=250,mem_refault_rate=100", 1);
 	dev_open(&d);
 	dev_connect_self(&d);

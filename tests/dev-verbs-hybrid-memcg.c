@@ -40,8 +40,6 @@ static int hybrid_child(const struct ws_cg *cg, void *arg)
 	struct ws w;
 	int r;
 
-	if ((r = ws_cg_enter(cg)))
-		dev_fail("cannot enter %s: %s", cg->dir, strerror(-r));
 	dev_open(&d);
 	dev_connect_self(&d);
 	if ((r = odpx_open_verbs(d.pd, &a, &ctx)))
@@ -104,10 +102,7 @@ static int pin_child(const struct ws_cg *cg, void *arg)
 	unsigned char *region;
 	struct ibv_mr *mr;
 	struct dev d;
-	int r;
 
-	if ((r = ws_cg_enter(cg)))
-		dev_fail("cannot enter %s: %s", cg->dir, strerror(-r));
 	dev_open(&d);
 	region = mmap(NULL, BIG_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (region == MAP_FAILED)

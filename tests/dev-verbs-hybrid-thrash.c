@@ -78,8 +78,6 @@ static int child(const struct ws_cg *cg, void *arg)
 	size_t pos = 0;
 	int r;
 
-	if ((r = ws_cg_enter(cg)))
-		dev_fail("cannot enter %s: %s", cg->dir, strerror(-r));
 	setenv("ODPX_THRASH", "window_ms=250,mem_refault_rate=100", 1);
 	dev_open(&d);
 	dev_connect_self(&d);
