@@ -152,8 +152,8 @@ if (exists_file(f)) {
 	ran(c) = c == 0 || c == 5
 	outcome(c) = c == 1 ? "registration failed" : (c == 2 ? "OOM-killed" : (c == 4 ? "not available" : (c == 6 ? "stalled" : "failed")))
 	plot f index 0 using 2:(ran($8) ? $4 : 1/0):(state_rgb($7)) with linespoints pt 7 ps 1.8 lc rgb variable title "explicit ODP MB/s", \
-	     f index 1 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 5 ps 1.5 lc rgb "#1f77b4" title "pinned MB/s", \
-	     f index 2 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 9 ps 1.8 lw 2 lc rgb "#9467bd" title "hybrid MB/s", \
+	     f index 1 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 5 ps 1.5 lc rgb "#1f77b4" title "pinned (budget raised) MB/s", \
+	     f index 2 using 2:(ran($8) ? $4 : 1/0) with linespoints pt 9 ps 1.8 lw 2 lc rgb "#9467bd" title "hybrid (budget raised) MB/s", \
 	     f index 0 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 7 ps 0 lc rgb "#2ca02c" notitle, \
 	     f index 1 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 7 ps 0 lc rgb "#1f77b4" notitle, \
 	     f index 2 using 2:(ran($8) ? $4 : 1/0):9:10 with yerrorbars pt 7 ps 0 lc rgb "#9467bd" notitle, \
@@ -198,8 +198,8 @@ if (exists_file(fo)) {
 	set ylabel "MB/s"
 	set logscale y
 	plot fo using 1:($2 > 0 ? $2 : 1/0) skip 1 with lines lw 2 lc rgb "#2ca02c" title "explicit ODP", \
-	     (exists_file(fp) ? fp : fo) using 1:(exists_file(fp) && $2 > 0 ? $2 : 1/0) skip 1 with lines lw 2 lc rgb "#1f77b4" title "pinned", \
-	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) && $2 > 0 ? $2 : 1/0) skip 1 with lines lw 2 lc rgb "#9467bd" title "hybrid"
+	     (exists_file(fp) ? fp : fo) using 1:(exists_file(fp) && $2 > 0 ? $2 : 1/0) skip 1 with lines lw 2 lc rgb "#1f77b4" title "pinned (budget raised)", \
+	     (exists_file(fh) ? fh : fo) using 1:(exists_file(fh) && $2 > 0 ? $2 : 1/0) skip 1 with lines lw 2 lc rgb "#9467bd" title "hybrid (budget raised)"
 	unset logscale y
 	set size 1,0.30
 	set origin 0,0.23
