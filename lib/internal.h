@@ -374,6 +374,8 @@ static inline void stats_dereg(struct odpx_ctx *ctx, uint64_t released)
 		shard_add(&sh->released, own, released);
 }
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken);
+/* Entries, pinned and unused bytes; a hybrid context's pins are its pinned part's (stats.c) */
+void ctx_usage(struct odpx_ctx *ctx, uint64_t *entries, uint64_t *pinned, uint64_t *unused);
 void stats_prefetch(struct odpx_ctx *ctx);
 /* the drop-in (preload/) left one registration on @ctx's PD to libibverbs */
 void odpx_stats_passthrough(struct odpx_ctx *ctx);

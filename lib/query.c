@@ -40,14 +40,7 @@ ODPX_EXPORT int odpx_query(struct odpx_ctx *ctx, struct odpx_caps *caps)
 		caps->comp_mask |= ODPX_QUERY_LIMITS;
 	}
 	if (want & ODPX_QUERY_USAGE) {
-		pthread_mutex_lock(&ctx->lock);
-		caps->entries = ctx->nentries;
-		pthread_mutex_unlock(&ctx->lock);
-		pthread_mutex_lock(&pc->lock);
-		caps->entries += pc != ctx ? pc->nentries : 0;
-		caps->pinned_bytes = pc->pinned_bytes;
-		pthread_mutex_unlock(&pc->lock);
-		caps->unused_bytes = stats_region_unused(pc->shards, caps->pinned_bytes);
+		ctx_usage(ctx, &caps->entries, &caps->pinned_bytes, &caps->unused_bytes);
 		prereg_usage(pc, &caps->prereg_regions, &caps->prereg_bytes);
 		caps->comp_mask |= ODPX_QUERY_USAGE;
 	}

@@ -85,6 +85,20 @@ void shard_atfork_child(void)
 			      memory_order_relaxed);
 }
 
+void ctx_usage(struct odpx_ctx *ctx, uint64_t *entries, uint64_t *pinned, uint64_t *unused)
+{
+	struct odpx_ctx *pc = ctx->pin_part ? ctx->pin_part : ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	*entries = ctx->nentries;
+	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_lock(&pc->lock);
+	*entries += pc != ctx ? pc->nentries : 0;
+	*pinned = pc->pinned_bytes;
+	pthread_mutex_unlock(&pc->lock);
+	*unused = stats_region_unused(pc->shards, *pinned);
+}
+
 void stats_unused(struct odpx_ctx *ctx, uint64_t released, uint64_t taken)
 {
 	bool own;
@@ -130,19 +144,10 @@ ODPX_EXPORT int odpx_stats_read(struct odpx_ctx *ctx, struct odpx_stats *out, si
 	stats_region_sum(ctx->shards, ctx->cs, &st);
 	st.unsafe_no_monitor = !!(ctx->flags & ODPX_OPEN_UNSAFE_NO_MONITOR);
 
-	pthread_mutex_lock(&ctx->lock);
-	st.entries = ctx->nentries;
-	st.pinned_bytes = ctx->pinned_bytes;
-	pthread_mutex_unlock(&ctx->lock);
-	st.unused_bytes = stats_region_unused(ctx->shards, st.pinned_bytes);
-	if (ctx->pin_part) {	/* hybrid: what its pinned part holds (counters: its own segment) */
+	ctx_usage(ctx, &st.entries, &st.pinned_bytes, &st.unused_bytes);
+	if (ctx->pin_part) {	/* hybrid: its pinned part's releases (counters: its own segment) */
 		struct odpx_ctx *pc = ctx->pin_part;
 
-		pthread_mutex_lock(&pc->lock);
-		st.entries += pc->nentries;
-		st.pinned_bytes = pc->pinned_bytes;
-		pthread_mutex_unlock(&pc->lock);
-		st.unused_bytes = stats_region_unused(pc->shards, st.pinned_bytes);
 		/* mirrored into this context's counters, which odpstat reads */
 		st.hybrid_released = atomic_load_explicit(&pc->cs->memcg_released, RLX);
 		atomic_store_explicit(&ctx->cs->hybrid_released, st.hybrid_released, RLX);
