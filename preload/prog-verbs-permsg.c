@@ -176,12 +176,12 @@ static void connect_qp(struct ibv_qp *q, uint32_t dqpn, const union ibv_gid *dgi
 	       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
 }
 
-/* One RDMA WRITE or READ between [buf, +len) under @lkey and the target at @off. */
+/* One RDMA WRITE or READ between [buf, +len) under @lkey and @raddr (@len 0: no SGE). */
 static enum ibv_wc_status rdma(enum ibv_wr_opcode op, void *buf, size_t len, uint32_t lkey,
 			       uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = ++wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+	struct ibv_send_wr wr = { .wr_id = ++wr_id, .sg_list = &sge, .num_sge = len > 0, .opcode = op,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	struct ibv_wc wc;
 	int64_t end = now_ns() + WC_TIMEOUT_MS * 1000000LL;
@@ -314,6 +314,16 @@ static int cmd_stale(const char *kind)
 	memset(a, 0xaa, len);
 	struct ibv_mr *mr = reg(a, len, IBV_ACCESS_LOCAL_WRITE);
 	must(rdma(IBV_WR_RDMA_WRITE, a, len, mr->lkey, peer_addr, peer_rkey), "first WRITE");
+	/*
+	 * rxe may still be resending that WRITE's packets after its completion:
+	 * a retransmit timer that fired while the ACK was on its way (a loaded
+	 * TCG host) restarts the send queue at the WRITE.  Over an ODP MR such a
+	 * resend reads the buffer again, and faults with EFAULT if it comes while
+	 * the range below is unmapped; the QP then goes to the error state and
+	 * the second WRITE is flushed.  A zero-length WRITE behind it completes
+	 * only after the requester has passed every packet of the first one.
+	 */
+	must(rdma(IBV_WR_RDMA_WRITE, NULL, 0, 0, peer_addr, peer_rkey), "drain WRITE");
 	dereg(mr);
 
 	if (!strcmp(kind, "munmap")) {
