@@ -106,7 +106,10 @@ static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_
 	uint32_t s = seq_read(ctx);
 	uintptr_t page = a & ~(PAGE_SIZE - 1);
 
-	return hit_take(ctx, &ctx->ent[bucket_of(ctx, page, acc)], page, aend, acc, s);
+	struct entry *e = &ctx->ent[bucket_of(ctx, page, acc)];
+
+	prefetch_rmw(&e->word);	/* a shared pool's entry was last written elsewhere */
+	return hit_take(ctx, e, page, aend, acc, s);
 }
 
 /*

@@ -29,6 +29,21 @@
 #define LD(p) atomic_load_explicit(&(p), RLX)
 #define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
 
+/*
+ * Ask for the line of @p in the exclusive state ahead of an atomic on it: a
+ * load and then a CAS on a line another CPU wrote last take two transfers
+ * (shared, then ownership), the prefetch one.  x86's PREFETCHW is executed
+ * as a NOP where absent; GCC emits it only with -mprfchw, hence the asm.
+ */
+static inline void prefetch_rmw(const volatile void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const volatile char *)p));
+#else
+	__builtin_prefetch((const void *)p, 1);
+#endif
+}
+
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define NIL UINT32_MAX		/* the null entry index */
