@@ -181,8 +181,8 @@ static enum ibv_wc_status rdma(enum ibv_wr_opcode op, void *buf, size_t len, uin
 			       uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = ++wr_id, .sg_list = &sge, .num_sge = len > 0, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_send_wr wr = { .wr_id = ++wr_id, .sg_list = &sge, .num_sge = len > 0,
+				  .opcode = op, .send_flags = IBV_SEND_SIGNALED }, *bad;
 	struct ibv_wc wc;
 	int64_t end = now_ns() + WC_TIMEOUT_MS * 1000000LL;
 	int r;
