@@ -809,6 +809,20 @@ struct ws_point {
 
 static struct ws_point *ws_shared;
 
+/*
+ * max_pinned_bytes of the pinned and hybrid runs (every mode's context gets
+ * it): raised so that the cgroup bounds pinning, not odpx's own budget.
+ */
+static uint64_t ws_budget(size_t bytes)
+{
+	return 4 * (uint64_t)bytes + 16 * MiB;
+}
+
+static uint64_t ph_budget(void)
+{
+	return 8 * (uint64_t)R.memory_max + 16 * MiB;
+}
+
 static void ws_on_thrash(struct odpx_ctx *ctx, const struct odpx_thrash_event *ev, void *arg)
 {
 	struct ws_point *pt = arg;
@@ -846,8 +860,7 @@ static int ws_child(const struct ws_cg *cg, enum ws_variant v, size_t bytes, dou
 	dev_open(&d);
 	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
 	dev_connect_self(&d);
-	/* pinning is bounded by the cgroup here, not by odpx's own budget */
-	a.limits.max_pinned_bytes = 4 * bytes + 16 * MiB;
+	a.limits.max_pinned_bytes = ws_budget(bytes);
 	if ((r = odpx_open_verbs(d.pd, &a, &ctx))) {
 		if (v != WS_HYBRID)
 			DIE("odpx_open_verbs(%s): %s (%s)", ws_variant_modes[v], strerror(-r),
@@ -1024,13 +1037,14 @@ static bool ws_point(enum ws_variant v, double ratio, double secs, unsigned roun
 		",\"oom_kill\":%" PRId64 ",\"registration\":\"%s\",\"direct_regs\":%" PRIu64
 		",\"pin_failures\":%" PRIu64 ",\"odp_mrs\":%" PRIu64 ",\"pinned_bytes\":%" PRIu64
 		",\"odp_bytes\":%" PRIu64 ",\"hybrid_pinned\":%" PRIu64 ",\"hybrid_odp\":%" PRIu64
-		",\"memcg_refusals\":%" PRIu64 ",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
+		",\"memcg_refusals\":%" PRIu64 ",\"max_pinned_bytes\":%" PRIu64
+		",\"bytes_checked\":%s,\"outcome\":\"%s\"}\n", variant, ws_variant_modes[v],
 		round, (double)R.memory_max / MiB, (double)bytes / MiB, ratio, pt->secs, pt->mb_s,
 		(unsigned long)pt->transfers, (unsigned long)pt->refaults, (unsigned long)pt->majflts,
 		pt->refault_s, pt->majflt_s, state_name((uint64_t)pt->last), state_name((uint64_t)pt->worst),
 		pt->events, max_hit, oom, reg, pt->direct_regs, pt->pin_failures, pt->odp_mrs,
 		pt->pinned_bytes, pt->odp_bytes, pt->hybrid_pinned, pt->hybrid_odp,
-		pt->memcg_refusals, done ? "true" : "false", outcome);
+		pt->memcg_refusals, ws_budget(bytes), done ? "true" : "false", outcome);
 	printf("# workingset %-6s %6.1f MiB (%.2f M, round %u): %s", variant, (double)bytes / MiB,
 	       ratio, round + 1, outcome);
 	if (done)
@@ -1219,8 +1233,7 @@ static int ph_child(const struct ws_cg *cg, enum ws_variant v, double phase_s, s
 	dev_open(&d);
 	dev_require_odp(&d, IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE);
 	dev_connect_self(&d);
-	/* as in workingset: the cgroup bounds pinning, not odpx's own budget */
-	a.limits.max_pinned_bytes = 8 * R.memory_max + 16 * MiB;
+	a.limits.max_pinned_bytes = ph_budget();
 	if ((r = odpx_open_verbs(d.pd, &a, &ctx))) {
 		if (v != WS_HYBRID)
 			DIE("odpx_open_verbs(%s): %s (%s)", ws_variant_modes[v], strerror(-r),
@@ -1377,10 +1390,11 @@ static void exp_phase(void)
 		}
 		any |= !sh->open_err;
 		fprintf(R.nd, "{\"exp\":\"phase\",\"summary\":true,\"variant\":\"%s\",\"mode\":\"%s\","
-			"\"memory_max_mib\":%.1f,\"phase_s\":%.1f,\"transfers\":%" PRIu64 ",\"reg_failed\":%"
-			PRIu64 ",\"last_reg_err\":\"%s\",\"state_changes\":%d,\"oom_kill\":%" PRId64
-			",\"outcome\":\"%s\"}\n", ws_variant_names[v], ws_variant_modes[v],
-			(double)R.memory_max / MiB, phase_s, sh->transfers, sh->reg_failed,
+			"\"memory_max_mib\":%.1f,\"max_pinned_bytes\":%" PRIu64 ",\"phase_s\":%.1f,"
+			"\"transfers\":%" PRIu64 ",\"reg_failed\":%" PRIu64 ",\"last_reg_err\":\"%s\","
+			"\"state_changes\":%d,\"oom_kill\":%" PRId64 ",\"outcome\":\"%s\"}\n",
+			ws_variant_names[v], ws_variant_modes[v], (double)R.memory_max / MiB,
+			ph_budget(), phase_s, sh->transfers, sh->reg_failed,
 			sh->last_err ? strerror(-sh->last_err) : "", sh->events, oom, outcome);
 		printf("# phase %-6s: %s; %" PRIu64 " transfers checked, %" PRIu64
 		       " registrations failed%s%s\n", ws_variant_names[v], outcome, sh->transfers,
