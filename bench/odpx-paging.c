@@ -1768,6 +1768,18 @@ static void usage(FILE *f, const char *prog)
 		"       memtrace (only by name)\n", prog);
 }
 
+/* @s as a decimal count from @lo to @hi into *@out; false (nothing stored) if it is not one */
+static bool uint_arg(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (!*s || *end || v < lo || v > hi)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -1805,27 +1817,19 @@ int main(int argc, char **argv)
 			if ((R.region = parse_size(optarg)) < MiB || R.region % MiB)
 				return fprintf(stderr, "--region %s: whole MiB, at least 1M\n", optarg), 2;
 			break;
-		case 'S': {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || v < 16 || v > 1000000)
+		case 'S':
+			if (!uint_arg(optarg, 16, 1000000, &R.lat_samples))
 				return fprintf(stderr, "--samples %s: 16 to 1000000\n", optarg), 2;
-			R.lat_samples = (unsigned)v;
 			break;
-		}
 		case 'W':
 			if (strcmp(optarg, "poll") && strcmp(optarg, "sleep"))
 				return fprintf(stderr, "--latency-wait %s: poll or sleep\n", optarg), 2;
 			R.lat_spin = !strcmp(optarg, "poll");
 			break;
-		case 'R': {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || v < 1 || v > 9)
+		case 'R':
+			if (!uint_arg(optarg, 1, 9, &R.ws_rounds))
 				return fprintf(stderr, "--rounds %s: 1 to 9\n", optarg), 2;
-			R.ws_rounds = (unsigned)v;
 			break;
-		}
 		case 'P':
 			if ((R.phase_s = strtod(optarg, NULL)) < 1 || R.phase_s > 3600)
 				return fprintf(stderr, "--phase-secs %s: 1 to 3600\n", optarg), 2;
