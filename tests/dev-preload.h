@@ -470,7 +470,12 @@ static inline void pre_conf_pair(const struct pre_cfg *c, const struct pre_conf_
 	char slog[64], clog[64];
 	int port = 19000 + slot * 3 + (getpid() % 3);
 	char sst[16][64], cst[16][64], *sargv[17], *cargv[17];
-	int64_t deadline = dev_now_ms() + PRE_CONF_TIMEOUT_MS;
+	/*
+	 * A multicast receiver may join after a loaded guest's sender runs have
+	 * gone by (each takes seconds under TCG): it gets twice the time.
+	 */
+	int64_t deadline = dev_now_ms() + (p->conn == PRE_MCAST ? 2 : 1) * PRE_CONF_TIMEOUT_MS;
+	int sends = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->crc = -2;
@@ -492,6 +497,7 @@ static inline void pre_conf_pair(const struct pre_cfg *c, const struct pre_conf_
 		 */
 		do {
 			r->crc = pre_wait_client(pre_spawn(c, cargv, clog), srv, deadline);
+			sends++;
 			if ((r->crc == 0 && p->conn == PRE_CM) || !pre_alive(srv))
 				break;
 			/* a sender (seconds of its own) is not started to be killed mid-run */
@@ -512,6 +518,9 @@ static inline void pre_conf_pair(const struct pre_cfg *c, const struct pre_conf_
 	if (r->src || r->crc) {
 		snprintf(r->why, sizeof(r->why), "server exit %d, client exit %d (-1: killed, "
 			 "128+N: signal N)", r->src, r->crc);
+		if (p->conn == PRE_MCAST)
+			snprintf(r->why + strlen(r->why), sizeof(r->why) - strlen(r->why),
+				 ", after %d sender run%s", sends, sends == 1 ? "" : "s");
 		return;
 	}
 	if (!strstr(cout, p->ok)) {
