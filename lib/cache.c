@@ -8,9 +8,12 @@
  * with a CAS on the entry's word (which fails if the entry was recycled,
  * since that bumps its generation), and re-reads ctx->seq.  A changed or odd
  * seq means retry; after a few retries it searches under the invalidation
- * lock.  So a hit writes only to the entry it hits.  A miss follows the
- * monitor's protocol (uffd/reader.c): watch, read_begin, pin with no lock
- * held, read_retry, insert.
+ * lock.  The inline hit (cache.h) holds its entry in a hazard slot of the
+ * calling thread instead, and writes nothing shared: an entry is unpinned
+ * and freed only when no reference and no slot holds it (kill_locked(),
+ * cache_reap_dead()).  A miss follows the monitor's protocol
+ * (uffd/reader.c): watch, read_begin, pin with no lock held, read_retry,
+ * insert.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -123,20 +126,26 @@ int cache_prot_allows(struct odpx_ctx *ctx, uintptr_t s, uintptr_t end, uint32_t
 
 /* ---- entry life cycle ---- */
 
-static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
+static void stack_push(struct odpx_ctx *ctx, _Atomic uint32_t *top, uint32_t idx)
 {
-	uint32_t head = atomic_load_explicit(&ctx->dead_head, RLX);
+	uint32_t head = atomic_load_explicit(top, RLX);
 
-	atomic_fetch_add_explicit(&ctx->releasing, 1, RLX);
 	do {
 		ST(ctx->ent[idx].dnext, head);
-	} while (!atomic_compare_exchange_weak_explicit(&ctx->dead_head, &head, idx, REL, RLX));
+	} while (!atomic_compare_exchange_weak_explicit(top, &head, idx, REL, RLX));
+}
+
+static void dead_push(struct odpx_ctx *ctx, uint32_t idx)
+{
+	atomic_fetch_add_explicit(&ctx->releasing, 1, RLX);
+	stack_push(ctx, &ctx->dead_head, idx);
 }
 
 /*
  * Mark an indexed entry DEAD and take it out of the index, under the
  * invalidation lock inside a seq write section.  True: no reference was
- * left, and the caller owns it (pushes or frees it).
+ * left, and the caller owns it (pushes or frees it).  One that only hazard
+ * slots hold goes on the dead stack here, for the reaper to wait on.
  */
 bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 {
@@ -148,12 +157,61 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 		monitor_watch_ref(e_start(e), e_end(e), -1);
 	if (e->kind & KIND_PREREG)	/* the next request inside makes it again (prereg.c) */
 		atomic_store_explicit(&ctx->prereg_stale, true, RLX);
-	/* ALIVE -> DEAD keeping the reference count: state is 1 -> 2 */
-	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_acq_rel);
+	/*
+	 * ALIVE -> DEAD keeping the reference count: state is 1 -> 2.  Then the
+	 * hazard slots, read after this store (both sequentially consistent):
+	 * a hit that filled its slot too late for hz_holds() reads DEAD after.
+	 */
+	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_seq_cst);
+	unsigned took = 0, held = atomic_load(&ctx->hz_used) ? hz_scan(ctx, e, &took) : 0;
+	/*
+	 * The unused bytes: the entry leaves them if no one took it, and the
+	 * takers beyond one (the references, a slot's hit each that saw none)
+	 * are given back, since their releases of a dead entry count nothing.
+	 */
+	uint32_t takers = took + !!W_REF(w);
+	uint64_t bytes = SPAN_BYTES(LD(e->span));
+	if (takers != 1)
+		stats_unused(ctx, takers ? (takers - 1) * bytes : 0, takers ? 0 : bytes);
 	if (W_REF(w))
 		return false;
-	stats_unused(ctx, 0, SPAN_BYTES(LD(e->span)));	/* it was unused */
+	if (held) {
+		dead_push(ctx, idx);	/* the reaper waits for the slot to empty */
+		return false;
+	}
 	return true;
+}
+
+/*
+ * How many hazard slots of @ctx hold @e, and *@took of them with HZ_TOOK
+ * (unless NULL).  Sequentially consistent loads: after the store that
+ * killed @e, they see every slot filled by a hit that did not see it dead
+ * (cache.h:hit_slot()).
+ */
+unsigned hz_scan(struct odpx_ctx *ctx, const struct entry *e, unsigned *took)
+{
+	unsigned n = 0, t = 0;
+
+	for (uint64_t m = atomic_load(&ctx->hz_used); m; m &= m - 1) {
+		struct hz_line *l = &ctx->hz[__builtin_ctzll(m)];
+		for (int k = 0; k < HZ_SLOTS; k++) {
+			uintptr_t v = atomic_load(&l->e[k]);
+			if (hz_entry(v) == e) {
+				n++;
+				t += v & HZ_TOOK;
+			}
+		}
+	}
+	if (took)
+		*took = t;
+	return n;
+}
+
+/* A hazard slot that held a dead entry was emptied: the engine looks again. */
+void hz_dead_emptied(struct odpx_ctx *ctx)
+{
+	atomic_store_explicit(&ctx->held_recheck, true, REL);
+	engine_kick(ctx);
 }
 
 /* Entry back to the free list (ctx->lock held). */
@@ -187,20 +245,44 @@ static void release_owned(struct odpx_ctx *ctx, uint32_t idx, bool dead)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Unpin every dead entry with no holder, never on the uffd reader; returns how many. */
+/* Pop all of a stack of entries (NIL: empty). */
+static uint32_t stack_take(_Atomic uint32_t *top)
+{
+	if (atomic_load_explicit(top, RLX) == NIL)
+		return NIL;
+	return atomic_exchange_explicit(top, NIL, ACQ);
+}
+
+/*
+ * Unpin every dead entry with no holder, never on the uffd reader; returns
+ * how many.  One that a hazard slot still holds waits on ctx->held_head,
+ * looked at again at each call: the slot's holder empties it with a plain
+ * store and rings the engine if it sees the entry dead (hz_dead_emptied()),
+ * and the engine's tick calls too.
+ */
 unsigned cache_reap_dead(struct odpx_ctx *ctx)
 {
-	uint32_t i = NIL;
+	uint32_t i = stack_take(&ctx->dead_head), h;
 	unsigned n = 0;
 
-	if (atomic_load_explicit(&ctx->dead_head, RLX) != NIL)
-		i = atomic_exchange_explicit(&ctx->dead_head, NIL, ACQ);
-	while (i != NIL) {
-		uint32_t next = LD(ctx->ent[i].dnext);
-		release_owned(ctx, i, true);
-		atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
-		i = next;
-		n++;
+	/* a full fence before the slots are read: a later emptier's ring is not lost */
+	if (atomic_load_explicit(&ctx->held_recheck, RLX))
+		atomic_exchange(&ctx->held_recheck, false);
+	h = stack_take(&ctx->held_head);
+	/* the dead stack's entries count in ctx->releasing, the held ones' no longer */
+	for (int pass = 0; pass < 2; pass++, i = h) {
+		while (i != NIL) {
+			uint32_t next = LD(ctx->ent[i].dnext);
+			bool held = hz_holds(ctx, &ctx->ent[i]);
+			if (held)
+				stack_push(ctx, &ctx->held_head, i);
+			else
+				release_owned(ctx, i, true);
+			if (!pass)
+				atomic_fetch_sub_explicit(&ctx->releasing, 1, RLX);
+			n += !held;
+			i = next;
+		}
 	}
 	return n;
 }
@@ -698,14 +780,13 @@ void cache_detach(struct odpx_ctx *ctx)
 
 int cache_init(struct odpx_ctx *ctx)
 {
-	size_t bytes = (size_t)ctx->max_entries * sizeof(struct entry);
-
-	ctx->ent = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	ctx->ent = mmap(NULL, slab_bytes(ctx), PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (ctx->ent == MAP_FAILED) {
 		ctx->ent = NULL;
 		return -ENOMEM;
 	}
+	ctx->hz = (struct hz_line *)(ctx->ent + ctx->max_entries);	/* zero: all empty */
 	for (uint32_t i = 0; i < ctx->max_entries; i++) {
 		struct entry *e = &ctx->ent[i];
 		ST(e->bucket, NIL);
@@ -724,6 +805,7 @@ int cache_init(struct odpx_ctx *ctx)
 	for (int b = 0; b < LRU_BUCKETS; b++)
 		ctx->lru_first[b] = ctx->lru_last_of[b] = NIL;
 	atomic_store(&ctx->dead_head, NIL);
+	atomic_store(&ctx->held_head, NIL);
 	return 0;
 }
 
@@ -737,6 +819,6 @@ void cache_fini(struct odpx_ctx *ctx)
 		if (W_STATE(w) != ST_FREE)
 			unpin_one(ctx, i);
 	}
-	munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
+	munmap(ctx->ent, slab_bytes(ctx));
 	ctx->ent = NULL;
 }

@@ -37,6 +37,12 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx);	/* invalidation lock, seq 
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
 		struct entry **out, uint64_t *taken, uint32_t *seen);
+unsigned hz_scan(struct odpx_ctx *ctx, const struct entry *e, unsigned *took);
+static inline bool hz_holds(struct odpx_ctx *ctx, const struct entry *e)
+{
+	return atomic_load(&ctx->hz_used) && hz_scan(ctx, e, NULL) > 0;	/* none: no call */
+}
+void hz_dead_emptied(struct odpx_ctx *ctx);
 
 /* A reservation (reserve.c), for pin_reserved() and room_coming(): zero but victims, dead NIL. */
 struct reservation {
@@ -64,24 +70,84 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc);
 
+/* Empty a hazard slot that held @e; a dead @e may now be the reaper's.  @e's word after. */
+static inline uint64_t hz_empty(struct odpx_ctx *ctx, hz_slot *slot, struct entry *e)
+{
+	atomic_store_explicit(slot, 0, REL);
+	/*
+	 * Read after the store, but not fenced: a kill that reads the slot
+	 * before the store lands and is itself read too early here leaves the
+	 * entry to the engine's next tick (cache.c:cache_reap_dead()).
+	 */
+	uint64_t w = LD(e->word);
+
+	if (unlikely(W_STATE(w) == ST_DEAD))
+		hz_dead_emptied(ctx);
+	return w;
+}
+
+/*
+ * A hit held in hazard slot @slot of line @line (empty, this thread's):
+ * @e was seen as @w, serving the request under @seq.  Filled, then @e's
+ * word read again: the exchange is a full fence, the Dekker pair of
+ * kill_locked()'s store of DEAD and read of the slots.  So either that
+ * read sees this slot or this one sees DEAD (or a new generation) and
+ * lets go.  The hit writes this thread's line and nothing shared.
+ */
+static inline __attribute__((always_inline)) struct odpx_mr *
+hit_slot(struct odpx_ctx *ctx, struct entry *e, uint64_t w, uint64_t span, uint32_t seq,
+	 uint32_t line, hz_slot *slot)
+{
+	/*
+	 * HZ_TOOK: no reference counted, so this hit counts the entry as taken
+	 * from the unused bytes (stats.c), and its release gives it back.  Slots
+	 * do not see each other: two such hits take it twice, and give it back
+	 * twice; kill_locked() evens out those a death leaves.
+	 */
+	uintptr_t took = W_REF(w) ? 0 : HZ_TOOK;
+
+	if (unlikely(!(LD(ctx->hz_used) & 1ULL << line)))
+		atomic_fetch_or(&ctx->hz_used, 1ULL << line);	/* before the slot: seq_cst */
+	atomic_exchange(slot, (uintptr_t)e | took);
+	uint64_t now = atomic_load(&e->word);
+
+	if (unlikely((now ^ w) >> W_STATE_SHIFT || seq_retry(ctx, seq))) {
+		hz_empty(ctx, slot, e);	/* killed, recycled, or an invalidation began */
+		return NULL;
+	}
+	stats_hit(ctx, 0, took ? SPAN_BYTES(span) : 0);
+	return (struct odpx_mr *)((uintptr_t)slot | HZ_TAG);
+}
+
 /*
  * One candidate of the hit path, alive in class @acc, starting at @page and
  * serving up to @aend under the even @seq, validated as lookup_fast() does.
- * NULL: not this one.
+ * The handle, held in one of the thread's hazard slots where one is empty,
+ * else by a reference on the entry; NULL: not this one.
  */
-static inline __attribute__((always_inline)) struct entry *
+static inline __attribute__((always_inline)) struct odpx_mr *
 hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, uint32_t acc,
 	 uint32_t seq)
 {
 	uint64_t w = atomic_load_explicit(&e->word, ACQ);
 	uint64_t span = LD(e->span);
 
-	atomic_thread_fence(ACQ);	/* span read before the CAS validates it */
+	atomic_thread_fence(ACQ);	/* span read before the word validates it */
 	if ((seq & 1) || SPAN_START(span) != page || W_REF(w) == UINT32_MAX ||
 	    ((w >> W_STATE_SHIFT) & 0xff) != (acc << 4 | ST_ALIVE))
 		return NULL;	/* an odd seq: an index writer or the uffd reader is at work */
 	if (!serves(span, page, aend, acc))
 		return NULL;
+	uint32_t line = odpx_my_shard - 1;	/* the overflow: STAT_SHARDS */
+
+	if (unlikely(line == UINT32_MAX))
+		line = shard_claim() - 1;	/* the thread's first count */
+	if (likely(line < STAT_SHARDS)) {
+		struct hz_line *l = &ctx->hz[line];
+		for (int k = 0; k < HZ_SLOTS; k++)
+			if (!LD(l->e[k]))
+				return hit_slot(ctx, e, w, span, seq, line, &l->e[k]);
+	}
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
 						     memory_order_acq_rel, RLX))
 		return NULL;
@@ -92,7 +158,7 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 		return NULL;
 	}
 	stats_hit(ctx, 0, taken);
-	return e;
+	return (struct odpx_mr *)e;
 }
 
 /*
@@ -100,16 +166,14 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
  * [a, aend)'s first page (index.h), one cache line.  NULL: ask hit_next(),
  * then cache_reg(), which finds every other hit.
  */
-static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
-				     uint32_t acc)
+static inline struct odpx_mr *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
+				      uint32_t acc)
 {
 	uint32_t s = seq_read(ctx);
 	uintptr_t page = a & ~(PAGE_SIZE - 1);
 
-	struct entry *e = &ctx->ent[bucket_of(ctx, page, acc)];
-
-	prefetch_rmw(&e->word);	/* a shared pool's entry was last written elsewhere */
-	return hit_take(ctx, e, page, aend, acc, s);
+	/* read only, unless the thread's slots are full: its line stays shared */
+	return hit_take(ctx, &ctx->ent[bucket_of(ctx, page, acc)], page, aend, acc, s);
 }
 
 /*
@@ -118,8 +182,8 @@ static inline struct entry *hit_home(struct odpx_ctx *ctx, uintptr_t a, uintptr_
  * the slot's own (index.c:hash_insert()), both links in the slot's line.
  * Called out of line (ctx.c:reg_lookup()) to keep the home hit short.
  */
-static inline struct entry *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
-				     uint32_t acc)
+static inline struct odpx_mr *hit_next(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend,
+				      uint32_t acc)
 {
 	uint32_t s = seq_read(ctx);
 	uintptr_t page = a & ~(PAGE_SIZE - 1);
@@ -168,6 +232,40 @@ static inline int cache_dereg(struct odpx_ctx *ctx, struct entry *e)
 		return odpx_fail(-EINVAL, "handle %p is not held (already released?)", (void *)e);
 	stats_dereg(ctx, put_ref(ctx, e));
 	return 0;
+}
+
+/*
+ * odpx_dereg() of a hazard slot's handle: the slot is @slot, of @ctx's
+ * lines.  The stamp goes before the slot empties, as in put_ref().
+ */
+static inline int hz_dereg(struct odpx_ctx *ctx, hz_slot *slot)
+{
+	uintptr_t v = LD(*slot);
+
+	if (unlikely(!v))
+		return odpx_fail(-EINVAL, "handle %p is not held (already released?)",
+				 (void *)((uintptr_t)slot | HZ_TAG));
+	struct entry *e = hz_entry(v);
+	uint64_t bytes = SPAN_BYTES(LD(e->span));
+	uint32_t now = LD(ctx->clock);
+
+	if (LD(e->last_use) != now)
+		ST(e->last_use, now);
+	uint64_t w = hz_empty(ctx, slot, e);
+	/* a dead entry's bytes left the unused ones with it (kill_locked()) */
+	stats_dereg(ctx, (v & HZ_TOOK) && W_STATE(w) == ST_ALIVE ? bytes : 0);
+	return 0;
+}
+
+/* @mr's hazard slot if it is one of @ctx's lines' (tagged, in range), else NULL */
+static inline hz_slot *hz_slot_of(struct odpx_ctx *ctx, const struct odpx_mr *mr)
+{
+	uintptr_t off = ((uintptr_t)mr & ~HZ_TAG) - (uintptr_t)ctx->hz;
+
+	if (!((uintptr_t)mr & HZ_TAG) || off >= STAT_SHARDS * sizeof(struct hz_line) ||
+	    off % sizeof(hz_slot))
+		return NULL;
+	return (hz_slot *)((uintptr_t)mr & ~HZ_TAG);
 }
 
 #endif

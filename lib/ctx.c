@@ -560,7 +560,7 @@ ODPX_EXPORT int odpx_close(struct odpx_ctx *ctx)
 	if (ctx->fork_gen != atomic_load(&odpx_fork_gen)) {
 		/* child: the parent's threads and pins are not ours to touch */
 		ctx->be->close(ctx);	/* atfork_child() closed its descriptors; never unpins */
-		munmap(ctx->ent, (size_t)ctx->max_entries * sizeof(struct entry));
+		munmap(ctx->ent, slab_bytes(ctx));
 		goto out_free;
 	}
 	engine_stop(ctx);	/* first: a miss of its prefetch after detach would attach */
@@ -601,11 +601,12 @@ int __attribute__((noinline, cold)) reg_bad_args(const void *addr, size_t len, u
 static int __attribute__((noinline)) reg_lookup(struct odpx_ctx *ctx, uintptr_t a, size_t len,
 						uint32_t access, struct odpx_mr **mr)
 {
+	struct odpx_mr *h;
 	struct entry *e;
 	int r;
 
-	if (ctx->hits_inline && (e = hit_next(ctx, a, a + len, access & ctx->acc_mask))) {
-		*mr = (struct odpx_mr *)e;
+	if (ctx->hits_inline && (h = hit_next(ctx, a, a + len, access & ctx->acc_mask))) {
+		*mr = h;
 		return 0;
 	}
 	r = ctx->be->reg ? ctx->be->reg(ctx, a, len, access, &e) : cache_reg(ctx, a, len, access, &e);
@@ -619,28 +620,40 @@ ODPX_EXPORT int odpx_reg(struct odpx_ctx *ctx, void *addr, size_t len, uint32_t 
 			 struct odpx_mr **mr)
 {
 	uintptr_t a = (uintptr_t)addr, end;
-	struct entry *e;
+	struct odpx_mr *h;
 	int r;
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
 	if (unlikely(reg_args_bad(a, len, access, mr, &end)))
 		return reg_bad_args(addr, len, access, mr);
-	if (likely(ctx->hits_inline) && (e = hit_home(ctx, a, end, access & ctx->acc_mask))) {
-		*mr = (struct odpx_mr *)e;
+	if (likely(ctx->hits_inline) && (h = hit_home(ctx, a, end, access & ctx->acc_mask))) {
+		*mr = h;
 		return 0;
 	}
 	return reg_lookup(ctx, a, len, access, mr);
 }
 
-/* A handle must point at an entry of this context's slab; NULL fails the same test. */
-static struct entry *handle_entry(struct odpx_ctx *ctx, const struct odpx_mr *mr)
+/* An entry handle must point at an entry of this context's slab; NULL fails the same test. */
+static struct entry *slab_entry(struct odpx_ctx *ctx, const struct odpx_mr *mr)
 {
 	uintptr_t off = (uintptr_t)mr - (uintptr_t)ctx->ent;
 
 	if (off >= (uintptr_t)ctx->max_entries * sizeof(struct entry) || off % sizeof(struct entry))
 		return NULL;
 	return (struct entry *)mr;
+}
+
+/* odpx_dereg() of a pin cache's handle, a hazard slot's or an entry's; 1: not @ctx's */
+static inline __attribute__((always_inline)) int
+cache_dereg_handle(struct odpx_ctx *ctx, struct odpx_mr *mr)
+{
+	hz_slot *slot = hz_slot_of(ctx, mr);
+	struct entry *e;
+
+	if (likely(slot))
+		return hz_dereg(ctx, slot);
+	return (e = slab_entry(ctx, mr)) ? cache_dereg(ctx, e) : 1;
 }
 
 ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
@@ -650,38 +663,41 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
 		return r;
-	if (unlikely(!(e = handle_entry(ctx, mr)))) {
-		/* a hybrid context's pinned registrations are entries of its pin cache */
-		if (ctx->pin_part && (e = handle_entry(ctx->pin_part, mr)))
-			return cache_dereg(ctx->pin_part, e);
-		return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
+	if (likely(!ctx->be->dereg)) {
+		if (likely((r = cache_dereg_handle(ctx, mr)) <= 0))
+			return r;
+	} else if ((e = slab_entry(ctx, mr))) {
+		return ctx->be->dereg(ctx, e);
 	}
-	return ctx->be->dereg ? ctx->be->dereg(ctx, e) : cache_dereg(ctx, e);
+	/* a hybrid context's pinned registrations are its pin cache's */
+	if (ctx->pin_part && (r = cache_dereg_handle(ctx->pin_part, mr)) <= 0)
+		return r;
+	return odpx_fail(-EINVAL, "handle %p does not belong to this context", (void *)mr);
 }
 
 ODPX_EXPORT uint32_t odpx_mr_lkey(const struct odpx_mr *mr)
 {
-	return ((const struct entry *)mr)->lkey;
+	return mr_entry(mr)->lkey;
 }
 
 ODPX_EXPORT uint32_t odpx_mr_rkey(const struct odpx_mr *mr)
 {
-	return ((const struct entry *)mr)->rkey;
+	return mr_entry(mr)->rkey;
 }
 
 ODPX_EXPORT void *odpx_mr_addr(const struct odpx_mr *mr)
 {
-	return (void *)SPAN_START(LD(((const struct entry *)mr)->span));
+	return (void *)SPAN_START(LD(mr_entry(mr)->span));
 }
 
 ODPX_EXPORT size_t odpx_mr_length(const struct odpx_mr *mr)
 {
-	return SPAN_BYTES(LD(((const struct entry *)mr)->span));
+	return SPAN_BYTES(LD(mr_entry(mr)->span));
 }
 
 ODPX_EXPORT int odpx_mr_buf_index(const struct odpx_mr *mr)
 {
-	const struct entry *e = (const struct entry *)mr;
+	const struct entry *e = mr_entry(mr);
 
 	return (e->kind & KIND_URING) ? (int)e->lkey : -EOPNOTSUPP;
 }
@@ -695,7 +711,10 @@ ODPX_EXPORT ssize_t odpx_transfer(struct odpx_ctx *ctx, struct odpx_mr *mr, int 
 
 	if ((r = ctx_check(ctx)) < 0)
 		return r;
-	if (!(e = handle_entry(ctx, mr)) || !W_REF(atomic_load(&e->word)))
+	hz_slot *slot = hz_slot_of(ctx, mr);
+
+	if (slot ? !(e = hz_entry(LD(*slot)))
+		 : !(e = slab_entry(ctx, mr)) || !W_REF(atomic_load(&e->word)))
 		return odpx_fail(-EINVAL, "handle %p is not a held registration of this context",
 				 (void *)mr);
 	if (ctx->be->id != ODPX_BACKEND_URING)

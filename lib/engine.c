@@ -425,7 +425,7 @@ static bool reap_cq(struct engine *e)
 
 static bool work_pending(struct odpx_ctx *ctx)
 {
-	return LD(ctx->dead_head) != NIL || !pq_empty(ctx);
+	return LD(ctx->dead_head) != NIL || LD(ctx->held_recheck) || !pq_empty(ctx);
 }
 
 static void *engine_main(void *arg)

@@ -29,21 +29,6 @@
 #define LD(p) atomic_load_explicit(&(p), RLX)
 #define ST(p, v) atomic_store_explicit(&(p), (v), RLX)
 
-/*
- * Ask for the line of @p in the exclusive state ahead of an atomic on it: a
- * load and then a CAS on a line another CPU wrote last take two transfers
- * (shared, then ownership), the prefetch one.  x86's PREFETCHW is executed
- * as a NOP where absent; GCC emits it only with -mprfchw, hence the asm.
- */
-static inline void prefetch_rmw(const volatile void *p)
-{
-#if defined(__x86_64__)
-	__asm__ volatile("prefetchw %0" : : "m"(*(const volatile char *)p));
-#else
-	__builtin_prefetch((const void *)p, 1);
-#endif
-}
-
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define NIL UINT32_MAX		/* the null entry index */
@@ -65,13 +50,15 @@ static inline void prefetch_rmw(const volatile void *p)
  * @word: gen:24 | access:4 | state:4 | ref:32.  States: FREE, ALIVE (in the index,
  *   hits may take references), DEAD (out of the index: invalidated,
  *   evicted or superseded; unpinned when ref reaches 0).
- *   Writers: hits CAS ALIVE ref -> ref+1 (no lock); dereg CAS ref -> ref-1
+ *   Writers: lookups CAS ALIVE ref -> ref+1 (no lock); dereg CAS ref -> ref-1
  *   (no lock); ALIVE -> DEAD only under the invalidation lock together with removal from
  *   the index; DEAD/0 -> FREE (gen+1) by the owner of the dead entry (the
  *   engine, an evictor, or dereg of a direct entry); FREE -> ALIVE by the
  *   miss path after @span is written.  Exactly one party sees the
  *   transition to "DEAD with ref 0" (both fields live in this one word) and
- *   pushes the entry on the dead stack.  A reader's CAS from the word it
+ *   pushes the entry on the dead stack, or owns it if no hazard slot holds
+ *   it (struct hz_line): the inline hits' references, which @ref does not
+ *   count, and which the reaper waits for.  A reader's CAS from the word it
  *   loaded fails if the entry was recycled since, because gen changed: that
  *   is what makes reading @span before the CAS safe.
  * @span: start page << 20 | pages; written only while the entry is FREE.
@@ -95,6 +82,27 @@ struct entry {
 	uint8_t access;
 	uint8_t kind;		/* enum entry_kind */
 } ALIGNED_LINE;
+
+/*
+ * Hazard slots (cache.h): a thread that borrowed counter shard i (stats.c)
+ * holds its inline hits in line i of its context's slots, one entry a slot:
+ * the hit writes its own line only, never the entry's.  Only the borrower
+ * fills an empty slot; only the registration's holder empties it, from any
+ * thread.  The handle of such a hit is the slot's address | HZ_TAG, which
+ * entries (64-byte aligned) never have.
+ */
+#define HZ_SLOTS 8
+#define HZ_TAG 1UL
+#define HZ_TOOK 1UL	/* in a slot: its hit took the entry unused (cache.h:hit_slot()) */
+typedef _Atomic uintptr_t hz_slot;	/* an entry's address | HZ_TOOK, 0: empty */
+struct hz_line {
+	hz_slot e[HZ_SLOTS];
+} ALIGNED_LINE;
+
+static inline struct entry *hz_entry(uintptr_t v)
+{
+	return (struct entry *)(v & ~HZ_TOOK);
+}
 
 /* KIND_PREREG: held by a pre-registered region, kept off the LRU (prereg.c) */
 enum entry_kind { KIND_CACHED = 0, KIND_DIRECT = 1, KIND_PREREG = 0x40, KIND_URING = 0x80 };
@@ -134,7 +142,11 @@ struct backend_ops {
 	void (*child_fds)(struct odpx_ctx *ctx);
 	uint32_t max_entries;	/* hard limit of the backend, 0: none */
 	uint64_t max_entry_bytes;
-	/* Optional, the ODP modes: their own lookup and release, into entries of ctx->ent */
+	/*
+	 * Optional, the ODP modes: their own lookup and release, into entries of
+	 * ctx->ent.  *out of reg() and try_reg() is the caller's handle, as is:
+	 * hybrid's pinned hits are its pin cache's hazard slots (mr_entry()).
+	 */
 	int (*reg)(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t access,
 		   struct entry **out);
 	int (*dereg)(struct odpx_ctx *ctx, struct entry *e);
@@ -235,6 +247,11 @@ struct odpx_ctx {
 	_Atomic uint32_t dead_head ALIGNED_LINE;
 	/* on their way to the free list: owned dead entries, victims being unpinned */
 	_Atomic uint32_t releasing;
+	/* dead entries with no counted reference that a hazard slot still held (cache.c) */
+	_Atomic uint32_t held_head;
+	_Atomic bool held_recheck;	/* a slot holding a dead entry was emptied */
+	struct hz_line *hz;		/* STAT_SHARDS lines, after the slab */
+	_Atomic uint64_t hz_used;	/* the lines that ever held a slot of this context */
 
 	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
 	struct cold_stats *cs;
@@ -339,6 +356,23 @@ static inline struct odpx_ctx *ctx_of_entry(struct odpx_ctx *ctx, const struct e
 	struct odpx_ctx *pc = ctx->pin_part;
 
 	return pc && e >= pc->ent && e < pc->ent + pc->max_entries ? pc : ctx;
+}
+
+/* The entry behind a handle: a hazard slot's (HZ_TAG), or the handle itself. */
+static inline struct entry *mr_entry(const struct odpx_mr *mr)
+{
+	uintptr_t h = (uintptr_t)mr;
+
+	if (h & HZ_TAG)
+		return hz_entry(atomic_load_explicit((hz_slot *)(h & ~HZ_TAG), RLX));
+	return (struct entry *)h;
+}
+
+/* The slab's mapping: the entries, then the hazard slots' lines (cache.c:cache_init()). */
+static inline size_t slab_bytes(const struct odpx_ctx *ctx)
+{
+	return (size_t)ctx->max_entries * sizeof(struct entry) +
+	       STAT_SHARDS * sizeof(struct hz_line);
 }
 
 /* The hit path's counters, inline (stats.c): the calling thread's shard. */

@@ -57,7 +57,23 @@ struct odpx_priv_state {
 void odpx_priv_state(struct odpx_ctx *ctx, struct odpx_priv_state *st);
 static inline uint32_t odpx_priv_slot_of(const struct odpx_priv_state *st, const struct odpx_mr *mr)
 {
+	/* a hit's hazard slot (ODPX_PRIV_HZ_TAG): the entry it holds, less its HZ_TOOK bit */
+	if ((uintptr_t)mr & 1)
+		mr = (const struct odpx_mr *)(__atomic_load_n((const uintptr_t *)((uintptr_t)mr - 1),
+							      __ATOMIC_RELAXED) & ~1UL);
 	return (uint32_t)(((const char *)mr - (const char *)st->slab) / st->entry_bytes);
+}
+/* A hit held in a hazard slot: its handle's tag, and how many slots a thread has (internal.h) */
+#define ODPX_PRIV_HZ_TAG 1UL
+#define ODPX_PRIV_HZ_SLOTS 8
+/* Do two held handles stand for the same entry? */
+static inline bool odpx_priv_same(struct odpx_ctx *ctx, const struct odpx_mr *a,
+				  const struct odpx_mr *b)
+{
+	struct odpx_priv_state st;
+
+	odpx_priv_state(ctx, &st);
+	return odpx_priv_slot_of(&st, a) == odpx_priv_slot_of(&st, b);
 }
 /* The home slot of a registration that starts at @addr's page with @access (index.h) */
 uint32_t odpx_priv_home(struct odpx_ctx *ctx, uintptr_t addr, uint32_t access);

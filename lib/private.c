@@ -6,6 +6,8 @@
 
 _Static_assert((int)ODPX_PRIV_FREE == ST_FREE && (int)ODPX_PRIV_ALIVE == ST_ALIVE &&
 	       (int)ODPX_PRIV_DEAD == ST_DEAD, "odpx-private.h's entry states are internal.h's");
+_Static_assert(ODPX_PRIV_HZ_TAG == HZ_TAG && ODPX_PRIV_HZ_SLOTS == HZ_SLOTS,
+	       "odpx-private.h's hazard slots are internal.h's");
 
 void odpx_priv_state(struct odpx_ctx *ctx, struct odpx_priv_state *st)
 {
@@ -29,7 +31,7 @@ int odpx_priv_entry(struct odpx_ctx *ctx, uint32_t slot, struct odpx_priv_entry 
 	uint64_t w = atomic_load(&ctx->ent[slot].word), span = atomic_load(&ctx->ent[slot].span);
 
 	e->state = (uint32_t)W_STATE(w);
-	e->refs = W_REF(w);
+	e->refs = W_REF(w) + hz_scan(ctx, &ctx->ent[slot], NULL);
 	e->start = SPAN_START(span);
 	e->bytes = SPAN_BYTES(span);
 	return 0;

@@ -18,6 +18,7 @@ int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint3
 	uintptr_t aend = a + len;
 	/* a remote class is served by exactly its pages: PARTIAL is TRY there */
 	bool partial = (flags & ODPX_REG_PARTIAL) && !exact_only(acc & ctx->acc_mask);
+	struct odpx_mr *h;
 	struct entry *e;
 	uint64_t taken;
 	uint32_t seen;
@@ -26,8 +27,8 @@ int cache_try(struct odpx_ctx *ctx, uintptr_t a, size_t len, uint32_t acc, uint3
 		return -EAGAIN;	/* direct mode keeps nothing */
 	acc &= ctx->acc_mask;
 	if (ctx->hits_inline &&
-	    ((e = hit_home(ctx, a, aend, acc)) || (e = hit_next(ctx, a, aend, acc)))) {
-		*out = e;
+	    ((h = hit_home(ctx, a, aend, acc)) || (h = hit_next(ctx, a, aend, acc)))) {
+		*out = (struct entry *)h;	/* a handle (internal.h, struct backend_ops) */
 		return 0;
 	}
 	if (lookup_fast(ctx, a, aend, acc, partial, &e, &taken, &seen) != LK_HIT)

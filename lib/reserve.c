@@ -324,14 +324,15 @@ static bool make_room(struct odpx_ctx *ctx, uint64_t max_entries, uint64_t max_b
 		uint64_t w = atomic_load_explicit(&e->word, ACQ);
 		uint32_t used = LD(e->last_use);
 
-		if (W_STATE(w) != ST_ALIVE || W_REF(w)) {
+		if (W_STATE(w) != ST_ALIVE || W_REF(w) || hz_holds(ctx, e)) {
 			/*
 			 * In use: its release stamps it later.  Dead: it stays linked
 			 * until freed, so that every scan meets it (struct
-			 * reservation, @dead).
+			 * reservation, @dead).  A hazard slot's hold seen here is a
+			 * hint; kill_locked() reads the slots again after the kill.
 			 */
 			lru_relink(ctx, idx, LD(ctx->clock));
-			if (W_STATE(w) != ST_ALIVE && !W_REF(w))
+			if (W_STATE(w) != ST_ALIVE && !W_REF(w) && !hz_holds(ctx, e))
 				rv->dead = idx;
 			continue;
 		}

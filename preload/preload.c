@@ -466,8 +466,8 @@ static uint32_t device_rkey(struct odpx_ctx *ctx, struct odpx_mr *h)
 
 	if (odpx_mr_rkey(h))
 		return odpx_mr_rkey(h);
-	ctx = ctx_of_entry(ctx, (struct entry *)h);	/* hybrid: its pinned part's MR */
-	mr = vbe_of(ctx)->mr[entry_idx(ctx, (struct entry *)h)];
+	ctx = ctx_of_entry(ctx, mr_entry(h));	/* hybrid: its pinned part's MR */
+	mr = vbe_of(ctx)->mr[entry_idx(ctx, mr_entry(h))];
 	return mr ? mr->rkey : 0;
 }
 

@@ -124,10 +124,10 @@ static void basic(void)
 	CHECK_RC(odpx_reg(ctx, buf, 4 * PG, 0, &a), 0);
 	s0 = stats_of(ctx);
 	CHECK_RC(odpx_reg_ex(ctx, buf, 4 * PG, 0, ODPX_REG_TRY, &m), 0);
-	CHECK(m == a, "TRY exact: another handle");
+	CHECK(odpx_priv_same(ctx, m, a), "TRY exact: another handle");
 	CHECK_RC(odpx_dereg(ctx, m), 0);
 	CHECK_RC(odpx_reg_ex(ctx, buf + PG + 100, PG, 0, ODPX_REG_TRY, &m), 0);
-	CHECK(m == a, "TRY interior: another handle");
+	CHECK(odpx_priv_same(ctx, m, a), "TRY interior: another handle");
 	CHECK_RC(odpx_dereg(ctx, m), 0);
 	s1 = stats_of(ctx);
 	CHECK(s1.hits == s0.hits + 2 && s1.pins == s0.pins && s1.misses == s0.misses,
@@ -136,7 +136,7 @@ static void basic(void)
 	/* beyond it: TRY misses, PARTIAL gives the part that exists */
 	CHECK_RC(odpx_reg_ex(ctx, buf + 2 * PG, 4 * PG, 0, ODPX_REG_TRY, &m), -EAGAIN);
 	CHECK_RC(odpx_reg_ex(ctx, buf + 2 * PG, 4 * PG, 0, ODPX_REG_PARTIAL, &m), 0);
-	CHECK(m == a && odpx_mr_addr(m) == buf && odpx_mr_length(m) == 4 * PG,
+	CHECK(odpx_priv_same(ctx, m, a) && odpx_mr_addr(m) == buf && odpx_mr_length(m) == 4 * PG,
 	      "PARTIAL past the end: %p+%zu", odpx_mr_addr(m), odpx_mr_length(m));
 	CHECK_RC(odpx_dereg(ctx, m), 0);
 	CHECK_RC(odpx_dereg(ctx, a), 0);
@@ -148,11 +148,12 @@ static void basic(void)
 	CHECK(a != b, "two registrations merged");
 	s0 = stats_of(ctx);
 	CHECK_RC(odpx_reg_ex(ctx, buf + 6 * PG, 12 * PG, 0, ODPX_REG_PARTIAL, &m), 0);
-	CHECK(m == a && odpx_mr_addr(m) == buf + 8 * PG && odpx_mr_length(m) == 2 * PG,
+	CHECK(odpx_priv_same(ctx, m, a) && odpx_mr_addr(m) == buf + 8 * PG &&
+	      odpx_mr_length(m) == 2 * PG,
 	      "PARTIAL [6,18): not the lowest registered page's");
 	CHECK_RC(odpx_dereg(ctx, m), 0);
 	CHECK_RC(odpx_reg_ex(ctx, buf + 9 * PG + 7, 6 * PG, 0, ODPX_REG_PARTIAL, &m), 0);
-	CHECK(m == a, "PARTIAL from inside the first: not the first");
+	CHECK(odpx_priv_same(ctx, m, a), "PARTIAL from inside the first: not the first");
 	CHECK_RC(odpx_dereg(ctx, m), 0);
 	CHECK_RC(odpx_reg_ex(ctx, buf + 10 * PG, 6 * PG, 0, ODPX_REG_PARTIAL, &m), 0);
 	CHECK(m == b && odpx_mr_addr(m) == buf + 14 * PG, "PARTIAL [10,16): not the second");
