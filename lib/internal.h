@@ -217,6 +217,10 @@ struct odpx_ctx {
 	bool hits_inline;		/* odpx_reg() tries cache.h:hit_home() first */
 	bool check_prot;		/* hits ask the pages' protection (cache.c) */
 	uint32_t acc_mask;		/* access bits that split the index */
+	/* read by every hit, written at open and a line's first use: off the miss path's lines */
+	struct hz_line *hz;		/* STAT_SHARDS lines, after the slab */
+	_Atomic uint64_t hz_used;	/* the lines that ever held a slot of this context */
+	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
 
 	_Atomic uint32_t root[ACC_CLASSES] ALIGNED_LINE; /* AVL roots, the invalidation lock */
 
@@ -250,10 +254,7 @@ struct odpx_ctx {
 	/* dead entries with no counted reference that a hazard slot still held (cache.c) */
 	_Atomic uint32_t held_head;
 	_Atomic bool held_recheck;	/* a slot holding a dead entry was emptied */
-	struct hz_line *hz;		/* STAT_SHARDS lines, after the slab */
-	_Atomic uint64_t hz_used;	/* the lines that ever held a slot of this context */
 
-	struct stat_shard *shards;	/* STAT_SHARDS + 1 (overflow, atomic) */
 	struct cold_stats *cs;
 	void *stats_region;		/* holds shards and cs (stats.c) */
 	void *stats_priv;		/* the publisher's own state, never in the shared file */
