@@ -190,9 +190,18 @@ static struct ibv_mr *ent_evict(struct odpx_ctx *ctx, uint32_t i, const uint32_t
 	_Atomic uint32_t *pp;
 
 	if (W_STATE(w) != ST_ALIVE || W_REF(w) || !LD(e->span) ||
-	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) ||
+	    (before && (int32_t)(LD(e->last_use) - *before) >= 0) || hz_holds(ctx, e) ||
 	    !atomic_compare_exchange_strong(&e->word, &w, W_MAKE(W_GEN(w) + 1, 0, ST_FREE, 0)))
 		return NULL;
+	/*
+	 * The slots after the CAS, as kill_locked() reads them after DEAD: a
+	 * hit in a slot (odp_slot_hit()) that did not see FREE is seen here, and
+	 * the entry is put back, in a new generation.
+	 */
+	if (hz_holds(ctx, e)) {
+		atomic_store_explicit(&e->word, W_MAKE(W_GEN(w) + 1, W_ACC(w), ST_ALIVE, 0), REL);
+		return NULL;
+	}
 	for (pp = bucket(ctx, e_start(e), e->access); LD(*pp) != i; pp = &ctx->ent[LD(*pp)].hnext)
 		;
 	ST(*pp, LD(e->hnext));
@@ -352,6 +361,36 @@ void ent_put(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
+ * The lock-free hit of a chunk or range held in a hazard slot of the calling
+ * thread (cache.h), for an MR that stays after its last release: the entry
+ * of (@s, @bytes, @acc) in its hash chain, exchanged into @slot, then its
+ * word read again, the pair of ent_evict()'s CAS to FREE and read of the
+ * slots.  The handle, or NULL (not there, or changed): the counted path.
+ */
+static struct entry *odp_slot_hit(struct odpx_ctx *ctx, uintptr_t s, uint64_t bytes,
+				  uint32_t acc, hz_slot *slot)
+{
+	uint64_t span = SPAN_MAKE(s, bytes >> PAGE_SHIFT);
+	uint32_t i = atomic_load_explicit(bucket(ctx, s, acc), ACQ);
+
+	for (int steps = 0; i < ctx->max_entries && steps < MAX_STEPS; steps++) {
+		struct entry *e = &ctx->ent[i];
+		uint64_t w = atomic_load_explicit(&e->word, ACQ);
+
+		if (LD(e->span) == span && W_ACC(w) == acc && W_STATE(w) == ST_ALIVE) {
+			atomic_exchange(slot, (uintptr_t)e);
+			uint64_t now = atomic_load(&e->word);
+			if (!((now ^ w) >> W_STATE_SHIFT) && LD(e->span) == span)
+				return (struct entry *)((uintptr_t)slot | HZ_TAG);
+			atomic_store_explicit(slot, 0, REL);
+			return NULL;
+		}
+		i = LD(e->hnext);
+	}
+	return NULL;
+}
+
+/*
  * odp_reg() and, with @flags, odpx_reg_ex()'s TRY and PARTIAL: the same
  * lookups with no registration and no wait.  An implicit MR serves what its
  * access allows; else a request inside one chunk takes that chunk of its
@@ -369,6 +408,8 @@ static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 	uint32_t cacc = access, idx = access == ODPX_ACCESS_LOCAL_WRITE ? b->implicit_idx : NIL;
 	bool chunk = b->chunks;
 	int err = 0, how = 0;
+	struct entry *h = NULL;	/* a hit held in a hazard slot */
+	hz_slot *slot;
 
 	if (access & ACC_REMOTE_BITS) {
 		bool global = b->global_access && !(access & ~b->global_access);
@@ -380,10 +421,20 @@ static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 		chunk = chunk && global;
 	}
 	if (idx != NIL) {
-		atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
+		/* an implicit MR lives as long as the context: its slot needs no fence */
+		if (likely(slot = hz_free_slot(ctx))) {
+			atomic_store_explicit(slot, (uintptr_t)&ctx->ent[idx], RLX);
+			h = (struct entry *)((uintptr_t)slot | HZ_TAG);
+		} else {
+			atomic_fetch_add_explicit(&ctx->ent[idx].word, 1, ACQ);
+		}
 		goto out;
 	}
 	if (chunk && likely(s >> b->chunk_shift == (end - 1) >> b->chunk_shift)) {
+		uint64_t cbytes = 1ULL << b->chunk_shift;
+		if (!drop_at_zero(b, cacc) && (slot = hz_free_slot(ctx)) &&
+		    (h = odp_slot_hit(ctx, s & ~(cbytes - 1), cbytes, cacc, slot)))
+			goto out;	/* the common chunk hit: no shared write */
 		if (likely((idx = chunk_get(ctx, s, cacc, flags, &err, &how)) != NIL) || flags)
 			goto out;
 		/* e.g. a chunk beyond what the device can map: the range alone */
@@ -397,11 +448,11 @@ static int odp_lookup(struct odpx_ctx *ctx, uintptr_t addr, size_t len, uint32_t
 	     c = ((c >> b->chunk_shift) + 1) << b->chunk_shift)
 		idx = chunk_get(ctx, c, cacc, true, &err, &how);
 out:
-	if (idx == NIL)
+	if (!h && idx == NIL)
 		return flags ? -EAGAIN : err;
 	if (how < 2)
 		stats_hit(ctx, how, 0);
-	*out = &ctx->ent[idx];
+	*out = h ? h : &ctx->ent[idx];	/* a handle (internal.h, struct backend_ops) */
 	return 0;
 }
 
@@ -434,10 +485,14 @@ static bool ent_drop(struct odpx_ctx *ctx, uint32_t i, const uint32_t *before)
 
 static int odp_dereg(struct odpx_ctx *ctx, struct entry *e)
 {
+	if ((uintptr_t)e & HZ_TAG)	/* a slot of ctx's lines: odpx_dereg() checked */
+		return hz_dereg(ctx, (hz_slot *)((uintptr_t)e & ~HZ_TAG));
 	uint64_t w = LD(e->word);
+	uint32_t now = LD(ctx->clock);
 
 	/* for odp_reap_idle(): stamped before the reference goes, as put_ref() does */
-	ST(e->last_use, LD(ctx->clock));
+	if (LD(e->last_use) != now)
+		ST(e->last_use, now);
 	do {
 		if (W_STATE(w) != ST_ALIVE || W_REF(w) == 0)
 			return odpx_fail(-EINVAL, "handle %p is not held (already released?)",

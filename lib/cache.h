@@ -87,7 +87,30 @@ static inline uint64_t hz_empty(struct odpx_ctx *ctx, hz_slot *slot, struct entr
 }
 
 /*
- * A hit held in hazard slot @slot of line @line (empty, this thread's):
+ * An empty hazard slot of the calling thread's line, its line marked used
+ * (before the slot is filled: seq_cst), or NULL: the thread has none (all
+ * taken, or it shares the counters' overflow shard).
+ */
+static inline __attribute__((always_inline)) hz_slot *hz_free_slot(struct odpx_ctx *ctx)
+{
+	uint32_t line = odpx_my_shard - 1;	/* the overflow: STAT_SHARDS */
+
+	if (unlikely(line == UINT32_MAX))
+		line = shard_claim() - 1;	/* the thread's first count */
+	if (unlikely(line >= STAT_SHARDS))
+		return NULL;
+	struct hz_line *l = &ctx->hz[line];
+	for (int k = 0; k < HZ_SLOTS; k++)
+		if (!LD(l->e[k])) {
+			if (unlikely(!(LD(ctx->hz_used) & 1ULL << line)))
+				atomic_fetch_or(&ctx->hz_used, 1ULL << line);
+			return &l->e[k];
+		}
+	return NULL;
+}
+
+/*
+ * A hit held in hazard slot @slot (empty, of this thread's line):
  * @e was seen as @w, serving the request under @seq.  Filled, then @e's
  * word read again: the exchange is a full fence, the Dekker pair of
  * kill_locked()'s store of DEAD and read of the slots.  So either that
@@ -96,7 +119,7 @@ static inline uint64_t hz_empty(struct odpx_ctx *ctx, hz_slot *slot, struct entr
  */
 static inline __attribute__((always_inline)) struct odpx_mr *
 hit_slot(struct odpx_ctx *ctx, struct entry *e, uint64_t w, uint64_t span, uint32_t seq,
-	 uint32_t line, hz_slot *slot)
+	 hz_slot *slot)
 {
 	/*
 	 * HZ_TOOK: no reference counted, so this hit counts the entry as taken
@@ -106,8 +129,6 @@ hit_slot(struct odpx_ctx *ctx, struct entry *e, uint64_t w, uint64_t span, uint3
 	 */
 	uintptr_t took = W_REF(w) ? 0 : HZ_TOOK;
 
-	if (unlikely(!(LD(ctx->hz_used) & 1ULL << line)))
-		atomic_fetch_or(&ctx->hz_used, 1ULL << line);	/* before the slot: seq_cst */
 	atomic_exchange(slot, (uintptr_t)e | took);
 	uint64_t now = atomic_load(&e->word);
 
@@ -138,16 +159,10 @@ hit_take(struct odpx_ctx *ctx, struct entry *e, uintptr_t page, uintptr_t aend, 
 		return NULL;	/* an odd seq: an index writer or the uffd reader is at work */
 	if (!serves(span, page, aend, acc))
 		return NULL;
-	uint32_t line = odpx_my_shard - 1;	/* the overflow: STAT_SHARDS */
+	hz_slot *slot = hz_free_slot(ctx);
 
-	if (unlikely(line == UINT32_MAX))
-		line = shard_claim() - 1;	/* the thread's first count */
-	if (likely(line < STAT_SHARDS)) {
-		struct hz_line *l = &ctx->hz[line];
-		for (int k = 0; k < HZ_SLOTS; k++)
-			if (!LD(l->e[k]))
-				return hit_slot(ctx, e, w, span, seq, line, &l->e[k]);
-	}
+	if (likely(slot))
+		return hit_slot(ctx, e, w, span, seq, slot);
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, w + 1,
 						     memory_order_acq_rel, RLX))
 		return NULL;

@@ -658,7 +658,6 @@ cache_dereg_handle(struct odpx_ctx *ctx, struct odpx_mr *mr)
 
 ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 {
-	struct entry *e;
 	int r;
 
 	if (unlikely((r = ctx_check(ctx)) < 0))
@@ -666,8 +665,8 @@ ODPX_EXPORT int odpx_dereg(struct odpx_ctx *ctx, struct odpx_mr *mr)
 	if (likely(!ctx->be->dereg)) {
 		if (likely((r = cache_dereg_handle(ctx, mr)) <= 0))
 			return r;
-	} else if ((e = slab_entry(ctx, mr))) {
-		return ctx->be->dereg(ctx, e);
+	} else if (slab_entry(ctx, mr) || hz_slot_of(ctx, mr)) {
+		return ctx->be->dereg(ctx, (struct entry *)mr);	/* a handle, as reg() gave it */
 	}
 	/* a hybrid context's pinned registrations are its pin cache's */
 	if (ctx->pin_part && (r = cache_dereg_handle(ctx->pin_part, mr)) <= 0)

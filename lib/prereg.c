@@ -26,8 +26,10 @@
 #include "cache.h"
 #include "../uffd/monitor.h"
 
+/* @e: a region's handle, as the backend's reg() gave it (an ODP context's may be a slot's) */
 static bool is_alive(const struct entry *e)
 {
+	e = e ? mr_entry((const struct odpx_mr *)e) : NULL;
 	return e && W_STATE(atomic_load_explicit(&e->word, ACQ)) == ST_ALIVE;
 }
 

@@ -10,7 +10,8 @@
  *     the last chunk's lkey is verified.  Chunk entries were
  *     kept until close: the N+1st chunk was -ENOMEM with nothing held;
  *   - N chunk handles held: one more chunk is -ENOMEM (every entry in use),
- *     and a held one still moves data; released, the next succeeds;
+ *     and a held one still moves data; released, the next succeeds; the
+ *     same with every handle a hit, held in a hazard slot of its thread;
  *   - one thread registers and releases 4 KiB in 4 N chunks in a loop (each
  *     miss evicts), while this one takes a handle in a chunk of its own,
  *     writes through its lkey with RDMA, checks the bytes, and releases it,
@@ -132,6 +133,36 @@ static void evicted(void)
 	while (n)
 		dv_dereg(ctx, held[--n]);
 	printf("all %u entries held: -ENOMEM; one released: the next chunk registers\n", slots);
+
+	/*
+	 * The same with every entry held by a hit alone: one held in a hazard
+	 * slot of this thread (up to ODPX_PRIV_HZ_SLOTS of them) writes nothing
+	 * on its entry, and eviction must still pass over it.
+	 */
+	unsigned in_slots = 0;
+	for (n = 0; n + 1 < slots; n++)	/* all cached at once (the hand evicts FIFO) */
+		held[n] = dv_reg(ctx, chunk_at(n), 4096, ACC_LW);
+	for (n = 0; n + 1 < slots; n++)
+		dv_dereg(ctx, held[n]);
+	for (n = 0; n + 1 < slots; n++) {
+		uint64_t hits = dv_stats(ctx).hits;
+		held[n] = dv_reg(ctx, chunk_at(n), 4096, ACC_LW);
+		if (dv_stats(ctx).hits != hits + 1)
+			dev_fail("chunk %u again: not a hit", n);
+		in_slots += ((uintptr_t)held[n] & ODPX_PRIV_HZ_TAG) != 0;
+	}
+	if (in_slots < (slots - 1 < ODPX_PRIV_HZ_SLOTS ? slots - 1 : ODPX_PRIV_HZ_SLOTS))
+		dev_fail("%u of %u hits held in hazard slots", in_slots, slots - 1);
+	rc = odpx_reg(ctx, chunk_at(n), 4096, ACC_LW, &extra);
+	if (rc != -ENOMEM)
+		dev_fail("a chunk with every entry held by a hit: %d, want -ENOMEM", rc);
+	write_checked(&base, held[0], chunk_at(0), t, dst, 3, "a chunk held by a hit");
+	while (n)
+		dv_dereg(ctx, held[--n]);
+	extra = dv_reg(ctx, chunk_at(slots), 4096, ACC_LW);
+	dv_dereg(ctx, extra);
+	printf("all %u entries held by hits (%u in hazard slots): -ENOMEM, data ok\n", slots,
+	       in_slots);
 
 	/* hits against evictions */
 	st0 = dv_stats(ctx);
