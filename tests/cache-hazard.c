@@ -77,7 +77,13 @@ static void held_across_munmap(void)
 	CHECK(entry_of(ctx, idx).refs == 1, "munmap: %u references, want the slot's",
 	      entry_of(ctx, idx).refs);
 	CHECK(munmap(p, LEN) == 0, "munmap");
-	CHECK(entry_of(ctx, idx).state == ODPX_PRIV_DEAD, "munmap: the held entry did not die");
+	/*
+	 * munmap returns once the monitor has read its event, and the monitor
+	 * marks the entry dead right after, under its lock (lookups meanwhile
+	 * see the odd sequence count and wait): so within a moment.
+	 */
+	CHECK(WAIT_FOR(entry_of(ctx, idx).state == ODPX_PRIV_DEAD, 5),
+	      "munmap: the held entry did not die (state %u)", entry_of(ctx, idx).state);
 	/* the engine ticks and reaps meanwhile: the slot keeps it */
 	struct timespec t = { 0, 300000000 };
 	nanosleep(&t, NULL);
