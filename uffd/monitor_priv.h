@@ -80,6 +80,7 @@ void vma_atfork_child(void);
 /* watch.c, under mon.lock */
 void watch_cut(uintptr_t start, uintptr_t end);
 void watch_release(uintptr_t start, uintptr_t end);
+void watch_release_all(void);	/* mon.lock: nothing watched any more */
 unsigned monitor_budget_default(void);
 
 #endif

@@ -301,6 +301,14 @@ void monitor_detach(struct monitor_sub *sub)
 	 */
 	for (unsigned i = 0; !stop && i < mon.nw; i++)
 		mon.w[i].approx = mon.w[i].refs > 0;
+	/*
+	 * The last one: nothing is watched before the reader is told to go.
+	 * What its exit unmaps (a sanitizer's per-thread memory, which a VMA
+	 * merge can put inside a watched range) raises no event then, which
+	 * the exiting reader would wait on forever.
+	 */
+	if (stop)
+		watch_release_all();
 	pthread_mutex_unlock(&mon.lock);
 	if (!stop)
 		goto out;

@@ -123,6 +123,12 @@ static void watch_unregister(unsigned i)
 	mon.nw--;
 }
 
+void watch_release_all(void)
+{
+	while (mon.nw)
+		watch_unregister(mon.nw - 1);
+}
+
 /*
  * odpx_invalidate() of [s, e): its entries are dead, so the pages need no
  * watch.  Unregistered, they are the application's alone again: what a
