@@ -177,9 +177,23 @@ static void case_import(void)
 	expect(ibv_dereg_mr(real) == 0, "ibv_dereg_mr of the MW_BIND MR failed");
 }
 
+/*
+ * Two buffers of BUF_BYTES side by side in one explicit-mode chunk (64 MiB,
+ * aligned: the default): of a mapping of four, the half that crosses no
+ * chunk boundary.
+ */
+static unsigned char *map_in_one_chunk(void)
+{
+	const uintptr_t chunk = 64UL << 20;
+	unsigned char *m = dev_map(4 * BUF_BYTES, NULL);
+	uintptr_t edge = ((uintptr_t)m + chunk) & ~(chunk - 1);
+
+	return edge < (uintptr_t)m + 2 * BUF_BYTES ? (unsigned char *)edge : m;
+}
+
 static void case_dealloc(void)
 {
-	unsigned char *a = dev_map(BUF_BYTES, NULL), *b = dev_map(BUF_BYTES, NULL);
+	unsigned char *a = map_in_one_chunk(), *b = a + BUF_BYTES;
 	struct ibv_mr *mr = dev_reg(&d, a, BUF_BYTES, LW);
 	int rc = ibv_dealloc_pd(d.pd);
 
