@@ -4,6 +4,8 @@
  *
  * The parent caches several ranges (one of them held across the fork) and
  * forks.  The child, under a deadline the parent enforces (kill and fail):
+ *   - finds the parent's reader stack unmapped, and maps and writes that
+ *     range as plain memory (under ASan: none of the reader's frames left);
  *   - munmaps, MADV_DONTNEEDs and mremaps memory the parent has cached: none
  *     of these may block (the child has no monitor reading its events);
  *   - gets -ESTALE from every call on the inherited context, and 0 from
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "odpx-private.h"	/* the monitor's reader stack */
 
 #define LEN (64 * 1024)
 #define NR 4
@@ -51,6 +54,7 @@ static int uring_maps(void)
 
 static unsigned char *a[NR];	/* cached, released */
 static unsigned char *h;	/* cached, held across the fork */
+static struct monitor_usage mu;	/* the parent's monitor at the fork */
 
 /* Cache [p, p+LEN) and release it; the next odpx_reg must be a hit. */
 static struct odpx_mr *cache(struct odpx_ctx *ctx, void *p, unsigned seed, int keep)
@@ -102,6 +106,17 @@ static int child(struct odpx_ctx *inh, struct odpx_mr *held)
 	enum odpx_mode m;
 	unsigned char *fresh;
 	void *q;
+
+	/*
+	 * The parent's reader stack is gone, and a mapping there is plain
+	 * memory: no sanitizer keeps the frames of a thread the child lacks.
+	 */
+	void *rs = mmap((void *)mu.reader_stack, mu.reader_stack_len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	CHECK(rs == mu.reader_stack, "child: the parent's reader stack %p (%zu bytes) is still mapped",
+	      mu.reader_stack, mu.reader_stack_len);
+	memset(rs, 0x5a, mu.reader_stack_len);
+	CHECK(munmap(rs, mu.reader_stack_len) == 0, "child: munmap: %s", strerror(errno));
 
 	/* memory the parent has cached: none of these may hang */
 	CHECK(munmap(a[0], LEN) == 0, "child: munmap: %s", strerror(errno));
@@ -172,6 +187,8 @@ static int scenario(void)
 	CHECK(pin1 >= pin0 + (NR + 1) * LEN / 1024, "VmPin %ld kB, want at least %ld", pin1,
 	      pin0 + (NR + 1) * LEN / 1024);
 
+	monitor_usage(&mu);
+	CHECK(mu.reader_stack, "no reader runs for the cached ranges");
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();

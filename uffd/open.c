@@ -26,6 +26,17 @@
 
 #include "monitor_priv.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASAN 1
+#endif
+#endif
+#ifdef ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #ifndef UFFD_FEATURE_WP_ASYNC
 #define UFFD_FEATURE_WP_ASYNC (1 << 15)	/* Linux 6.7; Debian 12's headers are 6.1 */
 #endif
@@ -355,6 +366,15 @@ void monitor_atfork_child(void)
 {
 	/* the parent's reader does not exist here: its stack is a copy nobody runs on */
 	pthread_mutex_init(&mon.lock, NULL);
+#ifdef ASAN
+	/*
+	 * ASan clears a thread's poisoned frames when the thread exits, never
+	 * at munmap: the copy's would outlive it, and a later mapping at that
+	 * address would fault on its first store.
+	 */
+	if (mon.reader_stack)
+		__asan_unpoison_memory_region(mon.reader_stack, mon.reader_stack_len);
+#endif
 	vma_atfork_child();
 	release();
 	memset(&mon, 0, sizeof(mon));
