@@ -1841,8 +1841,12 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage(stderr, argv[0]), 2;
+	/*
+	 * A pin leaves at least 16 MiB of memory.max to reclaim (odpx(7),
+	 * MEMORY CGROUP): under 32 MiB the pinned variant could pin nothing.
+	 */
 	if (!R.memory_max)
-		R.memory_max = R.quick ? 16 * MiB : 64 * MiB;
+		R.memory_max = R.quick ? 32 * MiB : 64 * MiB;
 	if (!R.region)
 		R.region = R.quick ? 8 * MiB : 128 * MiB;
 	if (!R.phase_s)
