@@ -58,7 +58,10 @@ struct monitor {
 
 extern struct monitor mon;
 
-/* In a sanitizer's build watch.c never bridges a gap (widen()). */
+/*
+ * A sanitizer's build: watch.c never bridges a gap (widen()), and under
+ * ASan a fork child clears the shadow of the reader stack it unmaps (open.c).
+ */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZED 1
 #elif defined(__has_feature)
@@ -68,6 +71,13 @@ extern struct monitor mon;
 #endif
 #ifndef SANITIZED
 #define SANITIZED 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASAN 1
+#endif
 #endif
 
 /* reader.c */

@@ -26,13 +26,6 @@
 
 #include "monitor_priv.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ASAN 1
-#endif
-#endif
 #ifdef ASAN
 #include <sanitizer/asan_interface.h>
 #endif
