@@ -163,16 +163,17 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 	 * a hit that filled its slot too late for hz_holds() reads DEAD after.
 	 */
 	w = atomic_fetch_add_explicit(&e->word, 1ULL << W_STATE_SHIFT, memory_order_seq_cst);
-	unsigned took = 0, held = atomic_load(&ctx->hz_used) ? hz_scan(ctx, e, &took) : 0;
+	bool held = hz_holds(ctx, e);
 	/*
-	 * The unused bytes: the entry leaves them if no one took it, and the
-	 * takers beyond one (the references, a slot's hit each that saw none)
-	 * are given back, since their releases of a dead entry count nothing.
+	 * The unused bytes: the entry leaves them unless its counted references
+	 * took it (their releases of a dead entry count nothing, ordered with
+	 * this on the word).  A slot's hit that took it gives it back at its
+	 * release whatever the state: a release reads the state unfenced, so
+	 * the count may not depend on which state it saw.  Until that release
+	 * the count is short by the entry.
 	 */
-	uint32_t takers = took + !!W_REF(w);
-	uint64_t bytes = SPAN_BYTES(LD(e->span));
-	if (takers != 1)
-		stats_unused(ctx, takers ? (takers - 1) * bytes : 0, takers ? 0 : bytes);
+	if (!W_REF(w))
+		stats_unused(ctx, 0, SPAN_BYTES(LD(e->span)));
 	if (W_REF(w))
 		return false;
 	if (held) {
@@ -183,27 +184,21 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx)
 }
 
 /*
- * How many hazard slots of @ctx hold @e, and *@took of them with HZ_TOOK
- * (unless NULL).  Sequentially consistent loads: after the store that
- * killed @e, they see every slot filled by a hit that did not see it dead
- * (cache.h:hit_slot()).
+ * How many hazard slots of @ctx hold @e.  Sequentially consistent loads:
+ * after the store that killed @e, they see every slot filled by a hit that
+ * did not see it dead (cache.h:hit_slot()).
  */
-unsigned hz_scan(struct odpx_ctx *ctx, const struct entry *e, unsigned *took)
+unsigned hz_scan(struct odpx_ctx *ctx, const struct entry *e)
 {
-	unsigned n = 0, t = 0;
+	unsigned n = 0;
 
 	for (uint64_t m = atomic_load(&ctx->hz_used); m; m &= m - 1) {
 		struct hz_line *l = &ctx->hz[__builtin_ctzll(m)];
 		for (int k = 0; k < HZ_SLOTS; k++) {
 			uintptr_t v = atomic_load(&l->e[k]);
-			if (hz_entry(v) == e) {
-				n++;
-				t += v & HZ_TOOK;
-			}
+			n += hz_entry(v) == e;
 		}
 	}
-	if (took)
-		*took = t;
 	return n;
 }
 

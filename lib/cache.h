@@ -37,10 +37,10 @@ bool kill_locked(struct odpx_ctx *ctx, uint32_t idx);	/* invalidation lock, seq 
 void entry_free_locked(struct odpx_ctx *ctx, uint32_t idx);		/* ctx->lock */
 int lookup_fast(struct odpx_ctx *ctx, uintptr_t a, uintptr_t aend, uint32_t acc, bool partial,
 		struct entry **out, uint64_t *taken, uint32_t *seen);
-unsigned hz_scan(struct odpx_ctx *ctx, const struct entry *e, unsigned *took);
+unsigned hz_scan(struct odpx_ctx *ctx, const struct entry *e);
 static inline bool hz_holds(struct odpx_ctx *ctx, const struct entry *e)
 {
-	return atomic_load(&ctx->hz_used) && hz_scan(ctx, e, NULL) > 0;	/* none: no call */
+	return atomic_load(&ctx->hz_used) && hz_scan(ctx, e) > 0;	/* none: no call */
 }
 void hz_dead_emptied(struct odpx_ctx *ctx);
 
@@ -70,8 +70,8 @@ int64_t reserve_locked(struct odpx_ctx *ctx, uint64_t bytes, uint32_t home,
 int pin_reserved(struct odpx_ctx *ctx, int64_t idx, const struct reservation *rv,
 		 uintptr_t s, size_t len, uint32_t acc);
 
-/* Empty a hazard slot that held @e; a dead @e may now be the reaper's.  @e's word after. */
-static inline uint64_t hz_empty(struct odpx_ctx *ctx, hz_slot *slot, struct entry *e)
+/* Empty a hazard slot that held @e; a dead @e may now be the reaper's. */
+static inline void hz_empty(struct odpx_ctx *ctx, hz_slot *slot, struct entry *e)
 {
 	atomic_store_explicit(slot, 0, REL);
 	/*
@@ -79,11 +79,8 @@ static inline uint64_t hz_empty(struct odpx_ctx *ctx, hz_slot *slot, struct entr
 	 * before the store lands and is itself read too early here leaves the
 	 * entry to the engine's next tick (cache.c:cache_reap_dead()).
 	 */
-	uint64_t w = LD(e->word);
-
-	if (unlikely(W_STATE(w) == ST_DEAD))
+	if (unlikely(W_STATE(LD(e->word)) == ST_DEAD))
 		hz_dead_emptied(ctx);
-	return w;
 }
 
 /*
@@ -123,9 +120,9 @@ hit_slot(struct odpx_ctx *ctx, struct entry *e, uint64_t w, uint64_t span, uint3
 {
 	/*
 	 * HZ_TOOK: no reference counted, so this hit counts the entry as taken
-	 * from the unused bytes (stats.c), and its release gives it back.  Slots
-	 * do not see each other: two such hits take it twice, and give it back
-	 * twice; kill_locked() evens out those a death leaves.
+	 * from the unused bytes (stats.c), and its release gives it back, dead
+	 * or alive (kill_locked()).  Slots do not see each other: two such hits
+	 * take it twice until both release.
 	 */
 	uintptr_t took = W_REF(w) ? 0 : HZ_TOOK;
 
@@ -266,9 +263,9 @@ static inline int hz_dereg(struct odpx_ctx *ctx, hz_slot *slot)
 
 	if (LD(e->last_use) != now)
 		ST(e->last_use, now);
-	uint64_t w = hz_empty(ctx, slot, e);
-	/* a dead entry's bytes left the unused ones with it (kill_locked()) */
-	stats_dereg(ctx, (v & HZ_TOOK) && W_STATE(w) == ST_ALIVE ? bytes : 0);
+	hz_empty(ctx, slot, e);
+	/* what the hit took, given back even to a dead entry: kill_locked() counted on it */
+	stats_dereg(ctx, v & HZ_TOOK ? bytes : 0);
 	return 0;
 }
 

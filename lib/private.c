@@ -31,7 +31,7 @@ int odpx_priv_entry(struct odpx_ctx *ctx, uint32_t slot, struct odpx_priv_entry 
 	uint64_t w = atomic_load(&ctx->ent[slot].word), span = atomic_load(&ctx->ent[slot].span);
 
 	e->state = (uint32_t)W_STATE(w);
-	e->refs = W_REF(w) + hz_scan(ctx, &ctx->ent[slot], NULL);
+	e->refs = W_REF(w) + hz_scan(ctx, &ctx->ent[slot]);
 	e->start = SPAN_START(span);
 	e->bytes = SPAN_BYTES(span);
 	return 0;

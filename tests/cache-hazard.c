@@ -13,8 +13,14 @@
  *     references, and everything releases.
  *  5. a storm for TEST_STRESS_SECS / 3 (default 3 s): hitters hold hits
  *     across data checks while an evictor misses through a small cache and
- *     a remapper maps their buffers again; every check passes, and the pins
- *     are gone after the close.
+ *     a remapper maps their buffers again; every check passes, the unused
+ *     bytes are exactly the live entries' once nothing is held, and the
+ *     pins are gone after the close.
+ *  6. releases racing the munmap of what they release (a hit taken, then
+ *     killed, then released, in every order the two threads make), with
+ *     another registration held so that pinned bytes exceed unused ones
+ *     (the count is clamped to the pinned bytes): the unused bytes are
+ *     exact after it.
  * On the io_uring backend: real pins, and transfers through them.
  */
 #include <pthread.h>
@@ -221,6 +227,25 @@ static pthread_mutex_t buf_lock[BUFS];	/* a check has its buffer to itself */
 static atomic_bool stop;
 static atomic_ulong checks, evicting, remaps;
 
+/* The unused bytes: every live entry's that nothing holds, once the dead are reaped. */
+static void unused_exact(const char *what)
+{
+	struct odpx_priv_state ps;
+	double until = now_s() + 5;
+	uint64_t live = 0;
+
+	do
+		odpx_priv_state(sctx, &ps);
+	while (ps.releasing && now_s() < until && !usleep(1000));
+	for (uint32_t i = 0; i < ps.slots; i++) {
+		struct odpx_priv_entry e = entry_of(sctx, i);
+		live += e.state == ODPX_PRIV_ALIVE && !e.refs ? e.bytes : 0;
+	}
+	struct odpx_stats st = stats_of(sctx);
+	CHECK(st.unused_bytes == live, "%s: %lu unused bytes counted, the live entries hold %lu",
+	      what, (unsigned long)st.unused_bytes, (unsigned long)live);
+}
+
 static unsigned rnd(unsigned *s)
 {
 	*s = *s * 1103515245u + 12345u;
@@ -311,10 +336,59 @@ static void storm(void)
 	       atomic_load(&remaps), (unsigned long)st.hits);
 	CHECK(atomic_load(&checks) > 50 && st.evictions > 100 && atomic_load(&remaps) > 50,
 	      "storm: too little work done");
+	unused_exact("storm");
 	CHECK_RC(odpx_close(sctx), 0);
 	CHECK(vm_pinned_kb() == pin0, "storm: VmPin %ld kB after the close, %ld before",
 	      vm_pinned_kb(), pin0);
 	munmap(area, BUFS * LEN);
+}
+
+/* ---- 6. releases racing the munmap of what they release ---- */
+
+static atomic_ulong rounds;
+
+static void *releaser(void *arg)
+{
+	unsigned char *p = arg;
+
+	while (!atomic_load(&stop)) {
+		struct odpx_mr *mr;
+		CHECK_RC(odpx_reg(sctx, p, LEN, 0, &mr), 0);
+		CHECK_RC(odpx_dereg(sctx, mr), 0);
+		atomic_fetch_add(&rounds, 1);
+	}
+	return NULL;
+}
+
+static void release_vs_munmap(void)
+{
+	const char *env = getenv("TEST_STRESS_SECS");
+	double until = now_s() + (env ? atof(env) : 10) / 5;
+	unsigned long maps = 0;
+	pthread_t t;
+
+	sctx = open_small(16);
+	area = map_anon(NULL, LEN);
+	/* held throughout: pinned bytes above the unused ones, so that an excess shows */
+	unsigned char *other = map_anon(NULL, LEN);
+	struct odpx_mr *held;
+	CHECK_RC(odpx_reg(sctx, other, LEN, 0, &held), 0);
+	atomic_store(&stop, false);
+	CHECK(pthread_create(&t, NULL, releaser, area) == 0, "thread");
+	while (now_s() < until) {
+		CHECK(mmap(area, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+			   -1, 0) == area, "race: mmap");
+		maps++;
+	}
+	atomic_store(&stop, true);
+	CHECK(pthread_join(t, NULL) == 0, "join");
+	unused_exact("race");
+	CHECK_RC(odpx_dereg(sctx, held), 0);
+	unused_exact("race, all released");
+	printf("race: %lu remaps, %lu registrations released meanwhile\n", maps, atomic_load(&rounds));
+	CHECK_RC(odpx_close(sctx), 0);
+	munmap(area, LEN);
+	munmap(other, LEN);
 }
 
 int main(void)
@@ -324,6 +398,7 @@ int main(void)
 	released_elsewhere();
 	more_than_slots();
 	storm();
+	release_vs_munmap();
 	printf("ok\n");
 	return 0;
 }
