@@ -55,13 +55,12 @@ struct odpx_priv_state {
 	uint64_t prefetch_queued;
 };
 void odpx_priv_state(struct odpx_ctx *ctx, struct odpx_priv_state *st);
+/* The entry behind a held handle: itself, or the one its hazard slot holds (mr_entry()) */
+const void *odpx_priv_entry_of(const struct odpx_mr *mr);
 static inline uint32_t odpx_priv_slot_of(const struct odpx_priv_state *st, const struct odpx_mr *mr)
 {
-	/* a hit's hazard slot (ODPX_PRIV_HZ_TAG): the entry it holds, less its HZ_TOOK bit */
-	if ((uintptr_t)mr & 1)
-		mr = (const struct odpx_mr *)(__atomic_load_n((const uintptr_t *)((uintptr_t)mr - 1),
-							      __ATOMIC_RELAXED) & ~1UL);
-	return (uint32_t)(((const char *)mr - (const char *)st->slab) / st->entry_bytes);
+	return (uint32_t)(((const char *)odpx_priv_entry_of(mr) - (const char *)st->slab) /
+			  st->entry_bytes);
 }
 /* A hit held in a hazard slot: its handle's tag, and how many slots a thread has (internal.h) */
 #define ODPX_PRIV_HZ_TAG 1UL

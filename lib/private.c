@@ -19,6 +19,11 @@ void odpx_priv_state(struct odpx_ctx *ctx, struct odpx_priv_state *st)
 	st->prefetch_queued = LD(ctx->pq_head) - LD(ctx->pq_tail);
 }
 
+const void *odpx_priv_entry_of(const struct odpx_mr *mr)
+{
+	return mr_entry(mr);
+}
+
 uint32_t odpx_priv_home(struct odpx_ctx *ctx, uintptr_t addr, uint32_t access)
 {
 	return bucket_of(ctx, addr & ~(PAGE_SIZE - 1), access & ctx->acc_mask);
